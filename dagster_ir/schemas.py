@@ -1,0 +1,94 @@
+"""Column names and dtypes of every table that crosses an asset boundary.
+
+One place fixes them so that readers, writers and assets agree. `validate` checks a frame against a
+schema and raises `SchemaError` naming the table and the column that is wrong.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+Schema = dict[str, pl.DataType]
+
+# --- Wikipedia -------------------------------------------------------------------------------
+# One row per kept article segment; segment_no 1 is the lead.
+SEGMENTS: Schema = {
+    "article_id": pl.String,
+    "title": pl.String,
+    "segment_no": pl.Int32,
+    "section": pl.String,  # heading path of the first paragraph in the segment, "" for the lead
+    "text": pl.String,
+    "n_words": pl.Int32,
+}
+# Redirect pages of the article namespace: from_title -> to_title (both normalised titles).
+REDIRECTS: Schema = {
+    "from_title": pl.String,
+    "to_title": pl.String,
+}
+# Every link in the kept text; anchor_start/anchor_end are character offsets into the segment text.
+RAW_LINKS: Schema = {
+    "src_id": pl.String,
+    "src_segment": pl.Int32,
+    "anchor_text": pl.String,
+    "anchor_start": pl.Int32,
+    "anchor_end": pl.Int32,
+    "target_title": pl.String,
+}
+LINKS: Schema = {**RAW_LINKS, "target_id": pl.String}
+LINK_GRAPH: Schema = {
+    "src_id": pl.String,
+    "dst_id": pl.String,
+    "n_links": pl.Int32,  # links from src to dst in the kept text
+    "src_first_segment": pl.Int32,  # first segment of src that links to dst
+    "reciprocal": pl.Boolean,  # dst links back to src
+    "back_segment": pl.Int32,  # Seg(a, d_i): segment of dst where its first link to src appears; null if none
+}
+PHP_GROUPS: Schema = {
+    "article_id": pl.String,  # d
+    "segment_no": pl.Int32,  # s
+    "linked_id": pl.String,  # d_i
+    "group": pl.String,  # "D1" | "D2" | "D3" | "D4"
+}
+
+# --- Collections, runs, qrels -----------------------------------------------------------------
+CORPUS: Schema = {"doc_id": pl.String, "title": pl.String, "text": pl.String}
+QUERIES: Schema = {"query_id": pl.String, "text": pl.String}
+QRELS: Schema = {"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}
+RUN: Schema = {
+    "query_id": pl.String,
+    "doc_id": pl.String,
+    "score": pl.Float64,
+    "rank": pl.Int32,
+    "run_name": pl.String,
+}
+
+
+# --- Evaluation (added by the evaluation package) ---------------------------------------------
+# One value per run, query and measure; measure is the canonical ir_measures name ("nDCG@10").
+PER_QUERY_EVAL: Schema = {
+    "run_name": pl.String,
+    "query_id": pl.String,
+    "measure": pl.String,
+    "value": pl.Float64,
+}
+# Mean over queries per run and measure.
+SUMMARY_EVAL: Schema = {"run_name": pl.String, "measure": pl.String, "mean": pl.Float64}
+
+
+class SchemaError(ValueError):
+    """A table does not have the columns or dtypes its schema fixes."""
+
+
+def validate(frame: pl.DataFrame | pl.LazyFrame, schema: Schema, table: str) -> None:
+    """Raise SchemaError unless `frame` has every column of `schema` with its dtype."""
+    actual = frame.collect_schema() if isinstance(frame, pl.LazyFrame) else frame.schema
+    for column, dtype in schema.items():
+        if column not in actual:
+            raise SchemaError(f"{table}: missing column {column!r} (has {list(actual)})")
+        if actual[column] != dtype:
+            raise SchemaError(f"{table}: column {column!r} is {actual[column]}, expected {dtype}")
+
+
+def empty(schema: Schema) -> pl.DataFrame:
+    """An empty frame with exactly the columns and dtypes of `schema`."""
+    return pl.DataFrame(schema=schema)
