@@ -73,6 +73,41 @@ PER_QUERY_EVAL: Schema = {
 }
 # Mean over queries per run and measure.
 SUMMARY_EVAL: Schema = {"run_name": pl.String, "measure": pl.String, "mean": pl.Float64}
+# Each run against a baseline run, per measure (dagster_ir.evaluation.significance).
+COMPARISON_EVAL: Schema = {
+    "run_name": pl.String,
+    "measure": pl.String,
+    "n_queries": pl.Int64,  # queries of the run
+    "mean": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "n_common": pl.Int64,  # queries shared with the baseline; what the test and delta use
+    "delta": pl.Float64,  # mean of (run - baseline) over the common queries
+    "delta_ci_low": pl.Float64,
+    "delta_ci_high": pl.Float64,
+    "t_statistic": pl.Float64,
+    "p_value": pl.Float64,  # two-sided, uncorrected
+    "p_adjusted": pl.Float64,  # after `correction`; equals p_value when it is "none"
+    "significant": pl.Boolean,  # p_adjusted < alpha
+}
+
+
+# --- Query splits (added by the collections package) -----------------------------------------
+# split: "train/fusion" | "train/model" | "dev" | "test"; fold: 0..k-1 for cross-validation rotation.
+QUERY_SPLITS: Schema = {"query_id": pl.String, "split": pl.String, "fold": pl.Int32}
+
+
+# --- Negatives (added by the negatives package) ----------------------------------------------
+# Training triples: per (query, positive), sample_no 0..n-1 numbers its sampled negatives;
+# neg_rank is the negative's rank in the candidate run it was drawn from.
+NEGATIVES: Schema = {
+    "query_id": pl.String,
+    "pos_doc_id": pl.String,
+    "neg_doc_id": pl.String,
+    "neg_rank": pl.Int32,
+    "sample_no": pl.Int32,
+}
+
 
 
 class SchemaError(ValueError):

@@ -34,13 +34,20 @@ def table_path(data_dir: str | os.PathLike[str], asset_path: list[str], partitio
     return root / quote(partition, safe="") / FILE_NAME
 
 
-def write_table(frame: pl.DataFrame, path: Path, *, partition: str | None = None) -> Path:
-    """Write `frame` atomically to `path`, adding the partition column for a partitioned asset."""
+def write_table(frame: pl.DataFrame | pl.LazyFrame, path: Path, *, partition: str | None = None) -> int:
+    """Write `frame` atomically to `path` and return its row count.
+
+    A LazyFrame is streamed to disk (memory bounded by Polars' streaming engine, not the table).
+    A partitioned asset's file gets the partition column.
+    """
     if partition is not None:
         frame = frame.with_columns(pl.lit(partition, dtype=pl.String).alias(PARTITION_COLUMN))
     with atomic_path(path) as tmp:
-        frame.write_parquet(tmp, compression="zstd", statistics=True)
-    return path
+        if isinstance(frame, pl.LazyFrame):
+            frame.sink_parquet(tmp, compression="zstd", statistics=True)
+        else:
+            frame.write_parquet(tmp, compression="zstd", statistics=True)
+    return pl.scan_parquet(path).select(pl.len()).collect().item()
 
 
 def scan_tables(paths: list[Path], *, keep_partition: bool) -> pl.LazyFrame:

@@ -1,0 +1,138 @@
+"""`dagster-ir`: the command line of the pipeline.
+
+    dagster-ir demo                 register the bundled dump, bring every asset up to date, summarise
+    dagster-ir update               bring every asset up to date (materializes only stale/missing ones)
+    dagster-ir add-dump PATH        register a Wikipedia dump file as a new `wiki_dump` partition
+    dagster-ir status               list stale or missing asset partitions
+    dagster-ir catalog sync         fold pending records into the DuckDB catalog
+    dagster-ir catalog query SQL    run a query on the catalog and print the result
+
+The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
+Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from dagster_ir.settings import DATA_DIR_ENV, data_dir
+from dagster_ir.storage.catalog import Catalog
+from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+
+
+def _instance(root: Path) -> dg.DagsterInstance:
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():  # a persistent local instance; no telemetry (this may run offline)
+        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    return dg.DagsterInstance.get()
+
+
+def _defs_and_resources(root: Path):
+    os.environ[DATA_DIR_ENV] = str(root)
+    from assets.definitions import defs, resources
+
+    return defs, resources(str(root))
+
+
+def add_dump(root: Path, path: str, instance: dg.DagsterInstance) -> str:
+    """Register a dump file and add its partition to the instance; returns the partition key."""
+    from assets.partitions import wiki_dump_partitions
+
+    key = DumpRegistry(root).add(path)
+    if not instance.has_dynamic_partition(wiki_dump_partitions.name, key):
+        instance.add_dynamic_partitions(wiki_dump_partitions.name, [key])
+    return key
+
+
+def cmd_update(root: Path, *, demo: bool) -> int:
+    from assets.updates import update_all
+
+    instance = _instance(root)
+    if demo:
+        key = add_dump(root, str(sample_dump_path()), instance)
+        print(f"dump: {key} (gensim's bundled enwiki sample)")
+    defs, resources = _defs_and_resources(root)
+    started = time.monotonic()
+    report = update_all(defs, instance, resources=resources)
+    Catalog(root).sync()
+    took = time.monotonic() - started
+    print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
+          f"{report.fresh} up to date, {took:.0f} s")
+    if demo:
+        _summary(root)
+    return 0
+
+
+def _summary(root: Path) -> None:
+    catalog = Catalog(root)
+    latest = catalog.query(
+        "select asset_key, coalesce(partition, '') as partition, rows, path from materializations "
+        "qualify row_number() over (partition by asset_key, partition order by materialized_at desc) = 1 "
+        "order by asset_key, partition"
+    )
+    print("\nResults (latest materialization of each asset):")
+    for row in latest.iter_rows(named=True):
+        print(f"  {row['asset_key']:<22} {row['partition'][:40]:<40} {row['rows']:>9} rows  {row['path']}")
+    print(f"\nData directory:  {root}")
+    print(f"Catalog:         duckdb {root / 'catalog.duckdb'} \"select * from wiki_link_graph limit 5\"")
+    print("Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)")
+
+
+def cmd_status(root: Path) -> int:
+    from assets.updates import stale_partitions
+
+    defs, _ = _defs_and_resources(root)
+    stale = stale_partitions(defs, _instance(root))
+    for key, partition in sorted(stale, key=lambda kp: (kp[0].to_user_string(), kp[1] or "")):
+        print(f"{key.to_user_string()}" + (f" [{partition}]" if partition else ""))
+    print(f"{len(stale)} asset partitions stale or missing")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dagster-ir", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="register the bundled dump and bring every asset up to date")
+    sub.add_parser("update", help="materialize every stale or missing asset partition")
+    sub.add_parser("status", help="list stale or missing asset partitions")
+    add = sub.add_parser("add-dump", help="register a Wikipedia dump (.xml or .xml.bz2)")
+    add.add_argument("path")
+    catalog = sub.add_parser("catalog", help="the DuckDB catalog")
+    catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
+    catalog_sub.add_parser("sync", help="fold pending records into DuckDB")
+    query = catalog_sub.add_parser("query", help="run SQL on the catalog")
+    query.add_argument("sql")
+    args = parser.parse_args(argv)
+
+    root = data_dir(args.data)
+    root.mkdir(parents=True, exist_ok=True)
+    if args.command in ("demo", "update"):
+        return cmd_update(root, demo=args.command == "demo")
+    if args.command == "status":
+        return cmd_status(root)
+    if args.command == "add-dump":
+        print(add_dump(root, args.path, _instance(root)))
+        return 0
+    if args.command == "catalog":
+        cat = Catalog(root)
+        if args.catalog_command == "sync":
+            ok = cat.sync()
+            print("synced" if ok else f"catalog busy; {len(cat.pending())} records still pending")
+            return 0 if ok else 1
+        print(cat.query(args.sql))
+        return 0
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

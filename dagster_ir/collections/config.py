@@ -1,0 +1,272 @@
+"""The project's collections: which ones exist, where their data comes from, how queries are split.
+
+They are listed in a YAML file, `dagster-ir.yaml` at the project root by default:
+
+    collections:
+      wiki-car:                       # the name (a partition key): letters, digits, . _ -
+        kind: wiki-car                # built from the Wikipedia segments
+        skip_headings: [see also, references]        # optional
+      cranfield:
+        kind: cranfield
+        path: ../shared/data/cranfield                # folder with cran.all.1400, cran.qry, cranqrel
+      msmarco-doc-dev:
+        kind: irds
+        dataset: msmarco-document/dev                 # an ir_datasets id
+      robust04:
+        kind: local
+        corpus: data/robust04/docs.jsonl              # JSONL or TSV, see collections.local
+        topics: data/robust04/topics.301-450          # TREC topic file or TSV
+        qrels: data/robust04/qrels.txt
+        topic_field: title                            # optional
+        split: {test: 0.3, dev: 0.0, seed: 1}         # optional, any SplitConfig field
+
+Relative paths are resolved against the folder of the YAML file. Every collection may carry a
+`split` mapping of `SplitConfig` fields; wiki-car splits group by `article_id` unless told
+otherwise. Other top-level keys of the file are left to other readers. Without a file the built-in
+default is the wiki-car collection alone. A bad file raises `CollectionConfigError` naming the file
+and the field (`collections.<name>.<field>`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import polars as pl
+import yaml
+
+from dagster_ir.collections.cranfield import read_cranfield
+from dagster_ir.collections.irds import load_irds
+from dagster_ir.collections.local import load_local
+from dagster_ir.collections.splits import SplitConfig
+from dagster_ir.collections.wikicar import DEFAULT_SKIP_HEADINGS, GROUP_COLUMN, WikiCarConfig, build_wiki_car
+
+DEFAULT_CONFIG_FILE = Path("dagster-ir.yaml")
+DEFAULT_COLLECTION = "wiki-car"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class CollectionConfigError(ValueError):
+    """The collections config is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class WikiCarSpec:
+    """The built-in collection made from the Wikipedia segments (see collections.wikicar)."""
+
+    kind: ClassVar[str] = "wiki-car"
+    name: str
+    wiki_car: WikiCarConfig = WikiCarConfig()
+    split: SplitConfig = SplitConfig(group_by=GROUP_COLUMN)
+
+
+@dataclass(frozen=True)
+class IrdsSpec:
+    """A dataset served by ir_datasets."""
+
+    kind: ClassVar[str] = "irds"
+    name: str
+    dataset: str
+    split: SplitConfig = SplitConfig()
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """A collection in local files."""
+
+    kind: ClassVar[str] = "local"
+    name: str
+    corpus: Path
+    topics: Path
+    qrels: Path
+    topic_field: str = "title"
+    split: SplitConfig = SplitConfig()
+
+
+@dataclass(frozen=True)
+class CranfieldSpec:
+    """Cranfield from its original distribution files."""
+
+    kind: ClassVar[str] = "cranfield"
+    name: str
+    path: Path
+    split: SplitConfig = SplitConfig()
+
+
+CollectionSpec = WikiCarSpec | IrdsSpec | LocalSpec | CranfieldSpec
+SPEC_TYPES: dict[str, type[CollectionSpec]] = {
+    spec.kind: spec for spec in (WikiCarSpec, IrdsSpec, LocalSpec, CranfieldSpec)
+}
+
+
+class Collection(NamedTuple):
+    """A loaded collection: corpus as a one-shot iterator of CORPUS batches, QUERIES, QRELS."""
+
+    corpus: Iterator[pl.DataFrame]
+    queries: pl.DataFrame
+    qrels: pl.DataFrame
+
+
+def default_collections() -> dict[str, CollectionSpec]:
+    """The built-in config: the wiki-car collection alone."""
+    return {DEFAULT_COLLECTION: WikiCarSpec(DEFAULT_COLLECTION)}
+
+
+# --- reading the file ---------------------------------------------------------------------------
+
+
+def load_collections_config(path: str | os.PathLike[str] | None = None) -> dict[str, CollectionSpec]:
+    """Collections by name from `path`; without one, ./dagster-ir.yaml if present, else the default."""
+    if path is None:
+        if not DEFAULT_CONFIG_FILE.is_file():
+            return default_collections()
+        path = DEFAULT_CONFIG_FILE
+    path = Path(path)
+    if not path.is_file():
+        raise CollectionConfigError(f"{path}: collections config file not found")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise CollectionConfigError(f"{path}: not valid YAML: {error}") from None
+    return parse_collections_config(document, source=path)
+
+
+def parse_collections_config(document: Any, *, source: Path) -> dict[str, CollectionSpec]:
+    """Collections of a parsed YAML document; relative paths resolve against `source`'s folder."""
+    if not isinstance(document, dict) or "collections" not in document:
+        raise CollectionConfigError(f"{source}: collections: expected a top-level `collections` mapping")
+    entries = document["collections"]
+    if not isinstance(entries, dict) or not entries:
+        raise CollectionConfigError(f"{source}: collections: expected a non-empty mapping of collections")
+    return {
+        str(name): _parse_spec(str(name), entry, _Fields(source, f"collections.{name}"))
+        for name, entry in entries.items()
+    }
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """Errors that name the file and the field being read."""
+
+    source: Path
+    prefix: str
+
+    def error(self, key: str | None, message: str) -> CollectionConfigError:
+        where = f"{self.prefix}.{key}" if key else self.prefix
+        return CollectionConfigError(f"{self.source}: {where}: {message}")
+
+    def child(self, key: str) -> _Fields:
+        return _Fields(self.source, f"{self.prefix}.{key}")
+
+
+def _parse_spec(name: str, entry: Any, fields: _Fields) -> CollectionSpec:
+    if not _NAME.match(name):
+        raise fields.error(None, "a collection name holds only letters, digits, '.', '_' and '-'")
+    if not isinstance(entry, dict):
+        raise fields.error(None, f"expected a mapping, found {type(entry).__name__}")
+    kind = entry.get("kind")
+    if not isinstance(kind, str) or kind not in SPEC_TYPES:
+        raise fields.error("kind", f"expected one of {sorted(SPEC_TYPES)}, found {kind!r}")
+    spec_type = SPEC_TYPES[kind]
+    known = {"kind", "split", *_KEYS[spec_type]}
+    unknown = sorted(str(key) for key in set(entry) - known)
+    if unknown:
+        raise fields.error(unknown[0], f"unknown field for kind {kind!r} (known: {sorted(known)})")
+    return _BUILDERS[spec_type](name, entry, fields)
+
+
+def _string(entry: dict, key: str, fields: _Fields, default: str | None = None) -> str:
+    value = entry.get(key, default)
+    if value is None:
+        raise fields.error(key, "required")
+    if not isinstance(value, str) or not value:
+        raise fields.error(key, f"expected a non-empty string, found {value!r}")
+    return value
+
+
+def _path(entry: dict, key: str, fields: _Fields) -> Path:
+    path = Path(_string(entry, key, fields)).expanduser()
+    return path if path.is_absolute() else fields.source.parent / path
+
+
+def _split(entry: dict, fields: _Fields, default: SplitConfig) -> SplitConfig:
+    given = entry.get("split", {})
+    fields = fields.child("split")
+    if not isinstance(given, dict):
+        raise fields.error(None, f"expected a mapping, found {type(given).__name__}")
+    types = {f.name: f.type for f in dataclasses.fields(SplitConfig)}
+    for key, value in given.items():
+        if key not in types:
+            raise fields.error(key, f"unknown field (known: {sorted(types)})")
+        _check_split_value(key, value, fields)
+    try:
+        return dataclasses.replace(default, **given)
+    except ValueError as error:
+        raise fields.error(None, str(error)) from None
+
+
+def _check_split_value(key: str, value: Any, fields: _Fields) -> None:
+    if key == "group_by":
+        ok = value is None or isinstance(value, str)
+    elif key in ("seed", "folds"):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok:
+        raise fields.error(key, f"wrong type {type(value).__name__} ({value!r})")
+
+
+def _wiki_car(name: str, entry: dict, fields: _Fields) -> WikiCarSpec:
+    skip = entry.get("skip_headings", list(DEFAULT_SKIP_HEADINGS))
+    if not isinstance(skip, list) or not all(isinstance(h, str) for h in skip):
+        raise fields.error("skip_headings", "expected a list of headings")
+    split = _split(entry, fields, WikiCarSpec.split)
+    return WikiCarSpec(name, WikiCarConfig(skip_headings=tuple(skip)), split)
+
+
+def _irds(name: str, entry: dict, fields: _Fields) -> IrdsSpec:
+    return IrdsSpec(name, _string(entry, "dataset", fields), _split(entry, fields, SplitConfig()))
+
+
+def _local(name: str, entry: dict, fields: _Fields) -> LocalSpec:
+    paths = {key: _path(entry, key, fields) for key in ("corpus", "topics", "qrels")}
+    topic_field = _string(entry, "topic_field", fields, default="title")
+    return LocalSpec(name, **paths, topic_field=topic_field, split=_split(entry, fields, SplitConfig()))
+
+
+def _cranfield(name: str, entry: dict, fields: _Fields) -> CranfieldSpec:
+    return CranfieldSpec(name, _path(entry, "path", fields), _split(entry, fields, SplitConfig()))
+
+
+_BUILDERS = {WikiCarSpec: _wiki_car, IrdsSpec: _irds, LocalSpec: _local, CranfieldSpec: _cranfield}
+_KEYS = {  # the fields each kind accepts besides `kind` and `split`
+    WikiCarSpec: ("skip_headings",),
+    IrdsSpec: ("dataset",),
+    LocalSpec: ("corpus", "topics", "qrels", "topic_field"),
+    CranfieldSpec: ("path",),
+}
+
+
+# --- loading a collection -----------------------------------------------------------------------
+
+
+def load_collection(spec: CollectionSpec, *, segments: pl.DataFrame | None = None) -> Collection:
+    """Load the collection `spec` describes; wiki-car needs the SEGMENTS frame, the others ignore it."""
+    if isinstance(spec, WikiCarSpec):
+        if segments is None:
+            raise ValueError(f"collection {spec.name!r} (wiki-car) is built from segments; pass segments=")
+        corpus, queries, qrels = build_wiki_car(segments, spec.wiki_car)
+        return Collection(iter([corpus]), queries, qrels)
+    if isinstance(spec, IrdsSpec):
+        return Collection(*load_irds(spec.dataset))
+    if isinstance(spec, LocalSpec):
+        return Collection(*load_local(spec.corpus, spec.topics, spec.qrels, topic_field=spec.topic_field))
+    if isinstance(spec, CranfieldSpec):
+        corpus, queries, qrels = read_cranfield(spec.path)
+        return Collection(iter([corpus]), queries, qrels)
+    raise TypeError(f"not a collection spec: {spec!r}")

@@ -1,0 +1,264 @@
+"""Collections kept in local files: a corpus (JSONL or TSV), topics (TREC topic file or TSV), qrels.
+
+Corpus formats, chosen by the file name (`.jsonl`, `.ndjson`, `.json`, else TSV; `.gz` is read
+compressed):
+* JSONL, one document per line: the id from the first of `doc_id`, `docno`, `_id` that is present
+  (a string or an integer), the text from the first of `text`, `contents`, `body`, an optional
+  `title` (absent or null: ""). Other keys are ignored.
+* TSV without a header: `doc_id<TAB>text` or `doc_id<TAB>title<TAB>text`; the first line fixes the
+  column count for the whole file.
+Blank lines are skipped, and a trailing `\\r` and a leading byte order mark are stripped; anything
+else that does not fit raises `CollectionFormatError` naming the file and the 1-based line. The
+corpus is streamed in batches of CORPUS frames (`iter_corpus`), so a corpus never has to fit in
+memory. Duplicate doc ids are not checked here (that needs every id at once); check them on the
+stored table.
+
+Topics: a TREC topic file (`<top> <num> Number: 301 <title> ... <desc> Description: ... <narr>
+Narrative: ... </top>`) or a TSV `qid<TAB>text`; `read_topics` takes one field of a TREC topic
+(`title` by default; any tag such as `desc` or `narr`), drops the `Number:`/`Topic:`/
+`Description:`/`Narrative:` labels and closing tags like `</title>`, and collapses whitespace.
+Qrels are TREC qrels files read by `dagster_ir.retrieval.trec.read_qrels`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Literal
+
+import polars as pl
+
+from dagster_ir.retrieval.trec import read_qrels
+from dagster_ir.schemas import CORPUS, QUERIES
+
+ID_KEYS = ("doc_id", "docno", "_id")
+TEXT_KEYS = ("text", "contents", "body")
+JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
+DEFAULT_BATCH_SIZE = 50_000
+_TAG = re.compile(r"<(/?)([A-Za-z]+)>")
+_LABELS = {  # the label TREC puts after a tag, dropped from the field's text
+    tag: re.compile(rf"^\s*{label}\s*:", re.IGNORECASE)
+    for tag, label in {"num": "Number", "title": "Topic", "desc": "Description", "narr": "Narrative"}.items()
+}
+_CLOSING_TAG = re.compile(r"</[A-Za-z]+>")
+_QUERY_ID_TAG = "num"
+
+TopicFormat = Literal["trec", "tsv"]
+PathLike = str | os.PathLike[str]
+
+
+class CollectionFormatError(ValueError):
+    """A collection file does not have the expected format; the message names the file and line."""
+
+
+def _fail(path: PathLike, line: int, message: str) -> CollectionFormatError:
+    return CollectionFormatError(f"{path}:{line}: {message}")
+
+
+# --- corpus -------------------------------------------------------------------------------------
+
+
+def iter_corpus(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pl.DataFrame]:
+    """Stream a JSONL or TSV corpus as CORPUS frames of at most `batch_size` rows."""
+    if batch_size < 1:
+        raise ValueError(f"iter_corpus: batch_size must be positive, got {batch_size}")
+    parse = _json_document if _is_json(path) else _TsvDocuments().parse
+    batch: list[tuple[str, str, str]] = []
+    for number, line in _numbered_lines(path):
+        batch.append(parse(line, path, number))
+        if len(batch) >= batch_size:
+            yield pl.DataFrame(batch, schema=CORPUS, orient="row")
+            batch = []
+    if batch:
+        yield pl.DataFrame(batch, schema=CORPUS, orient="row")
+
+
+def read_corpus(path: PathLike) -> pl.DataFrame:
+    """The whole corpus as one CORPUS frame (for small collections; see `iter_corpus`)."""
+    return pl.concat([pl.DataFrame(schema=CORPUS), *iter_corpus(path)])
+
+
+def _is_json(path: PathLike) -> bool:
+    return Path(str(path).removesuffix(".gz")).suffix.lower() in JSON_SUFFIXES
+
+
+def _open_binary(path: PathLike) -> IO[bytes]:
+    return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
+
+
+def _numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """Non-blank lines with their 1-based numbers, split on `\\n` only, decoded as UTF-8 line by line.
+
+    A trailing `\\r` is dropped; a stray `\\r` inside a line stays in its text.
+    """
+    with _open_binary(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise _fail(path, number, f"not valid UTF-8 ({error.reason})") from None
+            line = line.removesuffix("\n").removesuffix("\r")
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            if line.strip():
+                yield number, line
+
+
+def _json_document(line: str, path: PathLike, number: int) -> tuple[str, str, str]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise _fail(path, number, f"invalid JSON ({error.msg} at column {error.colno})") from None
+    if not isinstance(record, dict):
+        raise _fail(path, number, f"expected a JSON object, found {type(record).__name__}")
+    doc_id = _first_key(record, ID_KEYS, path, number)
+    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        doc_id = str(doc_id)
+    text = _first_key(record, TEXT_KEYS, path, number)
+    title = record.get("title") or ""  # absent, null or empty
+    for name, value in (("id", doc_id), ("text", text), ("title", title)):
+        if not isinstance(value, str):
+            raise _fail(path, number, f"document {name} must be a string, found {type(value).__name__}")
+    if not doc_id:
+        raise _fail(path, number, "empty document id")
+    return doc_id, title, text
+
+
+def _first_key(record: dict, keys: tuple[str, ...], path: PathLike, number: int) -> object:
+    for key in keys:
+        if key in record:
+            return record[key]
+    raise _fail(path, number, f"none of the keys {list(keys)} (has {sorted(record)[:10]})")
+
+
+class _TsvDocuments:
+    """Parses `doc_id<TAB>text` or `doc_id<TAB>title<TAB>text` lines; the first line fixes the layout."""
+
+    def __init__(self) -> None:
+        self.n_columns: int | None = None
+
+    def parse(self, line: str, path: PathLike, number: int) -> tuple[str, str, str]:
+        columns = line.split("\t")
+        if self.n_columns is None:
+            if len(columns) not in (2, 3):
+                layouts = "`doc_id<TAB>text` or `doc_id<TAB>title<TAB>text`"
+                raise _fail(path, number, f"expected {layouts}, found {len(columns)} columns")
+            self.n_columns = len(columns)
+        if len(columns) != self.n_columns:
+            raise _fail(
+                path, number,
+                f"expected {self.n_columns} tab-separated columns (as on the first line), found {len(columns)}",
+            )
+        if not columns[0]:
+            raise _fail(path, number, "empty document id")
+        if self.n_columns == 2:
+            return columns[0], "", columns[1]
+        return columns[0], columns[1], columns[2]
+
+
+# --- topics -------------------------------------------------------------------------------------
+
+
+def read_topics(
+    path: PathLike, *, field: str = "title", format: TopicFormat | None = None
+) -> pl.DataFrame:
+    """QUERIES frame from a TREC topic file (taking `field`) or a `qid<TAB>text` TSV.
+
+    `format` defaults to sniffing: a file whose first non-blank line starts with `<` is TREC.
+    Fails on a duplicate query id, a topic without `<num>` or without `field`, or an unclosed `<top>`.
+    """
+    format = format or _sniff_topic_format(path)
+    rows = _trec_topics(path, field) if format == "trec" else _tsv_topics(path)
+    seen: dict[str, int] = {}
+    for query_id, _, number in rows:
+        if query_id in seen:
+            raise _fail(path, number, f"duplicate query id {query_id!r}; first at line {seen[query_id]}")
+        seen[query_id] = number
+    return pl.DataFrame([(q, text) for q, text, _ in rows], schema=QUERIES, orient="row")
+
+
+def _sniff_topic_format(path: PathLike) -> TopicFormat:
+    for _, line in _numbered_lines(path):
+        return "trec" if line.lstrip().startswith("<") else "tsv"
+    raise _fail(path, 1, "empty topics file")
+
+
+def _tsv_topics(path: PathLike) -> list[tuple[str, str, int]]:
+    rows = []
+    for number, line in _numbered_lines(path):
+        columns = line.split("\t")
+        if len(columns) != 2 or not columns[0]:
+            raise _fail(path, number, f"expected `qid<TAB>text`, found {len(columns)} columns")
+        rows.append((columns[0], columns[1], number))
+    return rows
+
+
+def _trec_topics(path: PathLike, field: str) -> list[tuple[str, str, int]]:
+    """(query_id, text of `field`, line of `<top>`) for each topic of a TREC topic file."""
+    rows = []
+    topic: dict[str, str] | None = None
+    start = 0
+    tag: str | None = None
+    for number, line in _numbered_lines(path):
+        match = _TAG.match(line.lstrip())
+        name = match.group(2).lower() if match else None
+        if match and name == "top" and not match.group(1):
+            if topic is not None:
+                raise _fail(path, number, f"`<top>` inside the topic opened at line {start}")
+            topic, start, tag = {}, number, None
+        elif match and name == "top":
+            if topic is None:
+                raise _fail(path, number, "`</top>` without `<top>`")
+            rows.append(_finish_topic(topic, field, path, start))
+            topic = None
+        elif topic is None:
+            raise _fail(path, number, "text outside `<top>` ... `</top>`")
+        elif match and not match.group(1):
+            tag = name
+            topic[tag] = topic.get(tag, "") + " " + line.lstrip()[match.end():]
+        elif tag is not None:
+            topic[tag] += " " + line
+        else:
+            raise _fail(path, number, "text before the first tag of the topic")
+    if topic is not None:
+        raise _fail(path, start, "`<top>` is never closed")
+    return rows
+
+
+def _finish_topic(
+    topic: dict[str, str], field: str, path: PathLike, start: int
+) -> tuple[str, str, int]:
+    values = {tag: _clean_field(tag, text) for tag, text in topic.items()}
+    query_id = values.get(_QUERY_ID_TAG, "")
+    if not query_id:
+        raise _fail(path, start, "topic without a `<num>`")
+    if not values.get(field):
+        raise _fail(path, start, f"topic {query_id} has no `<{field}>` text (has {sorted(values)})")
+    return query_id, values[field], start
+
+
+def _clean_field(tag: str, text: str) -> str:
+    """Drop the tag's label and any closing tags, collapse whitespace."""
+    if tag in _LABELS:
+        text = _LABELS[tag].sub("", text)
+    return " ".join(_CLOSING_TAG.sub(" ", text).split())
+
+
+# --- the three together -------------------------------------------------------------------------
+
+
+def load_local(
+    corpus: PathLike,
+    topics: PathLike,
+    qrels: PathLike,
+    *,
+    topic_field: str = "title",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> tuple[Iterator[pl.DataFrame], pl.DataFrame, pl.DataFrame]:
+    """(corpus batches, queries, qrels) from local files; queries and qrels are read now."""
+    queries = read_topics(topics, field=topic_field)
+    return iter_corpus(corpus, batch_size=batch_size), queries, read_qrels(qrels)

@@ -1,0 +1,66 @@
+"""Materialize the Wikipedia assets on the bundled sample, incrementally, into a temp directory."""
+
+import bz2
+
+import dagster as dg
+import pytest
+
+from assets.cli import add_dump
+from assets.definitions import defs, resources
+from assets.updates import stale_partitions, update_all
+from dagster_ir.storage.catalog import Catalog
+from dagster_ir.storage.dumps import sample_dump_path
+
+pytestmark = pytest.mark.slow
+
+EXTRA_DUMP = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">
+  <page><title>Zebra crossing</title><ns>0</ns><id>900001</id><revision><text xml:space="preserve">
+A '''zebra crossing''' is a kind of [[Pedestrian crossing|crossing]] used in the [[United Kingdom]] and
+elsewhere. {words}
+</text></revision></page>
+</mediawiki>
+"""
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    with dg.instance_for_test(temp_dir=str(tmp_path_factory.mktemp("home"))) as instance:
+        add_dump(root, str(sample_dump_path()), instance)
+        first = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None)
+        yield root, instance, first
+
+
+def test_everything_materializes_and_is_in_the_catalog(pipeline):
+    root, _, first = pipeline
+    assert first.materialized == 8  # every asset (partition) exactly once
+    catalog = Catalog(root)
+    for view in ["wiki_dump", "wiki_articles", "wiki_redirects", "wiki_raw_links", "wiki_links",
+                 "wiki_link_graph", "php_groups", "wiki_stats"]:
+        assert catalog.query(f"select count(*) from {view}").item() > 0, view
+    partitions = catalog.query("select distinct partition from wiki_articles").to_series().to_list()
+    assert partitions == [sample_dump_path().name]
+    edges = catalog.query("select count(*) from wiki_link_graph").item()
+    stat = catalog.query("select value from wiki_stats where statistic = 'in_corpus_edges'").item()
+    assert stat == edges
+
+
+def test_rerun_with_nothing_changed_is_up_to_date(pipeline):
+    root, instance, _ = pipeline
+    assert stale_partitions(defs, instance) == []
+    again = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None)
+    assert again.runs == []
+
+
+def test_new_dump_file_is_parsed_alone(pipeline, tmp_path):
+    root, instance, _ = pipeline
+    dump = tmp_path / "extra.xml.bz2"
+    dump.write_bytes(bz2.compress(EXTRA_DUMP.format(words="word " * 120).encode()))
+    key = add_dump(root, str(dump), instance)
+    report = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None)
+    partitioned_runs = [(p, keys) for p, keys in report.runs if p is not None]
+    assert {p for p, _ in partitioned_runs} == {key}, "only the new dump file is parsed"
+    assert "wiki_links" in {k for _, keys in report.runs for k in keys}
+    articles = Catalog(root).query("select count(distinct partition) from wiki_articles").item()
+    assert articles == 2
+    assert stale_partitions(defs, instance) == []

@@ -1,0 +1,158 @@
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dagster_ir.collections.config import (
+    CollectionConfigError,
+    CranfieldSpec,
+    IrdsSpec,
+    LocalSpec,
+    WikiCarSpec,
+    load_collection,
+    load_collections_config,
+)
+from dagster_ir.collections.splits import SplitConfig
+from dagster_ir.collections.wikicar import WikiCarConfig
+from dagster_ir.schemas import SEGMENTS
+
+SHARED_CRANFIELD = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "cranfield"
+
+FULL = """
+collections:
+  wiki-car:
+    kind: wiki-car
+    skip_headings: [history]
+  cran:
+    kind: cranfield
+    path: data/cranfield
+  msmarco-doc-dev:
+    kind: irds
+    dataset: msmarco-document/dev
+    split: {test: 0.3, dev: 0.0, seed: 1}
+  robust04:
+    kind: local
+    corpus: docs.jsonl
+    topics: /abs/topics.txt
+    qrels: qrels.txt
+    topic_field: desc
+other_section: {ignored: true}
+"""
+
+
+CRAN = "collections:\n  x:\n    kind: cranfield\n    path: p\n"
+
+
+def write_config(tmp_path, text: str) -> Path:
+    path = tmp_path / "dagster-ir.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_full_config_is_parsed_with_paths_relative_to_the_file(tmp_path):
+    specs = load_collections_config(write_config(tmp_path, FULL))
+    assert list(specs) == ["wiki-car", "cran", "msmarco-doc-dev", "robust04"]
+    assert specs["wiki-car"].wiki_car.skip_headings == ("history",)
+    assert specs["wiki-car"].split == SplitConfig(group_by="article_id")
+    assert specs["cran"] == CranfieldSpec("cran", tmp_path / "data" / "cranfield")
+    assert specs["msmarco-doc-dev"] == IrdsSpec(
+        "msmarco-doc-dev", "msmarco-document/dev", SplitConfig(test=0.3, dev=0.0, seed=1)
+    )
+    assert specs["robust04"] == LocalSpec(
+        "robust04", tmp_path / "docs.jsonl", Path("/abs/topics.txt"), tmp_path / "qrels.txt", "desc"
+    )
+    assert [s.kind for s in specs.values()] == ["wiki-car", "cranfield", "irds", "local"]
+
+
+def test_default_without_a_file_is_wiki_car_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_collections_config() == {"wiki-car": WikiCarSpec("wiki-car")}
+    write_config(tmp_path, "collections:\n  c:\n    kind: irds\n    dataset: antique/test\n")
+    assert list(load_collections_config()) == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("collections: {}\n", "collections: expected a non-empty mapping"),
+        ("other: 1\n", "collections: expected a top-level `collections` mapping"),
+        ("collections:\n  x:\n    kind: trec\n", "collections.x.kind: expected one of"),
+        ("collections:\n  x:\n    path: p\n", "collections.x.kind: expected one of"),
+        ("collections:\n  x:\n    kind: [irds]\n", "collections.x.kind: expected one of"),
+        ("collections:\n  x: 3\n", "collections.x: expected a mapping"),
+        ("collections:\n  x:\n    kind: irds\n", "collections.x.dataset: required"),
+        ("collections:\n  x:\n    kind: irds\n    dataset: 5\n", "collections.x.dataset: expected a non-empty string"),
+        ("collections:\n  x:\n    kind: irds\n    dataset: a\n    datset: b\n", "collections.x.datset: unknown field"),
+        ("collections:\n  x:\n    kind: cranfield\n", "collections.x.path: required"),
+        ("collections:\n  x:\n    kind: local\n    corpus: c\n    topics: t\n", "collections.x.qrels: required"),
+        (CRAN + "    split: {tets: 0.2}\n", "collections.x.split.tets: unknown field"),
+        (CRAN + "    split: {seed: '1'}\n", "collections.x.split.seed: wrong type"),
+        (CRAN + "    split: {test: 0.5}\n", "collections.x.split: SplitConfig: fractions must sum to 1"),
+        ("collections:\n  x:\n    kind: wiki-car\n    skip_headings: notes\n", "collections.x.skip_headings: expected a list"),
+        ("collections:\n  a b:\n    kind: wiki-car\n", "collections.a b: a collection name holds only"),
+        ("collections: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_config_names_file_and_field(tmp_path, text, where):
+    path = write_config(tmp_path, text)
+    with pytest.raises(CollectionConfigError) as error:
+        load_collections_config(path)
+    assert str(error.value).startswith(f"{path}: ")
+    assert where in str(error.value)
+
+
+def test_explicit_missing_file_is_an_error(tmp_path):
+    with pytest.raises(CollectionConfigError, match="not found"):
+        load_collections_config(tmp_path / "nope.yaml")
+
+
+def segments() -> pl.DataFrame:
+    rows = [("1", "Wing", 1, "", "lead"), ("1", "Wing", 2, "History", "h"), ("1", "Wing", 3, "Design", "d")]
+    return pl.DataFrame([(*r, 1) for r in rows], schema=SEGMENTS, orient="row")
+
+
+def test_load_wiki_car_uses_the_spec_settings():
+    corpus, queries, qrels = load_collection(WikiCarSpec("wiki-car"), segments=segments())
+    assert pl.concat(list(corpus)).height == 3
+    assert queries["query_id"].to_list() == ["1/History", "1/Design"]
+    skipping = WikiCarSpec("wiki-car", WikiCarConfig(skip_headings=("history",)))
+    assert load_collection(skipping, segments=segments()).queries["query_id"].to_list() == ["1/Design"]
+    with pytest.raises(ValueError, match="pass segments="):
+        load_collection(WikiCarSpec("wiki-car"))
+
+
+def test_load_local_spec(tmp_path):
+    (tmp_path / "docs.tsv").write_text("d1\tx\n")
+    (tmp_path / "topics.tsv").write_text("1\tq\n")
+    (tmp_path / "qrels.txt").write_text("1 0 d1 1\n")
+    path = write_config(tmp_path, "collections:\n  mine:\n    kind: local\n    corpus: docs.tsv\n"
+                                  "    topics: topics.tsv\n    qrels: qrels.txt\n")
+    corpus, queries, qrels = load_collection(load_collections_config(path)["mine"])
+    assert pl.concat(list(corpus)).rows() == [("d1", "", "x")]
+    assert queries.rows() == [("1", "q")] and qrels.rows() == [("1", "d1", 1)]
+
+
+def test_load_irds_spec_goes_through_ir_datasets(tmp_path, monkeypatch):
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds"))
+    import ir_datasets
+    from ir_datasets.formats import GenericDoc, GenericQuery, TrecQrel
+
+    class Fake:
+        def has_docs(self): return True
+        def has_queries(self): return True
+        def has_qrels(self): return True
+        def docs_iter(self): return iter([GenericDoc("d", "x")])
+        def queries_iter(self): return iter([GenericQuery("1", "q")])
+        def qrels_iter(self): return iter([TrecQrel("1", "d", 1, "0")])
+
+    seen = []
+    monkeypatch.setattr(ir_datasets, "load", lambda dataset_id: seen.append(dataset_id) or Fake())
+    corpus, queries, _ = load_collection(IrdsSpec("x", "antique/test"))
+    assert seen == ["antique/test"]
+    assert pl.concat(list(corpus)).rows() == [("d", "", "x")]
+
+
+@pytest.mark.skipif(not SHARED_CRANFIELD.is_dir(), reason=f"Cranfield data not found at {SHARED_CRANFIELD}")
+def test_load_cranfield_spec():
+    corpus, queries, qrels = load_collection(CranfieldSpec("cranfield", SHARED_CRANFIELD))
+    assert (pl.concat(list(corpus)).height, queries.height, qrels.height) == (1400, 225, 1837)
