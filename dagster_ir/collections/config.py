@@ -270,3 +270,28 @@ def load_collection(spec: CollectionSpec, *, segments: pl.DataFrame | None = Non
         corpus, queries, qrels = read_cranfield(spec.path)
         return Collection(iter([corpus]), queries, qrels)
     raise TypeError(f"not a collection spec: {spec!r}")
+
+
+# --- imported runs ------------------------------------------------------------------------------
+
+
+def load_run_imports(path: str | os.PathLike[str]) -> dict[str, dict[str, Path]]:
+    """The optional top-level `runs:` mapping: collection -> run name -> TREC run file.
+
+    Relative paths resolve against the YAML file's folder; a bad entry raises CollectionConfigError
+    naming the file and the field (`runs.<collection>.<name>`).
+    """
+    path = Path(path)
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    runs = document.get("runs") or {}
+    if not isinstance(runs, dict):
+        raise CollectionConfigError(f"{path}: runs: expected a mapping of collection -> name -> file")
+    imports: dict[str, dict[str, Path]] = {}
+    for collection, named in runs.items():
+        if not isinstance(named, dict):
+            raise CollectionConfigError(f"{path}: runs.{collection}: expected a mapping of name -> file")
+        for name, file in named.items():
+            if not isinstance(file, str) or not _NAME.match(str(name)):
+                raise CollectionConfigError(f"{path}: runs.{collection}.{name}: expected a run name and a file path")
+            imports.setdefault(str(collection), {})[str(name)] = (path.parent / file).resolve()
+    return imports

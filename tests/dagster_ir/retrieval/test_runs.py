@@ -1,0 +1,63 @@
+"""Run utilities: top-k by rank, recall@k by hand, import of a TREC run file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dagster_ir.retrieval.runs import import_run, recall_at_k, top_k
+from dagster_ir.schemas import QRELS, RUN
+
+
+def run_of(rows: list[tuple[str, str, int]]) -> pl.DataFrame:
+    """A RUN frame from (query, doc, rank); score = -rank."""
+    return pl.DataFrame(
+        [(q, d, -float(r), r, "r") for q, d, r in rows], schema=RUN, orient="row"
+    )
+
+
+def qrels_of(rows: list[tuple[str, str, int]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=QRELS, orient="row")
+
+
+RUN_ROWS = run_of([("q1", "c", 3), ("q1", "a", 1), ("q1", "b", 2), ("q2", "x", 2), ("q2", "y", 1)])
+
+
+def test_top_k_keeps_the_best_ranks_of_every_query() -> None:
+    cut = top_k(RUN_ROWS, 2)
+    assert list(zip(cut["query_id"], cut["doc_id"], strict=True)) == [
+        ("q1", "a"), ("q1", "b"), ("q2", "y"), ("q2", "x")
+    ]  # fmt: skip
+    assert top_k(RUN_ROWS, 100).height == 5
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        top_k(RUN_ROWS, 0)
+
+
+def test_recall_at_k_by_hand() -> None:
+    qrels = qrels_of([
+        ("q1", "a", 1), ("q1", "c", 2), ("q1", "z", 0),  # q1: relevant a, c
+        ("q2", "x", 1),                                    # q2: relevant x
+        ("q3", "m", 1),                                    # q3: not in the run: recall 0
+        ("q4", "n", 0),                                    # q4: nothing relevant: ignored
+    ])  # fmt: skip
+    # k=2: q1 finds a (1/2), q2 finds x (1/1), q3 0 -> (0.5 + 1 + 0) / 3
+    assert recall_at_k(RUN_ROWS, qrels, 2) == pytest.approx(0.5)
+    # k=1: q1 finds a (1/2), q2's top is y (0), q3 0 -> 0.5 / 3
+    assert recall_at_k(RUN_ROWS, qrels, 1) == pytest.approx(0.5 / 3)
+    assert recall_at_k(RUN_ROWS, qrels, 3) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="no query in the qrels has a relevant document"):
+        recall_at_k(RUN_ROWS, qrels_of([("q1", "a", 0)]), 10)
+
+
+def test_import_run_renames_and_ranks_like_trec_eval(tmp_path: Path) -> None:
+    path = tmp_path / "ance.trec"
+    path.write_text("q1 Q0 d1 1 2.5 ance\nq1 Q0 d2 2 3.0 ance\nq2 Q0 d3 1 1.0 ance\n")
+    run = import_run(path, "ance-top100")
+    assert run.schema == pl.Schema(RUN)
+    assert run.rows() == [
+        ("q1", "d2", 3.0, 1, "ance-top100"),  # the file's ranks disagree with its scores
+        ("q1", "d1", 2.5, 2, "ance-top100"),
+        ("q2", "d3", 1.0, 1, "ance-top100"),
+    ]
