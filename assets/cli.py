@@ -6,6 +6,8 @@
     dagster-ir status               list stale or missing asset partitions
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
     dagster-ir catalog query SQL    run a query on the catalog and print the result
+    dagster-ir report [--collection NAME] [report options]
+                                    print the evaluation table of a collection (or of TREC files)
 
 The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
 Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
@@ -56,7 +58,7 @@ def cmd_update(root: Path, *, demo: bool) -> int:
     from assets.updates import update_all
 
     instance = _instance(root)
-    if demo:
+    if demo or not DumpRegistry(root).entries():
         key = add_dump(root, str(sample_dump_path()), instance)
         print(f"dump: {key} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)
@@ -97,13 +99,45 @@ def cmd_status(root: Path) -> int:
     return 0
 
 
+def cmd_report(root: Path, argv: list[str]) -> int:
+    """`dagster-ir report`: the evaluation report's table in the terminal.
+
+    `--collection NAME` (default wiki-car) reads the per-query values of the `evaluation_report`
+    asset; every other option is `dagster_ir.evaluation.cli`'s (baseline, measures, correction, or
+    `--qrels FILE --run NAME=FILE ...` to evaluate TREC files directly).
+    """
+    from dagster_ir.evaluation.cli import main_report
+    from dagster_ir.storage.parquet import table_path
+
+    collection = "wiki-car"
+    if "--collection" in argv:
+        i = argv.index("--collection")
+        collection, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
+    if "--qrels" not in argv and "--per-query" not in argv:
+        per_query = table_path(root, ["evaluation_report"], collection)
+        if not per_query.exists():
+            print(f"dagster-ir report: no evaluation_report for {collection!r} yet ({per_query}); run `dagster-ir update`",
+                  file=sys.stderr)
+            return 1
+        argv = ["--per-query", str(per_query), *argv]
+    if "--baseline" not in argv:
+        argv = [*argv, "--baseline", "bm25"]
+    return main_report(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "report" in argv:  # everything after `report` belongs to the report's own parser
+        i = argv.index("report")
+        root = data_dir(_option(argv[:i], "--data"))
+        return cmd_report(root, argv[i + 1 :])
     parser = argparse.ArgumentParser(prog="dagster-ir", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="register the bundled dump and bring every asset up to date")
     sub.add_parser("update", help="materialize every stale or missing asset partition")
     sub.add_parser("status", help="list stale or missing asset partitions")
+    sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
     add = sub.add_parser("add-dump", help="register a Wikipedia dump (.xml or .xml.bz2)")
     add.add_argument("path")
     catalog = sub.add_parser("catalog", help="the DuckDB catalog")
@@ -132,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser.error(f"unknown command {args.command}")
     return 2
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else None
 
 
 if __name__ == "__main__":

@@ -81,6 +81,9 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         else:
             partitions = [None]
         paths = [table_path(self._root(), asset_path, p) for p in partitions]
+        if not paths:  # an upstream with no partitions yet (no dump registered, say): no rows
+            empty = pl.LazyFrame()
+            return empty if context.dagster_type.typing_type is pl.LazyFrame else empty.collect()
         ledger = _LOADED[context.step_context.step.key] if context.step_context else []
         for partition, path in zip(partitions, paths, strict=True):
             version = content_version(path) if path.exists() else None

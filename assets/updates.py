@@ -84,7 +84,8 @@ def update_all(
             log(f"materializing {', '.join(names)}" + (f" [{partition}]" if partition else ""))
             result = dg.materialize(
                 [*assets, *checks],
-                selection=keys,
+                # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
+                selection=dg.AssetSelection.assets(*keys).required_multi_asset_neighbors(),
                 instance=instance,
                 resources=resources,
                 partition_key=partition,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -67,4 +68,35 @@ def content_version(path: Path, *, chunk_size: int = 1 << 20) -> str:
     with open(path, "rb") as handle:
         while chunk := handle.read(chunk_size):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+def spool_batches(batches: Iterable[pl.DataFrame], directory: Path) -> pl.LazyFrame:
+    """Write an iterator of frames as numbered Parquet parts in `directory` (replaced atomically).
+
+    Returns a LazyFrame over the parts, so a corpus of any size passes through bounded memory.
+    """
+    with atomic_path(directory, directory=True) as tmp:
+        written = 0
+        for i, batch in enumerate(batches):
+            batch.write_parquet(tmp / f"part-{i:06d}.parquet")
+            written += 1
+        if written == 0:
+            raise ValueError(f"no rows to spool into {directory}")
+    return pl.scan_parquet(str(directory / "part-*.parquet"))
+
+
+def frame_version(frame: pl.DataFrame) -> str:
+    """A short content hash of a frame's rows, in order (stable within one Polars version)."""
+    digest = hashlib.blake2b(digest_size=12)
+    digest.update(",".join(f"{n}:{t}" for n, t in frame.schema.items()).encode())
+    digest.update(frame.hash_rows(seed=0).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def files_version(paths: Iterable[Path]) -> str:
+    """A short content hash over several files (e.g. the parts of a spooled table)."""
+    digest = hashlib.blake2b(digest_size=12)
+    for path in sorted(paths):
+        digest.update(content_version(path).encode())
     return digest.hexdigest()

@@ -1,0 +1,89 @@
+"""The evaluation report: ir_measures per run and query, paired t-tests against a baseline, tables, plots."""
+
+import base64
+
+import dagster as dg
+import polars as pl
+
+from assets.partitions import collection_partitions
+from assets.resources import DataDirResource
+from dagster_ir.evaluation import (
+    DEFAULT_MEASURES,
+    ReportConfig,
+    ReportFigure,
+    SignificanceConfig,
+    aggregate,
+    build_report,
+    evaluate_run,
+    recall_curve,
+    recall_curve_plot,
+    write_report,
+)
+
+GROUP = "evaluation"
+
+
+class EvaluationReportConfig(dg.Config):
+    """Which queries, measures and baseline; significance settings map onto SignificanceConfig."""
+
+    baseline: str = "bm25"
+    measures: list[str] = list(DEFAULT_MEASURES)
+    split: str = "test"  # "test", "dev", ... or "all": the queries the report is computed on
+    correction: str = "none"  # "none" | "bonferroni" | "holm"
+    alpha: float = 0.05
+    bootstrap_resamples: int = 10_000
+    seed: int = 0
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def evaluation_report(
+    context: dg.AssetExecutionContext,
+    config: EvaluationReportConfig,
+    data: DataDirResource,
+    candidate_runs: pl.DataFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+) -> pl.DataFrame:
+    """Per-query ir_measures values of every run (catalog view) and a Markdown/HTML report against the baseline."""
+    runs = candidate_runs
+    if config.split != "all":
+        chosen = query_splits.filter(pl.col("split") == config.split)["query_id"]
+        if chosen.len() == 0:
+            raise ValueError(f"evaluation_report: no queries in split {config.split!r}")
+        runs = runs.filter(pl.col("query_id").is_in(chosen.implode()))
+        qrels = qrels.filter(pl.col("query_id").is_in(chosen.implode()))
+    per_query = evaluate_run(runs, qrels, config.measures)
+    significance = SignificanceConfig(alpha=config.alpha, correction=config.correction,
+                                      n_resamples=config.bootstrap_resamples, seed=config.seed)
+    curves = recall_curve(runs, qrels)
+    report = build_report(
+        per_query,
+        baseline=config.baseline,
+        measures=config.measures,
+        title=f"{context.partition_key}: {config.split} queries ({qrels['query_id'].n_unique()} judged)",
+        notes=f"Paired two-sided t-test against {config.baseline}; {significance.correction} correction.",
+        config=ReportConfig(significance=significance),
+        extra_figures=[ReportFigure.from_figure("recall", "Recall by depth", recall_curve_plot(curves))],
+    )
+    files = write_report(report, data.files("reports", context.partition_key))
+    summary = aggregate(per_query)
+    context.add_output_metadata(
+        {
+            "report": dg.MetadataValue.md(report.to_markdown(None) + _inline_figures(report)),
+            "html": dg.MetadataValue.path(str(files.html)),
+            "markdown": dg.MetadataValue.path(str(files.markdown)),
+            **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
+               for r in summary.iter_rows(named=True) if r["measure"] in ("nDCG@10", "RR@10", "R@1000")},
+        }
+    )
+    return per_query
+
+
+def _inline_figures(report) -> str:
+    """The report's figures as Markdown images with data URIs, so they show in the Dagster UI."""
+    return "".join(
+        f"\n\n![{f.caption}](data:image/png;base64,{base64.b64encode(f.png).decode()})" for f in report.figures
+    )
+
+
+evaluation_assets = [evaluation_report]
