@@ -7,13 +7,14 @@ import dagster as dg
 from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
 from assets.resources import DataDirResource
+from assets.checks import collection_checks
 from assets.collections import collection_assets
 from assets.evaluation import evaluation_assets
 from assets.retrieval import retrieval_assets
 from assets.wiki import wiki_assets, wiki_checks
 
 all_assets = [*wiki_assets, *collection_assets, *retrieval_assets, *evaluation_assets]
-all_checks = [*wiki_checks]
+all_checks = [*wiki_checks, *collection_checks]
 
 
 def resources(data_dir: str = "") -> dict:
