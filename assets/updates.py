@@ -30,8 +30,11 @@ class UpdateReport:
         return sum(len(keys) for _, keys in self.runs)
 
 
-def _status_map(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[tuple[dg.AssetKey, str | None], StaleStatus]:
+def _status_map(
+    defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection | None = None
+) -> dict[tuple[dg.AssetKey, str | None], StaleStatus]:
     graph = defs.resolve_asset_graph()
+    keys = selection.resolve(graph) if selection is not None else graph.materializable_asset_keys
     view = AssetGraphView(
         temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
         instance=instance,
@@ -39,7 +42,7 @@ def _status_map(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[tupl
     )
     resolver = CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
     statuses = {}
-    for key in graph.materializable_asset_keys:
+    for key in keys:
         partitions_def = graph.get(key).partitions_def
         if partitions_def is None:
             statuses[(key, None)] = resolver.get_status(key)
@@ -49,9 +52,11 @@ def _status_map(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[tupl
     return statuses
 
 
-def stale_partitions(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[tuple[dg.AssetKey, str | None]]:
-    """Every (asset, partition) that is missing or stale, in no particular order."""
-    return [k for k, s in _status_map(defs, instance).items() if s != StaleStatus.FRESH]
+def stale_partitions(
+    defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection | None = None
+) -> list[tuple[dg.AssetKey, str | None]]:
+    """Every (asset, partition) that is missing or stale (within `selection`), in no particular order."""
+    return [k for k, s in _status_map(defs, instance, selection).items() if s != StaleStatus.FRESH]
 
 
 def update_all(
@@ -61,15 +66,16 @@ def update_all(
     resources: dict,
     log: Callable[[str], None] = print,
     log_level: str = "WARNING",
+    selection: dg.AssetSelection | None = None,
     max_rounds: int = 20,
 ) -> UpdateReport:
-    """Materialize stale and missing asset partitions, upstream first, until all are fresh."""
+    """Materialize stale and missing asset partitions (of `selection`, default all), upstream first."""
     graph = defs.resolve_asset_graph()
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
     report = UpdateReport()
     for _ in range(max_rounds):
-        statuses = _status_map(defs, instance)
+        statuses = _status_map(defs, instance, selection)
         pending = {k for k, s in statuses.items() if s != StaleStatus.FRESH}
         if not pending:
             report.fresh = len(statuses)

@@ -3,7 +3,6 @@
 
 
 import time
-import warnings
 from dataclasses import asdict
 from urllib.parse import quote
 
@@ -25,8 +24,6 @@ from dagster_ir.wiki import (
 
 GROUP = "wikipedia"
 
-# Output(data_version=...) is how a file's identity becomes the asset's data version; it is marked beta.
-warnings.filterwarnings("ignore", message="Parameter `data_version`", category=Warning)
 
 
 class WikiArticlesConfig(dg.Config):

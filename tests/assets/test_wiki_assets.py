@@ -12,6 +12,7 @@ from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.dumps import sample_dump_path
 
 pytestmark = pytest.mark.slow
+WIKI = dg.AssetSelection.groups("wikipedia")
 
 EXTRA_DUMP = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">
   <page><title>Zebra crossing</title><ns>0</ns><id>900001</id><revision><text xml:space="preserve">
@@ -27,7 +28,7 @@ def pipeline(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     with dg.instance_for_test(temp_dir=str(tmp_path_factory.mktemp("home"))) as instance:
         add_dump(root, str(sample_dump_path()), instance)
-        first = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None)
+        first = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None, selection=WIKI)
         yield root, instance, first
 
 
@@ -47,8 +48,8 @@ def test_everything_materializes_and_is_in_the_catalog(pipeline):
 
 def test_rerun_with_nothing_changed_is_up_to_date(pipeline):
     root, instance, _ = pipeline
-    assert stale_partitions(defs, instance) == []
-    again = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None)
+    assert stale_partitions(defs, instance, WIKI) == []
+    again = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None, selection=WIKI)
     assert again.runs == []
 
 
@@ -57,10 +58,10 @@ def test_new_dump_file_is_parsed_alone(pipeline, tmp_path):
     dump = tmp_path / "extra.xml.bz2"
     dump.write_bytes(bz2.compress(EXTRA_DUMP.format(words="word " * 120).encode()))
     key = add_dump(root, str(dump), instance)
-    report = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None)
+    report = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None, selection=WIKI)
     partitioned_runs = [(p, keys) for p, keys in report.runs if p is not None]
     assert {p for p, _ in partitioned_runs} == {key}, "only the new dump file is parsed"
     assert "wiki_links" in {k for _, keys in report.runs for k in keys}
     articles = Catalog(root).query("select count(distinct partition) from wiki_articles").item()
     assert articles == 2
-    assert stale_partitions(defs, instance) == []
+    assert stale_partitions(defs, instance, WIKI) == []
