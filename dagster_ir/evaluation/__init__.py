@@ -17,6 +17,7 @@ from dagster_ir.evaluation.measures import (
 from dagster_ir.evaluation.plots import figure_to_png_bytes, per_query_difference_plot, recall_curve_plot
 from dagster_ir.evaluation.report import (
     Report,
+    ReportBook,
     ReportConfig,
     ReportFigure,
     ReportFiles,
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_MEASURES",
     "EvaluationConfig",
     "Report",
+    "ReportBook",
     "ReportConfig",
     "ReportFigure",
     "ReportFiles",

@@ -106,12 +106,16 @@ class Report:
 
     def to_html(self) -> str:
         """One self-contained HTML page: inline CSS, figures embedded as base64 PNG, CIs on hover."""
-        body = [f"<h1>{html.escape(self.title)}</h1>"]
+        return _HTML_PAGE.format(title=html.escape(self.title), body=self.html_body("h1"))
+
+    def html_body(self, heading: str = "h1") -> str:
+        """The page's body: heading, notes, tables, figures."""
+        body = [f"<{heading}>{html.escape(self.title)}</{heading}>"]
         if self.notes:
             body.append(f"<p class='notes'>{html.escape(self.notes)}</p>")
         body += [_html_table(table, number) for number, table in enumerate(self.tables(), start=1)]
         body += [_html_figure(figure) for figure in self.figures]
-        return _HTML_PAGE.format(title=html.escape(self.title), body="\n".join(body))
+        return "\n".join(body)
 
     def to_terminal(self) -> str:
         """Plain text: the results table (* best, † significant) and the difference table."""
@@ -149,7 +153,36 @@ def build_report(
     return Report(title, notes, baseline, chosen, comparison, figures, config)
 
 
-def write_report(report: Report, out_dir: str | Path) -> ReportFiles:
+@dataclass(frozen=True, eq=False)
+class ReportBook:
+    """Several reports (sections, each with its own runs and baseline) as one document."""
+
+    title: str
+    sections: tuple[Report, ...]
+
+    @property
+    def figures(self) -> tuple[ReportFigure, ...]:
+        figures = tuple(f for section in self.sections for f in section.figures)
+        names = [f.name for f in figures]
+        if len(set(names)) != len(names):
+            raise ValueError(f"figure names must differ across sections (they name files): {names}")
+        return figures
+
+    def to_markdown(self, figure_dir: str | None = "figures") -> str:
+        parts = [f"# {self.title}"]
+        parts += ["#" + section.to_markdown(figure_dir).replace("\n## ", "\n### ") for section in self.sections]
+        return "\n\n".join(parts) + "\n"
+
+    def to_html(self) -> str:
+        body = [f"<h1>{html.escape(self.title)}</h1>"] + [s.html_body("h2") for s in self.sections]
+        return _HTML_PAGE.format(title=html.escape(self.title), body="\n".join(body))
+
+    def to_terminal(self) -> str:
+        rule = "=" * 100
+        return f"{self.title}\n" + "".join(f"\n{rule}\n{s.to_terminal()}" for s in self.sections)
+
+
+def write_report(report: Report | ReportBook, out_dir: str | Path) -> ReportFiles:
     """Write report.md, report.html, report.txt and figures/<name>.png under `out_dir`, atomically."""
     out_dir = Path(out_dir)
     figures = []
@@ -176,7 +209,7 @@ def _difference_figures(
     runs = [run for run in comparison["run_name"].unique(maintain_order=True).to_list() if run != baseline]
     return tuple(
         ReportFigure.from_figure(
-            f"{i:02d}_difference_{measure}_{run}",
+            f"{i:02d}_difference_{measure}_{run}_vs_{baseline}",
             f"Per-query {measure} of {run} minus {baseline}, sorted.",
             per_query_difference_plot(per_query, run, baseline, measure),
         )

@@ -176,3 +176,24 @@ def test_figures_with_the_same_name_are_refused():
 def test_unknown_baseline_is_refused():
     with pytest.raises(ValueError, match="baseline run 'bert' not in"):
         build_report(synthetic_per_query(), "bert", config=FAST)
+
+
+def test_report_book_holds_sections_with_their_own_baselines(tmp_path):
+    import polars as pl
+
+    from dagster_ir.evaluation import ReportBook, build_report, write_report
+    from dagster_ir.schemas import PER_QUERY_EVAL
+
+    rows = [(run, f"q{i}", "nDCG@10", value + 0.01 * i) for i in range(6)
+            for run, value in (("bm25", 0.2), ("bert", 0.4), ("php", 0.5))]
+    per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
+    first = build_report(per_query.filter(pl.col("run_name") != "php"), "bm25", title="First stage")
+    second = build_report(per_query.filter(pl.col("run_name") != "bm25"), "bert", title="PHP")
+    book = ReportBook("wiki-car", (first, second))
+    markdown = book.to_markdown(None)
+    assert markdown.startswith("# wiki-car") and "## First stage" in markdown and "## PHP" in markdown
+    assert "bert (baseline)" in markdown and "bm25 (baseline)" in markdown
+    assert book.to_html().count("<h2>") == 2
+    files = write_report(book, tmp_path)
+    assert files.html.read_text().count("<table") == 6
+    assert len(files.figures) == len(first.figures) + len(second.figures)
