@@ -160,6 +160,15 @@ class ReportBook:
     title: str
     sections: tuple[Report, ...]
 
+    @classmethod
+    def of(cls, title: str, sections: Sequence[Report]) -> ReportBook:
+        """A book whose section figures are renamed `s<section>_<name>`, so file names never clash."""
+        renamed = tuple(
+            replace(section, figures=tuple(replace(f, name=f"s{i}_{f.name}") for f in section.figures))
+            for i, section in enumerate(sections, start=1)
+        )
+        return cls(title, renamed)
+
     @property
     def figures(self) -> tuple[ReportFigure, ...]:
         figures = tuple(f for section in self.sections for f in section.figures)
@@ -209,7 +218,7 @@ def _difference_figures(
     runs = [run for run in comparison["run_name"].unique(maintain_order=True).to_list() if run != baseline]
     return tuple(
         ReportFigure.from_figure(
-            f"{i:02d}_difference_{measure}_{run}_vs_{baseline}",
+            f"{i:02d}_difference_{measure}_{run}",
             f"Per-query {measure} of {run} minus {baseline}, sorted.",
             per_query_difference_plot(per_query, run, baseline, measure),
         )

@@ -188,11 +188,14 @@ def test_report_book_holds_sections_with_their_own_baselines(tmp_path):
             for run, value in (("bm25", 0.2), ("bert", 0.4), ("php", 0.5))]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
     first = build_report(per_query.filter(pl.col("run_name") != "php"), "bm25", title="First stage")
-    second = build_report(per_query.filter(pl.col("run_name") != "bm25"), "bert", title="PHP")
-    book = ReportBook("wiki-car", (first, second))
+    second = build_report(per_query.filter(pl.col("run_name") != "bm25"), "php", title="PHP")
+    with pytest.raises(ValueError, match="figure names must differ"):
+        _ = ReportBook("clash", (first, second)).figures  # both plot bert against their baseline
+    book = ReportBook.of("wiki-car", [first, second])
+    assert [f.name[:3] for f in book.figures] == ["s1_"] * len(first.figures) + ["s2_"] * len(second.figures)
     markdown = book.to_markdown(None)
     assert markdown.startswith("# wiki-car") and "## First stage" in markdown and "## PHP" in markdown
-    assert "bert (baseline)" in markdown and "bm25 (baseline)" in markdown
+    assert "php (baseline)" in markdown and "bm25 (baseline)" in markdown
     assert book.to_html().count("<h2>") == 2
     files = write_report(book, tmp_path)
     assert files.html.read_text().count("<table") == 6
