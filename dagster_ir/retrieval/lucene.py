@@ -9,9 +9,11 @@ the `spawn` method (`multiprocessing.get_context("spawn")`; Dagster's multiproce
 each step in a fresh process). `build_index` and `search` start their own JVM in a fresh process,
 and raise `ForkedJvmError` in a forked child of a process whose JVM runs, instead of hanging.
 
-Only Java classes are used (Anserini's `SimpleSearcher`, which Pyserini's `LuceneSearcher` wraps,
-and `IndexCollection`): importing `pyserini.search.lucene` would import `pyserini.encode`, which
-builds an OpenAI client at import time and pulls in every dense encoder.
+Only Java classes are used (Anserini's `IndexCollection` to index; to search, the steps of
+Anserini's `SimpleSearcher.search`, which Pyserini's `LuceneSearcher` wraps, called one by one so
+that hits cross into Python as primitive arrays: see `_Searcher`): importing
+`pyserini.search.lucene` would import `pyserini.encode`, which builds an OpenAI client at import
+time and pulls in every dense encoder.
 
 Anserini's analyzer is Lucene's English analyzer (Porter stemming, the 33 English stop words
 removed) on both index and query side. Anserini rounds every score to 4 decimals and breaks ties
@@ -26,11 +28,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from dagster_ir.schemas import CORPUS, QUERIES, RUN, empty, validate
@@ -246,24 +250,21 @@ def search(
 
     Ranks run 1..n per query in Anserini's order (score descending; tied documents by doc id, their
     scores set 1e-6 apart). A query whose terms are all stop words or absent from the index has no
-    rows.
+    rows. `threads` queries are searched at a time.
     """
     if k < 1 or threads < 1:
         raise ValueError(f"k and threads must be >= 1, got k={k}, threads={threads}")
+    if not isinstance(model, (Bm25Config, QlConfig)):
+        raise TypeError(f"model must be Bm25Config or QlConfig, got {type(model).__name__}")
     _check_queries(queries)
     if not any(Path(index_dir).glob("segments_*")):
         raise FileNotFoundError(f"no Lucene index at {index_dir}")
     if queries.height == 0:
         return empty(RUN)
-    searcher = _jvm()("io.anserini.search.SimpleSearcher")(str(index_dir))
-    try:
-        _set_model(searcher, model)
-        hits = searcher.batch_search(
-            _java_list(queries["text"]), _java_list(queries["query_id"]), int(k), int(threads)
-        )
-    finally:
-        searcher.close()
-    return _run_frame(hits, queries["query_id"].to_list(), run_name)
+    with _anserini_searcher(Path(index_dir), model) as searcher:
+        hits = _search_all(searcher, queries["text"].to_list(), k, threads)
+        doc_ids = searcher.external_ids(np.concatenate([h.lucene_docids for h in hits]))
+    return _run_frame(queries["query_id"], hits, doc_ids, run_name)
 
 
 def _check_queries(queries: pl.DataFrame) -> None:
@@ -275,27 +276,160 @@ def _check_queries(queries: pl.DataFrame) -> None:
         raise ValueError(f"queries: duplicate query_id {duplicated['query_id'][0]!r}")
 
 
-def _set_model(searcher: Any, model: Bm25Config | QlConfig) -> None:
+@dataclass(frozen=True)
+class _Hits:
+    """One query's ranking: Lucene's doc numbers and Anserini's adjusted scores, rank order."""
+
+    lucene_docids: np.ndarray  # int32
+    scores: np.ndarray  # float32
+
+
+class _Searcher:
+    """Anserini's `SimpleSearcher.search`, step by step, without its per-hit Java objects.
+
+    `SimpleSearcher` turns every hit into a `ScoredDoc` holding the document's stored fields (raw
+    JSON included), which Python then reads hit by hit: that, not the search, was its cost. Here
+    each query runs through the same Anserini and Lucene calls (query generator and analyzer,
+    `IndexSearcher` with the same similarity and tie-break sort, `ScoredDocs.fromTopDocs`,
+    `ScoreTiesAdjusterReranker`) and comes back as two primitive arrays. No stored field is read:
+    the hits are gathered over a view of the index without them, and the external doc ids are
+    read from the `id` doc values, once per distinct document hit. (For an index written before
+    Lucene 9, which `build_index` never writes, Anserini would skip the tie-break; this does not.)
+    """
+
+    def __init__(
+        self,
+        autoclass: Callable[[str], Any],
+        reader: Any,
+        no_stored_fields: Any,
+        model: Bm25Config | QlConfig,
+        index_dir: Path,
+    ) -> None:
+        from jnius import cast  # only once the JVM runs: importing pyjnius starts it
+
+        index_searcher = autoclass("org.apache.lucene.search.IndexSearcher")
+        self._reader = reader
+        self._index_dir = index_dir
+        self._searcher = index_searcher(cast("org.apache.lucene.index.IndexReader", reader))
+        self._searcher.setSimilarity(_similarity(autoclass, model))
+        self._hits_searcher = index_searcher(
+            cast("org.apache.lucene.index.IndexReader", no_stored_fields)
+        )
+        sort_field = autoclass("org.apache.lucene.search.SortField")
+        string_value = autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL
+        # SimpleSearcher's BREAK_SCORE_TIES_BY_DOCID: score descending, then the doc id ascending.
+        self._sort = autoclass("org.apache.lucene.search.Sort")(
+            sort_field.FIELD_SCORE, sort_field(_ID_FIELD, string_value)
+        )
+        self._analyzer = autoclass("io.anserini.index.IndexCollection").DEFAULT_ANALYZER
+        self._generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+        self._scored_docs = autoclass("io.anserini.search.ScoredDocs")
+        self._ties = autoclass("io.anserini.rerank.lib.ScoreTiesAdjusterReranker")()
+        self._id_values = autoclass(
+            "org.apache.lucene.queries.function.valuesource.BytesRefFieldSource"
+        )(_ID_FIELD)
+        self._no_context = autoclass("java.util.HashMap")()
+
+    def top_k(self, text: str, k: int) -> _Hits:
+        """The top `k` of one query: scores rounded to 4 decimals, ties 1e-6 apart (Anserini)."""
+        query = self._generator.buildQuery(_CONTENTS_FIELD, self._analyzer, text)
+        top = self._searcher.search(query, k, self._sort, True)
+        hits = self._ties.rerank(self._scored_docs.fromTopDocs(top, self._hits_searcher), None)
+        return _Hits(
+            np.asarray(hits.lucene_docids, dtype=np.int32),
+            np.asarray(hits.scores, dtype=np.float32),
+        )
+
+    def external_ids(self, lucene_docids: np.ndarray) -> np.ndarray:
+        """The `id` of each Lucene doc number, read from the doc values once per distinct doc."""
+        distinct, position = np.unique(lucene_docids, return_inverse=True)
+        ids = np.empty(len(distinct), dtype=object)
+        leaves = self._reader.leaves().toArray()
+        starts = np.array([leaf.docBase for leaf in leaves], dtype=np.int64)
+        segment = np.searchsorted(starts, distinct, side="right") - 1
+        for number, leaf in enumerate(leaves):
+            in_leaf = np.flatnonzero(segment == number)
+            if len(in_leaf):
+                ids[in_leaf] = self._leaf_ids(leaf, distinct[in_leaf] - leaf.docBase)
+        return ids[position]
+
+    def _leaf_ids(self, leaf: Any, docs: np.ndarray) -> list[str]:
+        """The `id` doc values of one segment's documents `docs` (segment doc numbers, ascending).
+
+        Lucene's `BytesRefFieldSource` hands each value over as a string: one Java call per doc.
+        """
+        id_of = self._id_values.getValues(self._no_context, leaf).strVal
+        ids = [id_of(doc) for doc in docs.tolist()]
+        if None in ids:
+            raise ValueError(f"{self._index_dir}: a document has no '{_ID_FIELD}' doc values")
+        return ids
+
+
+@contextmanager
+def _anserini_searcher(index_dir: Path, model: Bm25Config | QlConfig) -> Iterator[_Searcher]:
+    """Open the index (and a view of it without stored fields) for the block, then close both."""
+    autoclass = _jvm()
+    with ExitStack() as opened:
+        path = autoclass("java.io.File")(str(index_dir)).toPath()
+        directory = autoclass("org.apache.lucene.store.FSDirectory").open(path)
+        opened.callback(directory.close)
+        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+        opened.callback(reader.close)
+        # Shares the reader (closing it leaves the reader open) and shows no stored field.
+        parallel = autoclass("org.apache.lucene.index.ParallelCompositeReader")
+        no_stored_fields = parallel(False, [reader], [])
+        opened.callback(no_stored_fields.close)
+        yield _Searcher(autoclass, reader, no_stored_fields, model, index_dir)
+
+
+_ID_FIELD = "id"  # Anserini's Constants.ID: stored, indexed and binary doc values
+_CONTENTS_FIELD = "contents"  # Anserini's Constants.CONTENTS
+
+
+def _similarity(autoclass: Callable[[str], Any], model: Bm25Config | QlConfig) -> Any:
+    """The Lucene similarity Anserini's `set_bm25` / `set_qld` installs."""
     if isinstance(model, Bm25Config):
-        searcher.set_bm25(float(model.k1), float(model.b))
-    elif isinstance(model, QlConfig):
-        searcher.set_qld(float(model.mu))
-    else:
-        raise TypeError(f"model must be Bm25Config or QlConfig, got {type(model).__name__}")
+        bm25 = autoclass("org.apache.lucene.search.similarities.BM25Similarity")
+        return bm25(float(model.k1), float(model.b))
+    return autoclass("org.apache.lucene.search.similarities.LMDirichletSimilarity")(float(model.mu))
 
 
-def _run_frame(hits: Any, query_ids: list[str], run_name: str) -> pl.DataFrame:
-    """Turn Anserini's {query id: ScoredDoc[]} map into a RUN frame in query order."""
-    by_query = {entry.getKey(): entry.getValue() for entry in hits.entrySet().toArray()}
-    qids: list[str] = []
-    docids: list[str] = []
-    scores: list[float] = []
-    ranks: list[int] = []
-    for qid in query_ids:
-        for rank, hit in enumerate(by_query.get(qid, ()), start=1):
-            qids.append(qid)
-            docids.append(hit.docid)
-            scores.append(hit.score)
-            ranks.append(rank)
-    columns = {"query_id": qids, "doc_id": docids, "score": scores, "rank": ranks}
-    return pl.DataFrame({**columns, "run_name": [run_name] * len(ranks)}, schema=RUN)
+def _search_all(searcher: _Searcher, texts: list[str], k: int, threads: int) -> list[_Hits]:
+    """`searcher.top_k` of every text, `threads` at a time (pyjnius lets go of the GIL in Java).
+
+    Safe because `top_k` calls Java methods only on objects all threads share: pyjnius binds a
+    method to its object by setting state on the method of the class, not on a bound copy.
+    """
+    threads = min(threads, len(texts))
+    if threads == 1:
+        return [searcher.top_k(text, k) for text in texts]
+    hits: list[_Hits | None] = [None] * len(texts)
+
+    def search_every_nth(first: int) -> None:
+        from jnius import detach
+
+        try:
+            for i in range(first, len(texts), threads):
+                hits[i] = searcher.top_k(texts[i], k)
+        finally:
+            detach()  # a Python thread still attached to the JVM would block its shutdown
+
+    with ThreadPoolExecutor(threads) as pool:
+        for done in [pool.submit(search_every_nth, first) for first in range(threads)]:
+            done.result()
+    return hits  # type: ignore[return-value]
+
+
+def _run_frame(
+    query_ids: pl.Series, hits: list[_Hits], doc_ids: np.ndarray, run_name: str
+) -> pl.DataFrame:
+    """The RUN frame of every query's hits, in query order; `doc_ids` holds the hits' doc ids."""
+    counts = [len(h.lucene_docids) for h in hits]
+    columns = {
+        "query_id": np.repeat(query_ids.to_numpy(), counts),
+        "doc_id": doc_ids,
+        "score": np.concatenate([h.scores for h in hits]).astype(np.float64),
+        "rank": np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in counts]),
+    }
+    frame = pl.DataFrame(columns, schema={name: RUN[name] for name in columns})
+    return frame.with_columns(pl.lit(run_name, dtype=pl.String).alias("run_name"))

@@ -107,6 +107,16 @@ def test_k_cuts_the_ranking_and_stopword_query_has_no_rows(index_dir: Path) -> N
     assert run["doc_id"].to_list() == ["d1", "d4"]
 
 
+def test_threads_search_queries_side_by_side_and_change_no_row(index_dir: Path) -> None:
+    texts = ["wing", "flow", "wing flow", "the of", "shock heat", "drag speed", "jet", "lift"]
+    topics = queries(*[(f"q{i}", text) for i, text in enumerate(texts)])
+    one = search(index_dir, topics, k=10, model=Bm25Config(), threads=1, run_name="bm25")
+    three = search(index_dir, topics, k=10, model=Bm25Config(), threads=3, run_name="bm25")
+    assert three.equals(one)
+    searched = one["query_id"].unique(maintain_order=True).to_list()
+    assert searched == ["q0", "q1", "q2", "q4", "q5", "q6", "q7"]  # q3 is stop words only
+
+
 def test_ties_go_to_the_lower_doc_id_with_scores_set_apart(tmp_path: Path) -> None:
     build_index(corpus([(doc, "", "jet") for doc in ["b", "a", "10", "9"]]), tmp_path / "i")
     run = search(tmp_path / "i", queries(("q", "jet")), model=Bm25Config(), run_name="bm25")
