@@ -109,6 +109,37 @@ NEGATIVES: Schema = {
 }
 
 
+# --- Model 1 translation tables (added by the Model 1 package) -------------------------------
+# One row per retained translation probability T(tgt_token | src_token); for every src_token the
+# probabilities sum to 1 (EM tables; a neural export is a similarity table and need not).
+MODEL1_TABLE: Schema = {"src_token": pl.String, "tgt_token": pl.String, "prob": pl.Float32}
+
+# --- PHP pre-training examples (added by the PHP package, dagster_ir.models.php) ----------------
+# One example per (article d, segment s, positive linked article): the stage's negatives of the same
+# (d, s); with_replacement: fewer negatives than asked for, so the list repeats some.
+PHP_EXAMPLES: Schema = {
+    "stage": pl.String,  # "hp" | "shp" | "mrds"
+    "article_id": pl.String,  # d
+    "segment_no": pl.Int32,  # s, the query
+    "pos_id": pl.String,  # the positive d_i
+    "neg_ids": pl.List(pl.String),  # n negatives
+    "with_replacement": pl.Boolean,
+}
+
+
+# --- Pooling-bias lab (added by the CET package: dagster_ir.negatives.pooling) ------------------
+# Per retriever (run_name) and candidate depth: negatives sampled uniformly from the top `depth`
+# minus the simulated (sparse) labels, and how many of them the dense judgments call relevant.
+FALSE_NEGATIVES: Schema = {
+    "run_name": pl.String,
+    "depth": pl.Int32,
+    "queries": pl.Int64,  # queries with a sparse label and at least one candidate
+    "negatives": pl.Int64,  # sampled negative rows
+    "false_negative_share": pl.Float64,  # sampled negatives judged relevant by the dense qrels
+    "expected_share": pl.Float64,  # the same share's expectation over the sampling (no sampling noise)
+    "recall": pl.Float64,  # recall@depth of the run against the dense qrels, on the same queries
+}
+
 
 class SchemaError(ValueError):
     """A table does not have the columns or dtypes its schema fixes."""

@@ -1,1 +1,24 @@
-"""Models: one module per method (cross encoder, PHP, Model 1, GHRM, CET) and a shared training loop."""
+"""Models: one module per method (cross encoder, PHP, Model 1, GHRM, CET) and a shared training loop.
+
+The names below are re-exported lazily (PEP 562), so importing this package does not import torch.
+"""
+
+from importlib import import_module
+
+_EXPORTS = {
+    "training": ("TrainConfig", "TrainResult", "CheckpointError", "train", "shuffled_batches", "unwrap", "world",
+                 "latest_checkpoint"),
+    "cross_encoder": ("CrossEncoder", "Pair", "lce_loss", "pad_pairs"),
+    "rerank": ("CrossEncoderScorer", "PairScorer", "RerankConfig", "rerank", "score_encoded"),
+    "finetune": ("FineTuneConfig", "fine_tune", "dev_evaluator"),
+    "php": ("PhpConfig", "PhpModel", "build_php_examples", "mask_tokens", "pretrain_stage", "pretrain_chain"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,402 @@
+"""PHP assets: pre-training examples, the three PHP stages, ablations, fine-tuned cross-encoders, reranked runs.
+
+php_groups -> php_examples -> php_hp -> php_shp -> php_mrds (-> php_ablations)
+negatives + (backbone | php stage | ablation) -> cross_encoder (per collection) -> reranked_runs
+
+Every config has `profile` ("demo" | "paper", see `dagster_ir.models.php.PROFILES` and
+`dagster_ir.models.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
+`max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
+(`files/php/...`); the assets return small manifest frames with their paths.
+Run names of `reranked_runs`: "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
+"php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only").
+"""
+
+import base64
+import io
+import shutil
+import time
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Optional
+
+import dagster as dg
+import polars as pl
+
+from assets.partitions import collection_partitions
+from assets.project import collection_specs
+from assets.resources import DataDirResource
+from dagster_ir.models import finetune, php
+from dagster_ir.models.backbone import backbone_path
+from dagster_ir.models.training import TrainConfig
+from dagster_ir.storage.parquet import frame_version
+
+GROUP = "php"
+EVAL_COLLECTION = "wiki-car"  # built from the same dump: its dev/test articles stay out of pre-training
+
+
+class _TrainOverrides(dg.Config):
+    """Overrides of the TrainConfig inside a profile (None keeps the profile's value)."""
+
+    lr: Optional[float] = None
+    warmup_ratio: Optional[float] = None
+    weight_decay: Optional[float] = None
+    batch_size: Optional[int] = None
+    grad_accumulation: Optional[int] = None
+    max_steps: Optional[int] = None  # 0: no cap
+    seed: Optional[int] = None
+    checkpoint_every: Optional[int] = None
+    device: Optional[str] = None  # "cuda" with bf16=True is the GPU path
+    bf16: Optional[bool] = None
+
+    def train_config(self, base: TrainConfig, epochs: Optional[int] = None) -> TrainConfig:
+        values = {f.name: getattr(self, f.name) for f in fields(TrainConfig)
+                  if f.name in type(self).model_fields and getattr(self, f.name) is not None}
+        if values.get("max_steps") == 0:
+            values["max_steps"] = None
+        if epochs is not None:
+            values["epochs"] = epochs
+        return replace(base, **values)
+
+
+class PhpSettings(_TrainOverrides):
+    """Maps onto `dagster_ir.models.php.PhpConfig`: a profile plus overrides."""
+
+    profile: str = "demo"
+    backbone: Optional[str] = None
+    n_negatives: Optional[int] = None
+    max_examples: Optional[int] = None  # 0: every example
+    max_length: Optional[int] = None
+    max_query_length: Optional[int] = None
+    mlm_weight: Optional[float] = None
+    anchor_mask_prob: Optional[float] = None
+    mask_prob: Optional[float] = None
+    exclude_eval_articles: Optional[bool] = None
+    hp_epochs: Optional[int] = None
+    shp_epochs: Optional[int] = None
+    mrds_epochs: Optional[int] = None
+
+    def to_domain(self) -> php.PhpConfig:
+        base = _profile(php.PROFILES, self.profile)
+        values = {f.name: getattr(self, f.name) for f in fields(php.PhpConfig)
+                  if f.name in type(self).model_fields and getattr(self, f.name) is not None}
+        if values.get("max_examples") == 0:
+            values["max_examples"] = None
+        return replace(base, **values, train=self.train_config(base.train))
+
+
+class PhpAblationSettings(PhpSettings):
+    """The PHP settings plus the ablations to pre-train ("<stage>-only", "no-mlm", "anchor-<ratio>")."""
+
+    variants: list[str] = []
+
+
+class CrossEncoderSettings(_TrainOverrides):
+    """Maps onto `dagster_ir.models.finetune.FineTuneConfig`; `inits` picks the models to fine-tune."""
+
+    profile: str = "demo"
+    inits: list[str] = ["bert", "php"]  # "bert" | "php" | "php-<stage>" | "php-<ablation>"
+    backbone: Optional[str] = None
+    n_negatives: Optional[int] = None
+    max_length: Optional[int] = None
+    max_query_length: Optional[int] = None
+    epochs: Optional[int] = None
+    dev_depth: Optional[int] = None
+    dev_measure: Optional[str] = None
+    # Evaluate every epoch on the dev split (candidate run "bm25") and keep the best epoch.
+    # None: only when training runs more than one epoch (with one there is nothing to choose).
+    select_on_dev: Optional[bool] = None
+
+    def to_domain(self) -> finetune.FineTuneConfig:
+        base = _profile(finetune.PROFILES, self.profile)
+        values = {f.name: getattr(self, f.name) for f in fields(finetune.FineTuneConfig)
+                  if f.name in type(self).model_fields and getattr(self, f.name) is not None}
+        return replace(base, **values, train=self.train_config(base.train, self.epochs))
+
+
+class RerankSettings(dg.Config):
+    """Which candidate run, how deep, on which queries; scoring batch and device."""
+
+    profile: str = "demo"
+    candidate: str = "bm25"
+    depth: Optional[int] = None  # None: the profile's (demo 20, paper 100)
+    split: str = "test"  # the report's queries; "all" for every query
+    batch_size: int = 64
+    device: str = "cpu"
+    bf16: bool = False
+
+    def rerank_depth(self) -> int:
+        return self.depth or _profile({"demo": 20, "paper": 100}, self.profile)
+
+
+def _profile(profiles: dict, name: str):
+    if name not in profiles:
+        raise ValueError(f"unknown profile {name!r}: choose from {sorted(profiles)}")
+    return profiles[name]
+
+
+# --- plots --------------------------------------------------------------------------------------
+
+
+def _curves_markdown(curves: dict[str, list[float]], title: str) -> dg.MetadataValue:
+    """Loss curves (one line per name) as a Markdown image for the Dagster UI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
+    for name, values in curves.items():
+        ax.plot(range(1, len(values) + 1), values, label=name)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss")
+    ax.set_title(title)
+    if curves:
+        ax.legend()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return dg.MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})")
+
+
+# --- examples and stages ------------------------------------------------------------------------
+
+
+def _eval_ins() -> dict:
+    if EVAL_COLLECTION not in collection_specs():
+        return {}
+    mapping = dg.SpecificPartitionsPartitionMapping([EVAL_COLLECTION])
+    return {"queries": dg.AssetIn(partition_mapping=mapping), "query_splits": dg.AssetIn(partition_mapping=mapping)}
+
+
+def eval_articles(queries: pl.DataFrame | None, query_splits: pl.DataFrame | None) -> list[str]:
+    """Articles of the evaluation collection's dev and test queries (wiki-car queries carry article_id)."""
+    if queries is None or query_splits is None or "article_id" not in queries.columns:
+        return []
+    held_out = query_splits.filter(pl.col("split").is_in(["dev", "test"])).select("query_id")
+    return queries.join(held_out, on="query_id")["article_id"].unique().sort().to_list()
+
+
+@dg.asset(group_name=GROUP, code_version="1", ins={"php_groups": dg.AssetIn(), **_eval_ins()})
+def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **inputs) -> pl.DataFrame:
+    """PHP training examples of every stage (HP, SHP, MRDS): a segment, one positive, n sampled negatives."""
+    domain = config.to_domain()
+    excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
+    frames, metadata = [], {"excluded_articles": len(excluded), "seed": domain.train.seed}
+    for stage in php.STAGE_ORDER:
+        frame, counts = php.build_php_examples(inputs["php_groups"], stage, domain, excluded)
+        frames.append(frame)
+        metadata.update({f"{stage}_{k}": v for k, v in asdict(counts).items() if k != "stage"})
+    context.add_output_metadata(metadata)
+    return pl.concat(frames)
+
+
+def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, init: Optional[str],
+              examples: pl.DataFrame, articles: pl.LazyFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """Train one stage into files/php/<stage> and describe it (manifest frame + metadata)."""
+    domain = config.to_domain()
+    init = init or backbone_path(domain.backbone)
+    stage_examples = examples.filter(pl.col("stage") == stage)
+    key = php.run_key(asdict(domain), stage, frame_version(stage_examples), init, _folder_version(init))
+    checkpoints = data.files("php", "checkpoints") / f"{stage}-{key}"
+    started = time.monotonic()
+    result = php.pretrain_stage(stage, init, stage_examples, articles, links, domain, data.files("php") / stage,
+                                checkpoints, on_log=_logger(context, stage))
+    shutil.rmtree(checkpoints, ignore_errors=True)  # the stage folder holds the result
+    context.add_output_metadata(_stage_metadata(result, domain, time.monotonic() - started))
+    return _stage_manifest(result, domain)
+
+
+def _folder_version(path: str) -> str:
+    weights = Path(path) / "model.safetensors"
+    return f"{weights.stat().st_size}-{weights.stat().st_mtime_ns}" if weights.is_file() else path
+
+
+def _logger(context, stage: str):
+    def log(step: int, logs: dict[str, float]) -> None:
+        if step % 10 == 0:
+            context.log.info(f"{stage} step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in logs.items()))
+
+    return log
+
+
+def _stage_metadata(result: php.StageResult, domain: php.PhpConfig, seconds: float) -> dict:
+    trained = result.train
+    metadata = {"model_path": dg.MetadataValue.path(str(result.path)), "examples": result.examples,
+                "seed": domain.train.seed, "seconds": round(seconds, 2), "skipped": trained is None}
+    if trained is not None:
+        curves = {"loss": trained.loss_curve, **trained.log_curves}
+        metadata.update({"steps": trained.steps, "examples_per_s": round(trained.examples_per_s, 2),
+                         "final_loss": round(trained.loss_curve[-1], 4),
+                         "loss_curve": _curves_markdown(curves, f"PHP {result.stage}")})
+    return metadata
+
+
+def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFrame:
+    trained = result.train
+    return pl.DataFrame({
+        "stage": [result.stage], "path": [str(result.path)], "init": [result.init], "examples": [result.examples],
+        "steps": [trained.steps if trained else 0], "seconds": [trained.seconds if trained else 0.0],
+        "examples_per_s": [trained.examples_per_s if trained else 0.0], "seed": [domain.train.seed],
+        "skipped": [trained is None],
+    })
+
+
+@dg.asset(group_name=GROUP, code_version="1")
+def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_examples: pl.DataFrame,
+           wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
+    """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
+    return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
+
+
+@dg.asset(group_name=GROUP, code_version="1")
+def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_hp: pl.DataFrame,
+            php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
+    """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
+    return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
+
+
+@dg.asset(group_name=GROUP, code_version="1")
+def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_shp: pl.DataFrame,
+             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
+    """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
+    return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
+
+
+@dg.asset(group_name=GROUP, code_version="1")
+def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
+                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
+    """PHP ablations (single stage, no MLM, anchor mask ratio), each pre-trained from the backbone."""
+    rows, curves = [], {}
+    for variant in config.variants:
+        domain = php.ablation_config(config.to_domain(), variant)
+        key = php.run_key(asdict(domain), frame_version(php_examples))
+        checkpoints = data.files("php", "checkpoints") / f"ablation-{variant}-{key}"
+        results = php.pretrain_chain(domain, php_examples, wiki_articles, wiki_links,
+                                     data.files("php", "ablations", variant), checkpoints)
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        final = results[-1]
+        rows.append({"variant": variant, "path": str(final.path), "stages": ",".join(domain.stages),
+                     "steps": sum(r.train.steps for r in results if r.train), "seed": domain.train.seed})
+        curves[variant] = [v for r in results if r.train for v in r.train.loss_curve]
+    context.add_output_metadata({"variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations")})
+    schema = {"variant": pl.String, "path": pl.String, "stages": pl.String, "steps": pl.Int64, "seed": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+# --- fine-tuning and reranking ------------------------------------------------------------------
+
+
+def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame) -> str:
+    """The folder a named cross-encoder starts from ("" = the backbone)."""
+    if name == "bert":
+        return ""
+    if name == "php":
+        return stages["mrds"]
+    if name.removeprefix("php-") in stages:
+        return stages[name.removeprefix("php-")]
+    variant = ablations.filter(pl.col("variant") == name.removeprefix("php-"))
+    if name.startswith("php-") and variant.height:
+        return variant["path"][0]
+    known = ["bert", "php", *(f"php-{s}" for s in stages), *(f"php-{v}" for v in ablations["variant"])]
+    raise ValueError(f"cross_encoder: unknown init {name!r}; choose from {known} "
+                     "(add ablations to php_ablations' variants first)")
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def cross_encoder(
+    context: dg.AssetExecutionContext,
+    config: CrossEncoderSettings,
+    data: DataDirResource,
+    queries: pl.DataFrame,
+    corpus: pl.LazyFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+    negatives: pl.DataFrame,
+    candidate_runs: pl.DataFrame,
+    php_hp: pl.DataFrame,
+    php_shp: pl.DataFrame,
+    php_mrds: pl.DataFrame,
+    php_ablations: pl.DataFrame,
+) -> pl.DataFrame:
+    """Cross-encoders fine-tuned with LCE on the collection's negatives, from the backbone and from PHP."""
+    domain = config.to_domain()
+    stages = {frame["stage"][0]: frame["path"][0] for frame in (php_hp, php_shp, php_mrds)}
+    dev_ids = query_splits.filter(pl.col("split") == "dev")["query_id"].to_list()
+    evaluate = None
+    select = config.select_on_dev if config.select_on_dev is not None else domain.train.epochs > 1
+    if select and dev_ids:
+        run = candidate_runs.filter(pl.col("run_name") == "bm25")
+        evaluate = finetune.dev_evaluator(run, queries, corpus, qrels, dev_ids, domain)
+    rows, curves = [], {}
+    for name in config.inits:
+        init = resolve_init(name, stages, php_ablations)
+        model = finetune.load_model(init, domain)
+        key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
+                          frame_version(negatives))
+        checkpoints = data.files("cross_encoder", "checkpoints") / f"{context.partition_key}-{name}-{key}"
+        result, n_examples = finetune.fine_tune(model, queries, corpus, negatives, domain, checkpoints,
+                                                evaluate=evaluate, on_log=_logger(context, name))
+        folder = model.save(data.files("cross_encoder", context.partition_key) / name)
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        curves[name] = result.loss_curve
+        rows.append({"run_name": name, "init": init or domain.backbone or "bundled", "path": str(folder),
+                     "examples": n_examples, "steps": result.steps, "seconds": result.seconds,
+                     "examples_per_s": result.examples_per_s, "best_epoch": result.best_epoch,
+                     "dev_score": result.dev_scores[result.best_epoch] if result.dev_scores else None,
+                     "seed": domain.train.seed})
+    manifest = pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64})
+    context.add_output_metadata({
+        "loss_curves": _curves_markdown(curves, f"fine-tuning on {context.partition_key}"),
+        **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
+        **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
+    })
+    return manifest
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def reranked_runs(
+    context: dg.AssetExecutionContext,
+    config: RerankSettings,
+    cross_encoder: pl.DataFrame,
+    candidate_runs: pl.DataFrame,
+    queries: pl.DataFrame,
+    corpus: pl.LazyFrame,
+    query_splits: pl.DataFrame,
+) -> pl.DataFrame:
+    """The candidate run's top-k reranked by every fine-tuned cross-encoder (run_name: bert, php, php-...)."""
+    from dagster_ir.models.cross_encoder import CrossEncoder
+    from dagster_ir.models.rerank import CrossEncoderScorer, RerankConfig, rerank
+
+    run = candidate_runs.filter(pl.col("run_name") == config.candidate)
+    if run.height == 0:
+        raise ValueError(f"reranked_runs: no candidate run named {config.candidate!r}")
+    if config.split != "all":
+        chosen = query_splits.filter(pl.col("split") == config.split)["query_id"]
+        run = run.filter(pl.col("query_id").is_in(chosen.implode()))
+    docs = corpus.join(run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
+    runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth()}
+    for name, path in cross_encoder.select("run_name", "path").iter_rows():
+        scorer = CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
+                                    device=config.device, bf16=config.bf16)
+        started = time.monotonic()
+        runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
+        metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
+    context.add_output_metadata(metadata)
+    return pl.concat(runs) if runs else pl.DataFrame(schema=run.schema)
+
+
+@dg.asset_check(asset=php_examples, blocking=True)
+def php_examples_are_contrastive(php_examples: pl.DataFrame) -> dg.AssetCheckResult:
+    """No example lists its positive among its negatives, and every example of a stage has n negatives."""
+    leaking = php_examples.filter(pl.col("neg_ids").list.contains(pl.col("pos_id")))
+    widths = php_examples.group_by("stage").agg(pl.col("neg_ids").list.len().n_unique().alias("widths"))
+    ragged = widths.filter(pl.col("widths") > 1)["stage"].to_list()
+    return dg.AssetCheckResult(
+        passed=leaking.height == 0 and not ragged,
+        metadata={"positive_among_negatives": leaking.height, "stages_with_ragged_negatives": ", ".join(ragged) or "none"},
+    )
+
+
+php_assets = [php_examples, php_hp, php_shp, php_mrds, php_ablations, cross_encoder, reranked_runs]
+php_checks = [php_examples_are_contrastive]

@@ -1,0 +1,181 @@
+"""PHP assets: config mapping, held-out articles, init names; a tiny end-to-end materialization (slow)."""
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets.php import (
+    CrossEncoderSettings,
+    PhpSettings,
+    RerankSettings,
+    eval_articles,
+    php_assets,
+    php_checks,
+    php_examples,
+    resolve_init,
+)
+from dagster_ir.models import finetune, php
+from dagster_ir.schemas import PHP_GROUPS
+
+
+def test_settings_map_onto_the_profiles_and_every_override_matters():
+    assert PhpSettings().to_domain() == php.PROFILES["demo"]
+    assert PhpSettings(profile="paper").to_domain() == php.PROFILES["paper"]
+    custom = PhpSettings(n_negatives=5, anchor_mask_prob=0.3, mlm_weight=0.0, max_examples=0, lr=2e-5,
+                         max_steps=0, hp_epochs=3, device="cuda", bf16=True).to_domain()
+    assert (custom.n_negatives, custom.anchor_mask_prob, custom.mlm_weight, custom.max_examples) == (5, 0.3, 0.0, None)
+    assert (custom.train.lr, custom.train.max_steps, custom.hp_epochs) == (2e-5, None, 3)
+    assert (custom.train.device, custom.train.bf16) == ("cuda", True)
+    tuned = CrossEncoderSettings(profile="paper", epochs=2, batch_size=16, n_negatives=7).to_domain()
+    assert tuned.train.epochs == 2 and tuned.train.batch_size == 16 and tuned.n_negatives == 7
+    assert tuned.train.lr == finetune.PROFILES["paper"].train.lr
+    assert RerankSettings().rerank_depth() == 20 and RerankSettings(profile="paper").rerank_depth() == 100
+    with pytest.raises(ValueError, match="unknown profile 'fast'"):
+        PhpSettings(profile="fast").to_domain()
+
+
+def test_dev_and_test_articles_of_the_evaluation_collection_are_held_out():
+    queries = pl.DataFrame({"query_id": ["a/x", "a/y", "b/x", "c/x"], "text": ["t"] * 4,
+                            "article_id": ["a", "a", "b", "c"]})
+    splits = pl.DataFrame({"query_id": ["a/x", "a/y", "b/x", "c/x"],
+                           "split": ["test", "test", "train/model", "dev"], "fold": [0, 0, 1, 2]})
+    assert eval_articles(queries, splits) == ["a", "c"]
+    assert eval_articles(queries.drop("article_id"), splits) == []
+    assert eval_articles(None, None) == []
+
+
+def test_init_names_resolve_to_folders():
+    stages = {"hp": "/m/hp", "shp": "/m/shp", "mrds": "/m/mrds"}
+    ablations = pl.DataFrame({"variant": ["no-mlm"], "path": ["/m/ab/no-mlm"]})
+    assert resolve_init("bert", stages, ablations) == ""
+    assert resolve_init("php", stages, ablations) == "/m/mrds"
+    assert resolve_init("php-shp", stages, ablations) == "/m/shp"
+    assert resolve_init("php-no-mlm", stages, ablations) == "/m/ab/no-mlm"
+    with pytest.raises(ValueError, match="php-anchor-0.9"):
+        resolve_init("php-anchor-0.9", stages, ablations)
+
+
+def test_php_examples_asset_builds_every_stage_and_leaves_out_held_out_articles():
+    groups = pl.DataFrame([("a", 1, "b", "D1"), ("a", 1, "c", "D2"), ("a", 1, "e", "D3"), ("a", 1, "f", "D4")],
+                          schema=list(PHP_GROUPS), orient="row").cast(PHP_GROUPS)
+    queries = pl.DataFrame({"query_id": ["f/x"], "text": ["t"], "article_id": ["f"]})
+    splits = pl.DataFrame({"query_id": ["f/x"], "split": ["test"], "fold": [0]})
+    context = dg.build_asset_context()
+    frame = php_examples(context, config=PhpSettings(n_negatives=2), php_groups=groups, queries=queries,
+                         query_splits=splits)
+    assert frame.filter(pl.col("stage") == "hp").height == 0  # its only negative, f, is held out
+    assert frame.filter(pl.col("stage") == "shp")["pos_id"].sort().to_list() == ["b", "c"]
+    kept = php_examples(dg.build_asset_context(), config=PhpSettings(n_negatives=2, exclude_eval_articles=False),
+                        php_groups=groups, queries=queries, query_splits=splits)
+    assert kept.filter(pl.col("stage") == "hp").height == 3
+
+
+def _upstream_assets() -> list:
+    """The assets the PHP assets read (the report, which reads ours, is left out)."""
+    from assets.collections import collection_assets
+    from assets.retrieval import retrieval_assets
+    from assets.wiki import wiki_assets
+
+    return [*wiki_assets, *collection_assets, *retrieval_assets]
+
+
+def test_assets_and_checks_load_into_definitions():
+    from assets.definitions import resources
+
+    defs = dg.Definitions(assets=_upstream_assets() + php_assets, asset_checks=php_checks, resources=resources())
+    graph = defs.resolve_asset_graph()
+    parents = {key.to_user_string() for key in graph.get(dg.AssetKey("php_mrds")).parent_keys}
+    assert {"php_shp", "php_examples", "wiki_articles", "wiki_links"} <= parents
+    parents = {key.to_user_string() for key in graph.get(dg.AssetKey("cross_encoder")).parent_keys}
+    assert {"negatives", "php_mrds", "php_ablations", "candidate_runs"} <= parents
+
+
+# --- end to end on tiny tables with a tiny backbone ---------------------------------------------
+
+TOPICS = {"a": "river water flows to the sea", "b": "castle walls of old stone", "c": "mountain peaks and snow",
+          "d": "music of the opera house", "e": "football teams and their players", "f": "planets around stars",
+          "g": "bread baked in ovens"}
+
+
+def _upstream_tables(root) -> None:
+    """Tables of the upstream assets, where the IO manager looks for them."""
+    from dagster_ir.schemas import LINKS, NEGATIVES, QRELS, RUN, SEGMENTS
+    from dagster_ir.storage.parquet import table_path, write_table
+
+    def put(name, frame, partition=None):
+        write_table(frame, table_path(root, [name], partition), partition=partition)
+
+    segments = [(k, k.upper(), n, "" if n == 1 else "Part", f"{text} part {n} links {' '.join(TOPICS)}", 9)
+                for k, text in TOPICS.items() for n in (1, 2)]
+    put("wiki_articles", pl.DataFrame(segments, schema=list(SEGMENTS), orient="row").cast(SEGMENTS), "dump")
+    # Article i's segment 1 links articles i+1 (D1), i+2 (D2), i+3 (D3); segment 2 links i+3 and i+4 (D3).
+    names, links, groups = list(TOPICS), [], []
+    layout = {1: {1: "D1", 2: "D2", 3: "D3", 4: "D4"}, 2: {3: "D3", 4: "D3", 1: "D4", 2: "D4"}}
+    for i, src in enumerate(names):
+        for n, by_offset in layout.items():
+            text = segments[i * 2 + n - 1][4]
+            for offset, group in by_offset.items():
+                dst = names[(i + offset) % len(names)]
+                groups.append((src, n, dst, group))
+                if group != "D4":
+                    start = text.rindex(f" {dst}") + 1
+                    links.append((src, n, dst, start, start + 1, dst.upper(), dst))
+    put("wiki_links", pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS))
+    put("php_groups", pl.DataFrame(groups, schema=list(PHP_GROUPS), orient="row").cast(PHP_GROUPS))
+    docs = [(f"{k}/{n}", "", f"{text} part {n}") for k, text in TOPICS.items() for n in (1, 2)]
+    put("corpus", pl.DataFrame(docs, schema=["doc_id", "title", "text"], orient="row"), "wiki-car")
+    queries = pl.DataFrame({"query_id": [f"{k}/q" for k in TOPICS], "text": [t.split()[0] for t in TOPICS.values()],
+                            "article_id": list(TOPICS)})
+    put("queries", queries, "wiki-car")
+    put("qrels", pl.DataFrame([(f"{k}/q", f"{k}/2", 1) for k in TOPICS], schema=list(QRELS), orient="row").cast(QRELS),
+        "wiki-car")
+    splits = ["train/model"] * 5 + ["dev", "test"]
+    put("query_splits", pl.DataFrame({"query_id": queries["query_id"], "split": splits, "fold": [i % 5 for i in range(7)]})
+        .cast({"fold": pl.Int32}), "wiki-car")
+    others = {k: [o for o in TOPICS if o != k] for k in TOPICS}
+    put("negatives", pl.DataFrame([(f"{k}/q", f"{k}/2", f"{o}/1", i + 2, i) for k in list(TOPICS)[:3]
+                                   for i, o in enumerate(others[k][:3])], schema=list(NEGATIVES), orient="row")
+        .cast(NEGATIVES), "wiki-car")
+    run = [(f"{k}/q", doc, 10.0 - r, r, "bm25") for k in TOPICS
+           for r, doc in enumerate([f"{o}/1" for o in others[k]] + [f"{k}/2"], start=1)]
+    put("candidate_runs", pl.DataFrame(run, schema=list(RUN), orient="row").cast(RUN), "wiki-car")
+
+
+@pytest.mark.slow
+def test_php_and_rerankers_materialize_end_to_end(tmp_path):
+    from assets.definitions import resources
+    from dagster_ir.models.backbone import make_tiny_backbone
+    from dagster_ir.storage.catalog import Catalog
+
+    tiny = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))
+    root = tmp_path / "data"
+    _upstream_tables(root)
+    php_config = {"backbone": tiny, "max_length": 32, "max_query_length": 12, "n_negatives": 2, "batch_size": 2}
+    ce_config = {"backbone": tiny, "max_length": 32, "max_query_length": 8, "n_negatives": 2, "batch_size": 2,
+                 "inits": ["bert", "php", "php-no-mlm"], "epochs": 2}
+    run_config = {"ops": {"php_examples": {"config": php_config}, "php_hp": {"config": php_config},
+                          "php_shp": {"config": php_config}, "php_mrds": {"config": php_config},
+                          "php_ablations": {"config": {**php_config, "variants": ["no-mlm"]}}}}
+    everything = _upstream_assets() + php_assets
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("wiki_dump", ["dump"])
+        pretrained = dg.materialize(everything, selection=["php_examples", "php_hp", "php_shp", "php_mrds",
+                                                           "php_ablations"],
+                                    resources=resources(str(root)), instance=instance, run_config=run_config)
+        assert pretrained.success
+        examples = pretrained.asset_value("php_examples")
+        assert set(examples["stage"]) == {"hp", "shp", "mrds"}
+        held_out = {"f", "g"}  # the articles of wiki-car's dev and test queries
+        assert not held_out & set(examples["article_id"]) and not held_out & set(examples["pos_id"])
+        hp = pretrained.asset_materializations_for_node("php_hp")[0].metadata
+        assert hp["steps"].value > 0 and "loss_curve" in hp and hp["seed"].value == 42
+        tuned = dg.materialize(everything, selection=["cross_encoder", "reranked_runs"], partition_key="wiki-car",
+                               resources=resources(str(root)), instance=instance,
+                               run_config={"ops": {"cross_encoder": {"config": ce_config},
+                                                   "reranked_runs": {"config": {"split": "all"}}}})
+        assert tuned.success
+    manifest = tuned.asset_value("cross_encoder")
+    assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm"]
+    assert manifest["dev_score"].is_not_null().all()  # two epochs: selected on dev
+    reranked = Catalog(root).query("select run_name, query_id, count(*) as n from reranked_runs group by 1, 2")
+    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm"} and (reranked["n"] == len(TOPICS)).all()
