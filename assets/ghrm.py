@@ -1,0 +1,216 @@
+"""GHRM assets: word2vec vectors per collection, and GHRM's reranked runs under the fold protocol.
+
+corpus -> word2vec (CBOW vectors, word2vec binary file + manifest)
+corpus, queries, qrels, query_splits, candidate_runs, word2vec -> ghrm_runs
+
+`ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft") over every
+query: each query is reranked by the model of the rotation whose test fold holds it (column `fold`;
+select `list(dagster_ir.schemas.RUN)` before concatenating with other runs). The report's split then
+picks its queries. Checkpoints (safetensors) lie under `files/ghrm/<collection>/<code+settings
+hash>/<variant>/fold-<i>/`; a re-materialization with the same settings and vectors resumes or
+reuses them.
+"""
+
+import base64
+import io
+import json
+import time
+from dataclasses import asdict, replace
+from typing import Optional
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from assets.partitions import collection_partitions
+from assets.resources import DataDirResource
+from dagster_ir.models.ghrm import VARIANTS, GHRMConfig, profile
+from dagster_ir.models.ghrm_protocol import corpus_texts, fingerprint, fold_run, mean_measure, prepare_data, run_folds
+from dagster_ir.models.word2vec import PROFILES as WORD2VEC_PROFILES
+from dagster_ir.models.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
+from dagster_ir.schemas import RUN
+
+GROUP = "ghrm"
+CODE_VERSION = "1"
+
+
+def _given(**values) -> dict:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+class Word2VecAssetConfig(dg.Config):
+    """Maps onto `dagster_ir.models.word2vec.Word2VecConfig` (profile + overrides); `path` loads a file instead."""
+
+    profile: str = "demo"
+    dim: Optional[int] = None
+    window: Optional[int] = None
+    min_count: Optional[int] = None
+    epochs: Optional[int] = None
+    seed: Optional[int] = None
+    path: str = ""  # a word2vec file (binary, or text ending .txt/.vec) to use instead of training
+
+    def to_domain(self) -> Word2VecConfig:
+        if self.profile not in WORD2VEC_PROFILES:
+            raise ValueError(f"unknown word2vec profile {self.profile!r} (have {sorted(WORD2VEC_PROFILES)})")
+        return replace(WORD2VEC_PROFILES[self.profile], **_given(dim=self.dim, window=self.window, min_count=self.min_count,
+                                                                 epochs=self.epochs, seed=self.seed))
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
+def word2vec(
+    context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
+) -> pl.DataFrame:
+    """CBOW word2vec vectors trained on the collection's documents (or loaded from a file), for GHRM."""
+    domain = config.to_domain()
+    started = time.monotonic()
+    if config.path:
+        vectors, source = load_vectors(config.path), config.path
+    else:
+        vectors, source = train_word2vec(lambda: corpus_texts(corpus), domain), "trained"
+    seconds = time.monotonic() - started
+    path = save_vectors(vectors, data.files("word2vec", context.partition_key) / "vectors.bin")
+    context.add_output_metadata({
+        "words": len(vectors), "dim": vectors.vector_size, "seconds": round(seconds, 2), "source": source,
+        "config": dg.MetadataValue.json(asdict(domain)), "file": dg.MetadataValue.path(str(path)),
+    })
+    return pl.DataFrame({"path": [str(path)], "words": [len(vectors)], "dim": [vectors.vector_size],
+                         "source": [source], "seed": [domain.seed], "epochs": [domain.epochs]})
+
+
+class GHRMAssetConfig(dg.Config):
+    """Maps onto `dagster_ir.models.ghrm.GHRMConfig`: a profile ("demo" | "paper") plus overrides.
+
+    None keeps the profile's value. `doc_words`/`query_words` are the per-collection truncation
+    (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B). `folds` restricts the rotations run.
+    """
+
+    profile: str = "demo"
+    variants: list[str] = list(VARIANTS)
+    candidate_run: str = "bm25"
+    folds: Optional[list[int]] = None
+    doc_words: Optional[int] = None
+    query_words: Optional[int] = None
+    min_count: Optional[int] = None
+    window: Optional[int] = None
+    remove_stopwords: Optional[bool] = None
+    blocks: Optional[int] = None
+    rate: Optional[float] = None
+    top_k: Optional[int] = None
+    epochs: Optional[int] = None
+    batches_per_epoch: Optional[int] = None
+    lr: Optional[float] = None
+    seed: Optional[int] = None
+    train_depth: Optional[int] = None
+    rerank_depth: Optional[int] = None
+
+    def to_domain(self) -> GHRMConfig:
+        base = profile(self.profile)
+        unknown = sorted(set(self.variants) - set(VARIANTS))
+        if unknown or not self.variants:
+            raise ValueError(f"GHRMAssetConfig.variants: unknown {unknown} or empty (choose from {sorted(VARIANTS)})")
+        return GHRMConfig(
+            inputs=replace(base.inputs, **_given(doc_words=self.doc_words, query_words=self.query_words,
+                                                 min_count=self.min_count, window=self.window,
+                                                 remove_stopwords=self.remove_stopwords)),
+            model=replace(base.model, **_given(blocks=self.blocks, rate=self.rate, top_k=self.top_k)),
+            training=replace(base.training, **_given(epochs=self.epochs, batches_per_epoch=self.batches_per_epoch,
+                                                     lr=self.lr, seed=self.seed, train_depth=self.train_depth,
+                                                     rerank_depth=self.rerank_depth)),
+        )
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
+def ghrm_runs(
+    context: dg.AssetExecutionContext,
+    config: GHRMAssetConfig,
+    data: DataDirResource,
+    corpus: pl.LazyFrame,
+    queries: pl.DataFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+    candidate_runs: pl.DataFrame,
+    word2vec: pl.DataFrame,
+) -> pl.DataFrame:
+    """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation."""
+    domain = config.to_domain()
+    run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
+    if run.height == 0:
+        raise ValueError(f"ghrm_runs: no candidate run {config.candidate_run!r} "
+                         f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
+    started = time.monotonic()
+    inputs = prepare_data(corpus, queries.select("query_id", "text"), qrels, run.select(list(RUN)),
+                          load_vectors(word2vec["path"][0]), domain)
+    root = data.files("ghrm", context.partition_key, f"v{CODE_VERSION}-{fingerprint(domain, inputs, query_splits)}")
+    runs, metadata, curves = [], {"vocabulary": len(inputs.vocabulary)}, {}
+    for variant in config.variants:
+        results = run_folds(inputs, query_splits, domain, variant, root / variant, folds=config.folds)
+        variant_run = fold_run(results)
+        runs.append(variant_run)
+        metadata.update(_variant_metadata(variant, results, variant_run, run, qrels))
+        curves[variant] = _mean_curve([r.result.dev_scores for r in results])
+    metadata["bm25 nDCG@20 (same queries)"] = round(mean_measure(
+        run.filter(pl.col("query_id").is_in(runs[0]["query_id"].unique().implode())),
+        qrels, runs[0]["query_id"].unique().to_list(), "nDCG@20"), 4)
+    metadata["validation curve"] = _line_chart(curves, "epoch", f"validation {domain.training.selection_measure} (mean of folds)")
+    metadata["seconds"] = round(time.monotonic() - started, 1)
+    metadata["config"] = dg.MetadataValue.json(json.loads(json.dumps(asdict(domain))))
+    metadata["checkpoints"] = dg.MetadataValue.path(str(root))
+    context.add_output_metadata(metadata)
+    return pl.concat(runs)
+
+
+def _variant_metadata(variant: str, results, variant_run: pl.DataFrame, first_stage: pl.DataFrame, qrels: pl.DataFrame) -> dict:
+    query_ids = variant_run["query_id"].unique().to_list()
+    steps = sum(r.result.steps for r in results)
+    seconds = sum(r.result.seconds for r in results)
+    return {
+        f"{variant} nDCG@20": round(mean_measure(variant_run, qrels, query_ids, "nDCG@20"), 4),
+        f"{variant} P@20": round(mean_measure(variant_run, qrels, query_ids, "P@20"), 4),
+        f"{variant} best epochs": [r.result.best_epoch for r in results],
+        f"{variant} validation best": [round(max(r.result.dev_scores), 4) for r in results],
+        f"{variant} final loss": [round(float(np.mean(r.result.loss_curve[-10:])), 4) for r in results],
+        f"{variant} training steps/s": round(steps / max(seconds, 1e-9), 1),
+    }
+
+
+def _mean_curve(curves: list[list[float]]) -> list[float]:
+    length = min(len(c) for c in curves)
+    return [float(np.mean([c[i] for c in curves])) for i in range(length)]
+
+
+def _line_chart(series: dict[str, list[float]], xlabel: str, ylabel: str) -> dg.MetadataValue:
+    """Curves as a Markdown image (base64 PNG), shown inline in the Dagster UI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
+    for name, values in series.items():
+        ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return dg.MetadataValue.md(f"![{ylabel}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})")
+
+
+@dg.asset_check(asset=ghrm_runs, blocking=True, partitions_def=collection_partitions)
+def ghrm_runs_are_complete(ghrm_runs: pl.DataFrame) -> dg.AssetCheckResult:
+    """Finite scores, no (run, query, doc) twice, one fold per query, every variant over the same queries."""
+    duplicates = ghrm_runs.height - ghrm_runs.unique(["run_name", "query_id", "doc_id"]).height
+    non_finite = int((~ghrm_runs["score"].is_finite()).sum())
+    folds_per_query = ghrm_runs.group_by("query_id").agg(pl.col("fold").n_unique())["fold"].max() or 0
+    query_sets = {frozenset(part["query_id"].unique()) for part in ghrm_runs.partition_by("run_name")}
+    return dg.AssetCheckResult(
+        passed=duplicates == 0 and non_finite == 0 and folds_per_query <= 1 and len(query_sets) <= 1,
+        metadata={"duplicate_rows": duplicates, "non_finite_scores": non_finite,
+                  "max_folds_per_query": int(folds_per_query), "distinct_query_sets": len(query_sets)},
+    )
+
+
+ghrm_assets = [word2vec, ghrm_runs]
+ghrm_checks = [ghrm_runs_are_complete]

@@ -1,0 +1,79 @@
+"""GHRM assets called directly on a tiny collection: word2vec manifest, ghrm_runs, the check, configs."""
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+
+from assets.ghrm import GHRMAssetConfig, Word2VecAssetConfig, ghrm_runs, ghrm_runs_are_complete, word2vec
+from assets.resources import DataDirResource
+from dagster_ir.models.ghrm import PROFILES
+from dagster_ir.models.word2vec import load_vectors
+from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
+
+TOPICS = ["solar panel energy", "river fish species", "roman road empire", "coffee brew bean", "volcano ash lava",
+          "chess opening theory", "tennis serve court", "piano chord melody", "glacier ice melt", "desert sand dune"]
+
+
+def _collection():
+    rng = np.random.default_rng(0)
+    filler = "the of and some many other more".split()
+    docs, run, qrels = [], [], []
+    for t, topic in enumerate(TOPICS):
+        for j in range(4):
+            words = topic.split() * (j + 1) + list(rng.choice(filler, 6))
+            docs.append((f"d{t}-{j}", "", " ".join(rng.permutation(words))))
+        qrels += [(f"q{t}", f"d{t}-2", 1), (f"q{t}", f"d{t}-3", 1)]
+    for t in range(len(TOPICS)):
+        ranked = [f"d{t}-{j}" for j in range(4)] + [f"d{(t + 1) % 10}-{j}" for j in range(4)]
+        run += [(f"q{t}", d, float(10 - r), r + 1, "bm25") for r, d in enumerate(ranked)]
+    corpus = pl.DataFrame(docs, schema={"doc_id": pl.String, "title": pl.String, "text": pl.String}, orient="row")
+    queries = pl.DataFrame({"query_id": [f"q{t}" for t in range(10)], "text": TOPICS}, schema=QUERIES)
+    splits = pl.DataFrame({"query_id": queries["query_id"], "split": "test", "fold": [t % 5 for t in range(10)]},
+                          schema=QUERY_SPLITS)
+    return corpus, queries, pl.DataFrame(qrels, schema=QRELS, orient="row"), splits, pl.DataFrame(run, schema=RUN, orient="row")
+
+
+@pytest.mark.slow
+def test_word2vec_then_ghrm_runs(tmp_path):
+    corpus, queries, qrels, splits, run = _collection()
+    data = DataDirResource(path=str(tmp_path))
+    context = dg.build_asset_context(partition_key="wiki-car")
+    manifest = word2vec(context=context, config=Word2VecAssetConfig(dim=8, epochs=2, min_count=1), data=data,
+                        corpus=corpus.lazy())
+    assert manifest["dim"].item() == 8 and manifest["words"].item() > 20
+    assert len(load_vectors(manifest["path"].item())) == manifest["words"].item()
+
+    config = GHRMAssetConfig(variants=["ghrm", "ghrm-nopool"], folds=[0, 1], min_count=1, epochs=2,
+                             batches_per_epoch=2, top_k=3, train_depth=8, rerank_depth=6)
+    runs = ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
+                     corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits,
+                     candidate_runs=run, word2vec=manifest)
+    assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm-nopool"]
+    assert runs.select(list(RUN)).schema == pl.Schema(RUN)
+    # rotations 0 and 1 test folds 0 and 1: queries q0, q5 and q1, q6, six candidates each
+    assert sorted(runs["query_id"].unique()) == ["q0", "q1", "q5", "q6"]
+    assert runs.group_by("run_name", "query_id").len()["len"].unique().to_list() == [6]
+    assert ghrm_runs_are_complete(runs).passed
+    checkpoints = list((tmp_path / "files" / "ghrm" / "wiki-car").glob("v*/ghrm/fold-1/best/model.safetensors"))
+    assert len(checkpoints) == 1
+
+
+def test_check_fails_on_duplicates_and_non_finite_scores():
+    good = pl.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": [1.0, 0.5], "rank": [1, 2],
+                         "run_name": ["ghrm", "ghrm"], "fold": [0, 0]}).cast({"rank": pl.Int32, "fold": pl.Int32})
+    assert ghrm_runs_are_complete(good).passed
+    assert not ghrm_runs_are_complete(pl.concat([good, good.head(1)])).passed
+    assert not ghrm_runs_are_complete(good.with_columns(score=pl.Series([1.0, float("nan")]))).passed
+
+
+def test_configs_map_onto_the_profiles():
+    assert GHRMAssetConfig().to_domain() == PROFILES["demo"]
+    assert GHRMAssetConfig(profile="paper").to_domain() == PROFILES["paper"]
+    paper = GHRMAssetConfig(profile="paper", doc_words=500, query_words=5, rate=1.0).to_domain()
+    assert (paper.inputs.doc_words, paper.inputs.query_words, paper.model.rate) == (500, 5, 1.0)
+    with pytest.raises(ValueError, match="unknown"):
+        GHRMAssetConfig(variants=["ghrm-hard"]).to_domain()
+    with pytest.raises(ValueError, match="profile"):
+        GHRMAssetConfig(profile="huge").to_domain()
+    assert Word2VecAssetConfig(profile="paper").to_domain().dim == 300
