@@ -1,0 +1,319 @@
+"""CET assets: the pooling-bias lab and the coupled relevance/selection rankers trained against it.
+
+qrels + candidate_runs -> sparse_qrels -> false_negative_analysis
+                                       -> cet (R and S checkpoints of naive, zhan, rocketqa, rance, cet[-tau<x>])
+                                            -> cet_runs (each R reranking the strong run's top-k on the report's queries)
+
+The sparse labels are what training sees; `cet_runs` is evaluated later against the dense judgments
+(`qrels`), so the report shows what false negatives cost and what CET recovers.
+"""
+
+import base64
+import json
+from dataclasses import asdict, replace
+from typing import Optional
+
+import dagster as dg
+import polars as pl
+
+from assets.partitions import collection_partitions
+from assets.resources import DataDirResource
+from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
+from dagster_ir.models.cet import LabConfig, profile
+from dagster_ir.models.cet_lab import LabData, manifest, rerank_lab, train_lab
+from dagster_ir.models.cet_report import (
+    TABLE1_MEASURES,
+    cet_taus,
+    table1,
+    tau_sensitivity_plot,
+    training_curves_plot,
+)
+from dagster_ir.models.training import TrainResult
+from dagster_ir.negatives.pooling import (
+    PoolingConfig,
+    false_negative_analysis as analyse_false_negatives,
+    false_negative_plot,
+    simulate_sparse_labels,
+)
+from dagster_ir.schemas import RUN
+
+GROUP = "cet"
+
+
+def _given(**values) -> dict:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _split_ids(query_splits: pl.DataFrame, splits: list[str]) -> list[str]:
+    ids = query_splits.filter(pl.col("split").is_in(splits))["query_id"].to_list()
+    if not ids:
+        raise ValueError(f"no queries in splits {splits} (have {query_splits['split'].unique().sort().to_list()})")
+    return ids
+
+
+def _named_run(candidate_runs: pl.DataFrame, name: str) -> pl.DataFrame:
+    run = candidate_runs.filter(pl.col("run_name") == name)
+    if run.height == 0:
+        raise ValueError(f"no candidate run named {name!r} (have {candidate_runs['run_name'].unique().sort().to_list()})")
+    return run
+
+
+def _figure(figure, caption: str) -> dg.MetadataValue:
+    encoded = base64.b64encode(figure_to_png_bytes(figure)).decode()
+    return dg.MetadataValue.md(f"![{caption}](data:image/png;base64,{encoded})")
+
+
+# --- the pooling-bias lab --------------------------------------------------------------------------
+
+
+class SparseQrelsConfig(dg.Config):
+    """Maps onto `dagster_ir.negatives.pooling.PoolingConfig`; `splits` are the queries that get labels."""
+
+    pool_run: str = "bm25"
+    pool_depth: int = 10
+    max_labels: int = 1
+    selection: str = "random"  # "random" | "top"
+    seed: int = 42
+    splits: list[str] = ["train/model", "dev"]
+
+    def to_domain(self) -> PoolingConfig:
+        return PoolingConfig(pool_run=self.pool_run, pool_depth=self.pool_depth, max_labels=self.max_labels,
+                             selection=self.selection, seed=self.seed)
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def sparse_qrels(
+    context: dg.AssetExecutionContext,
+    config: SparseQrelsConfig,
+    candidate_runs: pl.DataFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+) -> pl.DataFrame:
+    """Simulated sparse training labels: at most m relevant documents per query inside a basic retriever's top-k."""
+    domain = config.to_domain()
+    labels = simulate_sparse_labels(_named_run(candidate_runs, domain.pool_run), qrels,
+                                    _split_ids(query_splits, config.splits), domain)
+    counts = labels.counts
+    context.add_output_metadata({
+        **asdict(counts),
+        "label_coverage": round(counts.labels / max(counts.relevant, 1), 4),  # share of relevant pairs labelled
+        "config": dg.MetadataValue.json(asdict(domain)),
+    })
+    return labels.qrels
+
+
+class FalseNegativeConfig(dg.Config):
+    """Which retrievers (empty: every candidate run), depths and queries the analysis covers."""
+
+    runs: list[str] = []
+    depths: list[int] = [10, 20, 50, 100, 200, 1000]
+    n_per_positive: int = 1
+    seed: int = 42
+    split: str = "train/model"
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def false_negative_analysis(
+    context: dg.AssetExecutionContext,
+    config: FalseNegativeConfig,
+    candidate_runs: pl.DataFrame,
+    qrels: pl.DataFrame,
+    sparse_qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+) -> pl.DataFrame:
+    """Share of sampled negatives that are in fact relevant, per retriever and depth (the paper's Figure 1)."""
+    runs = candidate_runs
+    if config.runs:
+        runs = pl.concat([_named_run(candidate_runs, name) for name in config.runs])
+    table = analyse_false_negatives(runs, sparse_qrels, qrels, _split_ids(query_splits, [config.split]),
+                                    config.depths, config.n_per_positive, config.seed)
+    context.add_output_metadata({
+        "plot": _figure(false_negative_plot(table, f"{context.partition_key}: false negatives by depth"),
+                        "false-negative share and recall by depth"),
+        "table": dg.MetadataValue.md(_markdown(table)),
+        **{f"{r['run_name']}@{r['depth']}": round(r["expected_share"], 4) for r in table.iter_rows(named=True)},
+    })
+    return table
+
+
+def _markdown(frame: pl.DataFrame) -> str:
+    rows = [[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row] for row in frame.rows()]
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * frame.width]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+# --- training ----------------------------------------------------------------------------------------
+
+
+class CetConfig(dg.Config):
+    """Maps onto `dagster_ir.models.cet.LabConfig`: a profile ("demo" | "paper") plus overrides.
+
+    None keeps the profile's value; `layers` 0 means every backbone layer.
+    """
+
+    profile: str = "demo"
+    methods: Optional[list[str]] = None  # of naive, zhan, rocketqa, rance, cet
+    taus: Optional[list[float]] = None  # extra CET rankers cet-tau<x>
+    tau: Optional[float] = None
+    max_weight: Optional[float] = None
+    backbone: Optional[str] = None
+    layers: Optional[int] = None
+    max_length: Optional[int] = None
+    max_query_length: Optional[int] = None  # default: the profile's, at most half of max_length
+    lr: Optional[float] = None
+    batch_size: Optional[int] = None
+    epochs: Optional[int] = None
+    max_steps: Optional[int] = None
+    seed: Optional[int] = None
+    negative_depth: Optional[int] = None
+    n_per_positive: Optional[int] = None
+    eta: Optional[float] = None
+    rerank_depth: Optional[int] = None
+    select_on_dev: Optional[bool] = None
+    strong_run: Optional[str] = None
+    basic_run: Optional[str] = None
+    train_split: str = "train/model"
+    dev_split: str = "dev"
+    device: str = "cpu"
+
+    def to_domain(self) -> LabConfig:
+        base = profile(self.profile)
+        ranker = replace(base.cet.ranker, **_given(backbone=self.backbone, max_length=self.max_length))
+        query_length = self.max_query_length or min(ranker.max_query_length, ranker.max_length // 2)
+        ranker = replace(ranker, max_query_length=query_length)
+        if self.layers is not None:
+            ranker = replace(ranker, layers=self.layers or None)
+        train = replace(base.cet.train, device=self.device, **_given(
+            lr=self.lr, batch_size=self.batch_size, epochs=self.epochs, max_steps=self.max_steps, seed=self.seed))
+        cet = replace(base.cet, ranker=ranker, train=train, **_given(tau=self.tau, max_weight=self.max_weight))
+        return replace(base, cet=cet, **_given(
+            methods=tuple(self.methods) if self.methods is not None else None,
+            taus=tuple(self.taus) if self.taus is not None else None,
+            negative_depth=self.negative_depth, n_per_positive=self.n_per_positive, eta=self.eta,
+            rerank_depth=self.rerank_depth, select_on_dev=self.select_on_dev, strong_run=self.strong_run,
+            basic_run=self.basic_run))
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def cet(
+    context: dg.AssetExecutionContext,
+    config: CetConfig,
+    data: DataDirResource,
+    candidate_runs: pl.DataFrame,
+    queries: pl.DataFrame,
+    corpus: pl.LazyFrame,
+    qrels: pl.DataFrame,
+    sparse_qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+) -> pl.DataFrame:
+    """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance and CET trained on the sparse labels."""
+    domain = config.to_domain()
+    lab = LabData(candidate_runs, queries, corpus, sparse_qrels, qrels,
+                  tuple(_split_ids(query_splits, [config.train_split])),
+                  tuple(query_splits.filter(pl.col("split") == config.dev_split)["query_id"].to_list()))
+    trained = train_lab(lab, domain, data.files("cet", context.partition_key))
+    table = manifest(trained).with_columns(seed=pl.lit(domain.cet.train.seed, pl.Int64))
+    results: dict[str, TrainResult] = {r.run_name: r.result for r in trained if r.result is not None}
+    context.add_output_metadata({
+        "loss": _figure(training_curves_plot({n: r.loss_curve for n, r in results.items()}), "training loss"),
+        "w_r": _figure(training_curves_plot({n: r.log_curves["w_r"] for n, r in results.items() if "w_r" in r.log_curves},
+                                            ylabel="mean w_r (S's weight on R's loss)"), "mean w_r"),
+        **{f"{r.run_name} false_negative_share": round(r.false_negative_share, 4) for r in trained},
+        **{f"{r.run_name} examples_per_s": round(r.examples_per_s, 2) for r in trained},
+        "seconds": round(sum(r.seconds for r in trained), 1),
+        "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str))),
+    })
+    return table
+
+
+# --- runs for the report -------------------------------------------------------------------------------
+
+
+class CetRunsConfig(dg.Config):
+    """Which queries are reranked (the report's split), how deep, and the table's significance settings.
+
+    `profile` and the overrides should match the `cet` asset's (the strong run and rerank depth).
+    """
+
+    profile: str = "demo"
+    split: str = "test"
+    rerank_depth: Optional[int] = None
+    strong_run: Optional[str] = None
+    score_batch_size: Optional[int] = None
+    device: str = "cpu"
+    alpha: float = 0.05
+
+    def to_domain(self) -> LabConfig:
+        base = profile(self.profile)
+        train = replace(base.cet.train, device=self.device)
+        return replace(base, cet=replace(base.cet, train=train), **_given(
+            rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size))
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def cet_runs(
+    context: dg.AssetExecutionContext,
+    config: CetRunsConfig,
+    cet: pl.DataFrame,
+    candidate_runs: pl.DataFrame,
+    queries: pl.DataFrame,
+    corpus: pl.LazyFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+) -> pl.DataFrame:
+    """Each ranker's R reranking the strong retriever's top-k on the report's queries (RUN rows per ranker)."""
+    domain = config.to_domain()
+    ids = _split_ids(query_splits, [config.split])
+    strong = _named_run(candidate_runs, domain.strong_run)
+    runs = rerank_lab(cet, strong, queries, corpus, ids, domain)
+    context.add_output_metadata(_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha))
+    return runs
+
+
+def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: LabConfig, alpha: float) -> dict:
+    """Table 1 against the dense judgments (the retriever's own top-k as a reference row) and the tau plot."""
+    in_split = pl.col("query_id").is_in(pl.Series(ids, dtype=pl.String).implode())
+    reference = strong.filter(in_split & (pl.col("rank") <= domain.rerank_depth)).select(list(RUN))
+    judged = qrels.filter(in_split)
+    per_query = evaluate_run(pl.concat([reference, runs]), judged, list(TABLE1_MEASURES))
+    metadata = {f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
+                for r in aggregate(per_query).iter_rows(named=True) if r["measure"] in ("RR@10", "nDCG@10")}
+    if "naive" in set(runs["run_name"].to_list()):
+        order = [domain.strong_run, *runs["run_name"].unique(maintain_order=True).to_list()]
+        table = table1(per_query, order, retriever=domain.strong_run,
+                       config=SignificanceConfig(alpha=alpha, n_resamples=1000))
+        metadata["table1"] = dg.MetadataValue.md(table.to_markdown())
+    taus = cet_taus(manifest_frame)
+    if len(taus) > 1 and "naive" in set(runs["run_name"].to_list()):
+        metadata["tau_sensitivity"] = _figure(tau_sensitivity_plot(per_query, taus), "tau sensitivity")
+    return metadata
+
+
+# --- checks --------------------------------------------------------------------------------------------
+
+
+@dg.asset_check(asset=sparse_qrels, blocking=True, additional_ins={"qrels": dg.AssetIn()})
+def sparse_labels_are_relevant(sparse_qrels: pl.DataFrame, qrels: pl.DataFrame) -> dg.AssetCheckResult:
+    """Every simulated label is a relevant document of the dense judgments, and none is duplicated."""
+    relevant = qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id").unique()
+    not_relevant = sparse_qrels.join(relevant, on=["query_id", "doc_id"], how="anti").height
+    duplicates = sparse_qrels.select(pl.struct("query_id", "doc_id").is_duplicated().sum()).item()
+    return dg.AssetCheckResult(passed=not_relevant == 0 and duplicates == 0,
+                               metadata={"labels_not_relevant": not_relevant, "duplicate_labels": duplicates})
+
+
+@dg.asset_check(asset=cet_runs, blocking=True)
+def cet_runs_rerank_the_same_candidates(cet_runs: pl.DataFrame) -> dg.AssetCheckResult:
+    """Every ranker reorders the same (query, doc) candidates, once each, with finite scores."""
+    duplicates = cet_runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().sum()).item()
+    non_finite = cet_runs.select((~pl.col("score").is_finite()).sum()).item()
+    sets = {name: set(part.select("query_id", "doc_id").iter_rows())
+            for (name,), part in cet_runs.partition_by("run_name", as_dict=True).items()}
+    first = next(iter(sets.values()), set())
+    differing = sorted(name for name, pairs in sets.items() if pairs != first)
+    return dg.AssetCheckResult(passed=not (duplicates or non_finite or differing), metadata={
+        "duplicate_rows": duplicates, "non_finite_scores": non_finite, "runs_with_other_candidates": len(differing)})
+
+
+cet_assets = [sparse_qrels, false_negative_analysis, cet, cet_runs]
+cet_checks = [sparse_labels_are_relevant, cet_runs_rerank_the_same_candidates]

@@ -1,0 +1,104 @@
+"""CET assets called directly on a tiny collection: sparse labels, false negatives, training, reranked runs."""
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets.cet import (
+    CetConfig,
+    CetRunsConfig,
+    FalseNegativeConfig,
+    SparseQrelsConfig,
+    cet,
+    cet_assets,
+    cet_checks,
+    cet_runs,
+    cet_runs_rerank_the_same_candidates,
+    false_negative_analysis,
+    sparse_labels_are_relevant,
+    sparse_qrels,
+)
+from assets.collections import collection_assets
+from assets.resources import DataDirResource
+from assets.retrieval import retrieval_assets
+from assets.wiki import wiki_assets
+from dagster_ir.models.backbone import make_tiny_backbone
+from dagster_ir.schemas import FALSE_NEGATIVES, QRELS, RUN
+
+TOPICS = {"1": "solar panels energy", "2": "river fish species", "3": "ancient roman roads",
+          "4": "coffee brewing methods", "5": "volcano eruption ash", "6": "chess opening theory"}
+SPLITS = {"1": "train/model", "2": "train/model", "3": "train/model", "4": "dev", "5": "test", "6": "test"}
+
+
+def _collection() -> dict[str, pl.DataFrame]:
+    corpus = [(f"d{q}{j}", "", f"{words} " * (j + 1) + "filler") for q, words in TOPICS.items() for j in range(4)]
+    corpus += [(f"x{i}", "", f"unrelated words {i}") for i in range(6)]
+    runs = []
+    for name, order in [("bm25", [0, 1, 2, 3]), ("dense", [3, 2, 1, 0])]:
+        for q in TOPICS:
+            ranked = [f"d{q}{j}" for j in order] + [f"x{i}" for i in range(4)]
+            runs += [(q, d, float(10 - r), r, name) for r, d in enumerate(ranked, start=1)]
+    return {
+        "corpus": pl.DataFrame(corpus, schema={"doc_id": pl.String, "title": pl.String, "text": pl.String}, orient="row"),
+        "queries": pl.DataFrame({"query_id": list(TOPICS), "text": list(TOPICS.values())}),
+        "qrels": pl.DataFrame([(q, f"d{q}{j}", 1) for q in TOPICS for j in range(4)], schema=QRELS, orient="row"),
+        "candidate_runs": pl.DataFrame(runs, schema=RUN, orient="row"),
+        "query_splits": pl.DataFrame({"query_id": list(SPLITS), "split": list(SPLITS.values()),
+                                      "fold": [0] * len(SPLITS)}, schema={"query_id": pl.String, "split": pl.String,
+                                                                          "fold": pl.Int32}),
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    return str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
+
+
+def _context() -> dg.AssetExecutionContext:
+    return dg.build_asset_context(partition_key="wiki-car")
+
+
+@pytest.mark.slow
+def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
+    c = _collection()
+    labels = sparse_qrels(_context(), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"], c["query_splits"])
+    assert labels.schema == pl.Schema(QRELS)
+    assert sorted(labels["query_id"]) == ["1", "2", "3", "4"]  # one label each, train and dev only
+    assert set(labels["doc_id"].str.slice(2, 1)) <= {"0", "1"}  # inside bm25's top 2
+    assert sparse_labels_are_relevant(labels, c["qrels"]).passed
+
+    analysis = false_negative_analysis(_context(), FalseNegativeConfig(depths=[2, 4]), c["candidate_runs"],
+                                       c["qrels"], labels, c["query_splits"])
+    assert analysis.schema == pl.Schema(FALSE_NEGATIVES) and analysis.height == 4
+    dense_top2 = analysis.filter((pl.col("run_name") == "dense") & (pl.col("depth") == 2))
+    assert dense_top2["expected_share"].item() == 1.0  # dense's top 2 are unlabelled relevant documents
+
+    training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=2, negative_depth=4, taus=[])
+    trained = cet(_context(), training, DataDirResource(path=str(tmp_path)), c["candidate_runs"], c["queries"],
+                  c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
+    assert trained["run_name"].to_list() == ["naive", "zhan", "rocketqa", "rance", "cet"]
+    assert trained.filter(pl.col("selection_path").is_not_null())["run_name"].to_list() == ["cet"]
+    by_name = {row["run_name"]: row for row in trained.iter_rows(named=True)}
+    assert by_name["naive"]["queries"] == 3 and by_name["naive"]["steps"] == 2  # 3 queries, batches of 2
+    assert '"rejected"' in by_name["rocketqa"]["notes"] and by_name["rocketqa"]["queries"] <= 3
+    assert by_name["naive"]["false_negative_share"] == 1.0  # dense's top 4 minus the label: all relevant (every negative is false)
+
+    runs = cet_runs(_context(), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"], c["queries"],
+                    c["corpus"].lazy(), c["qrels"], c["query_splits"])
+    assert runs.schema == pl.Schema(RUN)
+    assert set(runs["query_id"]) == {"5", "6"} and runs.height == 5 * 2 * 3
+    assert cet_runs_rerank_the_same_candidates(runs).passed
+
+
+def test_the_definitions_load_and_configs_map_onto_the_profiles() -> None:
+    upstream = [*wiki_assets, *collection_assets, *retrieval_assets]  # cet's inputs come from these
+    defs = dg.Definitions(assets=[*upstream, *cet_assets], asset_checks=cet_checks,
+                          resources={"data": DataDirResource()})
+    dg.Definitions.validate_loadable(defs)
+    demo = CetConfig().to_domain()
+    assert demo.cet.ranker.layers is not None and demo.rerank_depth == 20
+    overridden = CetConfig(profile="paper", layers=0, lr=1e-5, methods=["naive", "cet"], taus=[]).to_domain()
+    assert overridden.cet.ranker.layers is None and overridden.cet.train.lr == 1e-5
+    assert overridden.methods == ("naive", "cet") and overridden.taus == ()
+    with pytest.raises(ValueError, match="profile 'nope'"):
+        CetConfig(profile="nope").to_domain()
