@@ -1,7 +1,8 @@
 """`dagster-ir`: the command line of the pipeline.
 
-    dagster-ir demo                 register the bundled dump, bring every asset up to date, summarise
-    dagster-ir update               bring every asset up to date (materializes only stale/missing ones)
+    dagster-ir demo [--all]         register the bundled dump, bring the assets up to date, summarise
+    dagster-ir update [--all]       bring the assets up to date (materializes only stale/missing ones);
+                                    --all includes the method groups (php, model1, ghrm, cet)
     dagster-ir add-dump PATH        register a Wikipedia dump file as a new `wiki_dump` partition
     dagster-ir status               list stale or missing asset partitions
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
@@ -54,7 +55,7 @@ def add_dump(root: Path, path: str, instance: dg.DagsterInstance) -> str:
     return key
 
 
-def cmd_update(root: Path, *, demo: bool) -> int:
+def cmd_update(root: Path, *, demo: bool, everything: bool = False) -> int:
     from assets.updates import update_all
 
     instance = _instance(root)
@@ -63,7 +64,9 @@ def cmd_update(root: Path, *, demo: bool) -> int:
         print(f"dump: {key} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)
     started = time.monotonic()
-    report = update_all(defs, instance, resources=resources)
+    from assets.definitions import DEMO_SELECTION
+
+    report = update_all(defs, instance, resources=resources, selection=None if everything else DEMO_SELECTION)
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
@@ -134,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dagster-ir", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="register the bundled dump and bring every asset up to date")
-    sub.add_parser("update", help="materialize every stale or missing asset partition")
+    for name, text in [("demo", "register the bundled dump and bring the assets up to date"),
+                       ("update", "materialize every stale or missing asset partition")]:
+        command = sub.add_parser(name, help=text)
+        command.add_argument("--all", action="store_true", help="include the method groups (php, model1, ghrm, cet)")
     sub.add_parser("status", help="list stale or missing asset partitions")
     sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
     add = sub.add_parser("add-dump", help="register a Wikipedia dump (.xml or .xml.bz2)")
@@ -150,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     root = data_dir(args.data)
     root.mkdir(parents=True, exist_ok=True)
     if args.command in ("demo", "update"):
-        return cmd_update(root, demo=args.command == "demo")
+        return cmd_update(root, demo=args.command == "demo", everything=args.all)
     if args.command == "status":
         return cmd_status(root)
     if args.command == "add-dump":

@@ -1,0 +1,145 @@
+"""The methods report: every method's runs, evaluated like `evaluation_report`, in one document.
+
+One document per collection, in sections shaped like the papers' tables, each with its own baseline:
+first-stage retrieval (vs BM25), PHP rerankers (vs BERT), Model 1 fusion (vs BM25, Table 2), GHRM
+(vs BM25; nDCG@20, P@20) and the CET pooling-bias lab (vs naive, Table 1, and vs the best baseline).
+"""
+
+import base64
+from dataclasses import dataclass
+
+import dagster as dg
+import polars as pl
+
+from assets.partitions import collection_partitions
+from assets.resources import DataDirResource
+from dagster_ir.evaluation import (
+    DEFAULT_MEASURES,
+    ReportBook,
+    ReportConfig,
+    ReportFigure,
+    SignificanceConfig,
+    aggregate,
+    build_report,
+    evaluate_run,
+    recall_curve,
+    recall_curve_plot,
+    write_report,
+)
+from dagster_ir.models.cet_report import best_baseline
+
+GROUP = "methods_report"
+TABLE_MEASURES = ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]  # the PHP and CET papers' columns
+
+
+@dataclass(frozen=True)
+class Section:
+    """One table of the report: the runs of some inputs, compared with one baseline."""
+
+    title: str
+    inputs: tuple[str, ...]  # which run assets feed it
+    baseline: str
+    measures: tuple[str, ...]
+    extra_runs: tuple[str, ...] = ()  # runs of other inputs shown for reference (e.g. bm25)
+
+
+SECTIONS = (
+    Section("First-stage retrieval", ("candidate_runs",), "bm25", tuple(DEFAULT_MEASURES)),
+    Section("PHP: BERT and PHP rerankers of BM25's top-k", ("reranked_runs",), "bert", tuple(TABLE_MEASURES), ("bm25",)),
+    Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"), ("bm25",)),
+    Section("GHRM (5 folds rotated 60/20/20)", ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql")),
+    Section("CET: pooling bias (Table 1), against naive", ("cet_runs",), "naive", tuple(TABLE_MEASURES)),
+)
+
+
+class ModelReportConfig(dg.Config):
+    """Which queries and measures; significance settings map onto SignificanceConfig."""
+
+    measures: list[str] = list(DEFAULT_MEASURES)
+    split: str = "test"  # "test", "dev", ... or "all": the queries the report is computed on
+    correction: str = "none"  # "none" | "bonferroni" | "holm"
+    alpha: float = 0.05
+    bootstrap_resamples: int = 10_000
+    seed: int = 0
+
+
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def model_report(
+    context: dg.AssetExecutionContext,
+    config: ModelReportConfig,
+    data: DataDirResource,
+    candidate_runs: pl.DataFrame,
+    reranked_runs: pl.DataFrame,
+    fusion_runs: pl.DataFrame,
+    ghrm_runs: pl.DataFrame,
+    cet_runs: pl.DataFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+) -> pl.DataFrame:
+    """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
+    inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
+              "ghrm_runs": ghrm_runs, "cet_runs": cet_runs}
+    runs = pl.concat([run.select("query_id", "doc_id", "score", "rank", "run_name") for run in inputs.values()])
+    if runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().any()).item():
+        clashes = runs.filter(pl.struct("run_name", "query_id", "doc_id").is_duplicated())["run_name"].unique().to_list()
+        raise ValueError(f"model_report: run names used by more than one input: {clashes}")
+    if config.split != "all":
+        chosen = query_splits.filter(pl.col("split") == config.split)["query_id"]
+        if chosen.len() == 0:
+            raise ValueError(f"model_report: no queries in split {config.split!r}")
+        runs = runs.filter(pl.col("query_id").is_in(chosen.implode()))
+        qrels = qrels.filter(pl.col("query_id").is_in(chosen.implode()))
+    measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
+    per_query = evaluate_run(runs, qrels, measures)
+    significance = SignificanceConfig(alpha=config.alpha, correction=config.correction,
+                                      n_resamples=config.bootstrap_resamples, seed=config.seed)
+    curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
+    recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
+    sections = _sections(per_query, inputs, significance, recall)
+    judged = qrels["query_id"].n_unique()
+    book = ReportBook.of(f"{context.partition_key}: {config.split} queries ({judged} judged)", sections)
+    files = write_report(book, data.files("reports", context.partition_key, "methods"))
+    summary = aggregate(per_query)
+    context.add_output_metadata(
+        {
+            "report": dg.MetadataValue.md(book.to_markdown(None) + _inline_figures(book)),
+            "html": dg.MetadataValue.path(str(files.html)),
+            "markdown": dg.MetadataValue.path(str(files.markdown)),
+            **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
+               for r in summary.iter_rows(named=True) if r["measure"] in ("nDCG@10", "RR@10")},
+        }
+    )
+    return per_query
+
+
+def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure) -> list:
+    """One report per section whose runs are present, plus CET against its best baseline."""
+    reports = []
+    config = ReportConfig(significance=significance)
+    for section in SECTIONS:
+        names = [n for i in section.inputs for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()]
+        names += [n for n in section.extra_runs if n not in names]
+        if section.baseline not in names or len(names) < 2:
+            continue
+        rows = per_query.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+        notes = f"Paired two-sided t-test against {section.baseline}; {significance.correction} correction."
+        extra = [recall] if section.inputs == ("candidate_runs",) else []
+        reports.append(build_report(rows, section.baseline, list(section.measures), section.title, notes,
+                                    config, extra_figures=extra))
+        if section.baseline == "naive":
+            best = best_baseline(rows, "RR@10")
+            if best is not None:
+                notes = f"Paired two-sided t-test against the best baseline by RR@10, {best}."
+                reports.append(build_report(rows, best, list(section.measures),
+                                            f"CET: pooling bias, against the best baseline ({best})", notes, config))
+    return reports
+
+
+def _inline_figures(report) -> str:
+    """The report's figures as Markdown images with data URIs, so they show in the Dagster UI."""
+    return "".join(
+        f"\n\n![{f.caption}](data:image/png;base64,{base64.b64encode(f.png).decode()})" for f in report.figures
+    )
+
+
+model_report_assets = [model_report]
