@@ -136,7 +136,8 @@ def _groups(sorted_keys: pl.Series):
 
 def explanation_markdown(query: str, document: str, explained: pl.DataFrame, *, doc_chars: int = 160) -> str:
     """A Markdown block for one explained pair: the query, the start of the document, one row per query token."""
-    lines = [f"**{query}** - {document[:doc_chars]}{'...' if len(document) > doc_chars else ''}", "",
+    text = " ".join(document.split())
+    lines = [f"**{query}** - {text[:doc_chars]}{'...' if len(text) > doc_chars else ''}", "",
              "| query token | contribution | top document tokens (weight) |", "|---|---:|---|"]
     for row in explained.iter_rows(named=True):
         tops = ", ".join(f"{t} ({w:.2g})" for t, w in zip(row["doc_tokens"], row["doc_weights"], strict=True))

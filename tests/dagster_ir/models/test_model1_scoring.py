@@ -107,3 +107,13 @@ def test_index_statistics(setup):
     assert partial.doc_ids.to_list() == ["d3"] and partial.rows_of(["d3"]).tolist() == [0]
     with pytest.raises(KeyError, match="d1"):
         partial.rows_of(["d1"])
+
+
+def test_explanation_markdown_has_a_row_per_query_token(setup):
+    from dagster_ir.models.model1 import explanation_markdown
+
+    _, table, index, stats = setup
+    scorer = Model1Scorer(table, index, stats, ScoringConfig())
+    text = explanation_markdown("car engine", "\nautomobile engine", scorer.explain("car engine", "automobile engine"))
+    assert text.startswith("**car engine** - automobile engine\n")
+    assert "| car |" in text and "| engine |" in text and "log P(Q" in text
