@@ -23,16 +23,38 @@ from dagster_ir.evaluation import (
 GROUP = "evaluation"
 
 
-class EvaluationReportConfig(dg.Config):
-    """Which queries, measures and baseline; significance settings map onto SignificanceConfig."""
+class ReportSettings(dg.Config):
+    """Which queries and measures; the significance settings map onto SignificanceConfig."""
 
-    baseline: str = "bm25"
     measures: list[str] = list(DEFAULT_MEASURES)
     split: str = "test"  # "test", "dev", ... or "all": the queries the report is computed on
     correction: str = "none"  # "none" | "bonferroni" | "holm"
     alpha: float = 0.05
     bootstrap_resamples: int = 10_000
     seed: int = 0
+
+    def significance(self) -> SignificanceConfig:
+        return SignificanceConfig(alpha=self.alpha, correction=self.correction,
+                                  n_resamples=self.bootstrap_resamples, seed=self.seed)
+
+
+class EvaluationReportConfig(ReportSettings):
+    """ReportSettings plus the baseline every run is compared with."""
+
+    baseline: str = "bm25"
+
+
+def restrict_to_split(
+    runs: pl.DataFrame, qrels: pl.DataFrame, query_splits: pl.DataFrame, split: str, asset: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Runs and qrels of the queries in `split` ("all" keeps every query)."""
+    if split == "all":
+        return runs, qrels
+    chosen = query_splits.filter(pl.col("split") == split)["query_id"]
+    if chosen.len() == 0:
+        raise ValueError(f"{asset}: no queries in split {split!r}")
+    keep = pl.col("query_id").is_in(chosen.implode())
+    return runs.filter(keep), qrels.filter(keep)
 
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
@@ -45,16 +67,9 @@ def evaluation_report(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """Per-query ir_measures values of every run (catalog view) and a Markdown/HTML report against the baseline."""
-    runs = candidate_runs
-    if config.split != "all":
-        chosen = query_splits.filter(pl.col("split") == config.split)["query_id"]
-        if chosen.len() == 0:
-            raise ValueError(f"evaluation_report: no queries in split {config.split!r}")
-        runs = runs.filter(pl.col("query_id").is_in(chosen.implode()))
-        qrels = qrels.filter(pl.col("query_id").is_in(chosen.implode()))
+    runs, qrels = restrict_to_split(candidate_runs, qrels, query_splits, config.split, "evaluation_report")
     per_query = evaluate_run(runs, qrels, config.measures)
-    significance = SignificanceConfig(alpha=config.alpha, correction=config.correction,
-                                      n_resamples=config.bootstrap_resamples, seed=config.seed)
+    significance = config.significance()
     curves = recall_curve(runs, qrels)
     report = build_report(
         per_query,
@@ -69,7 +84,7 @@ def evaluation_report(
     summary = aggregate(per_query)
     context.add_output_metadata(
         {
-            "report": dg.MetadataValue.md(report.to_markdown(None) + _inline_figures(report)),
+            "report": dg.MetadataValue.md(report.to_markdown(None) + inline_figures(report)),
             "html": dg.MetadataValue.path(str(files.html)),
             "markdown": dg.MetadataValue.path(str(files.markdown)),
             **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
@@ -79,7 +94,7 @@ def evaluation_report(
     return per_query
 
 
-def _inline_figures(report) -> str:
+def inline_figures(report) -> str:
     """The report's figures as Markdown images with data URIs, so they show in the Dagster UI."""
     return "".join(
         f"\n\n![{f.caption}](data:image/png;base64,{base64.b64encode(f.png).decode()})" for f in report.figures

@@ -5,12 +5,12 @@ first-stage retrieval (vs BM25), PHP rerankers (vs BERT), Model 1 fusion (vs BM2
 (vs BM25; nDCG@20, P@20) and the CET pooling-bias lab (vs naive, Table 1, and vs the best baseline).
 """
 
-import base64
 from dataclasses import dataclass
 
 import dagster as dg
 import polars as pl
 
+from assets.evaluation import ReportSettings, inline_figures, restrict_to_split
 from assets.partitions import collection_partitions
 from assets.resources import DataDirResource
 from dagster_ir.evaluation import (
@@ -52,21 +52,10 @@ SECTIONS = (
 )
 
 
-class ModelReportConfig(dg.Config):
-    """Which queries and measures; significance settings map onto SignificanceConfig."""
-
-    measures: list[str] = list(DEFAULT_MEASURES)
-    split: str = "test"  # "test", "dev", ... or "all": the queries the report is computed on
-    correction: str = "none"  # "none" | "bonferroni" | "holm"
-    alpha: float = 0.05
-    bootstrap_resamples: int = 10_000
-    seed: int = 0
-
-
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
 def model_report(
     context: dg.AssetExecutionContext,
-    config: ModelReportConfig,
+    config: ReportSettings,
     data: DataDirResource,
     candidate_runs: pl.DataFrame,
     reranked_runs: pl.DataFrame,
@@ -83,16 +72,10 @@ def model_report(
     if runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().any()).item():
         clashes = runs.filter(pl.struct("run_name", "query_id", "doc_id").is_duplicated())["run_name"].unique().to_list()
         raise ValueError(f"model_report: run names used by more than one input: {clashes}")
-    if config.split != "all":
-        chosen = query_splits.filter(pl.col("split") == config.split)["query_id"]
-        if chosen.len() == 0:
-            raise ValueError(f"model_report: no queries in split {config.split!r}")
-        runs = runs.filter(pl.col("query_id").is_in(chosen.implode()))
-        qrels = qrels.filter(pl.col("query_id").is_in(chosen.implode()))
+    runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report")
     measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
     per_query = evaluate_run(runs, qrels, measures)
-    significance = SignificanceConfig(alpha=config.alpha, correction=config.correction,
-                                      n_resamples=config.bootstrap_resamples, seed=config.seed)
+    significance = config.significance()
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
     sections = _sections(per_query, inputs, significance, recall)
@@ -102,7 +85,7 @@ def model_report(
     summary = aggregate(per_query)
     context.add_output_metadata(
         {
-            "report": dg.MetadataValue.md(book.to_markdown(None) + _inline_figures(book)),
+            "report": dg.MetadataValue.md(book.to_markdown(None) + inline_figures(book)),
             "html": dg.MetadataValue.path(str(files.html)),
             "markdown": dg.MetadataValue.path(str(files.markdown)),
             **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
@@ -117,10 +100,11 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
     reports = []
     config = ReportConfig(significance=significance)
     for section in SECTIONS:
-        names = [n for i in section.inputs for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()]
-        names += [n for n in section.extra_runs if n not in names]
-        if section.baseline not in names or len(names) < 2:
-            continue
+        own = [n for i in section.inputs for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()]
+        present = set(per_query["run_name"].unique().to_list())
+        names = own + [n for n in section.extra_runs if n not in own and n in present]
+        if not own or section.baseline not in names or len(names) < 2:
+            continue  # a method whose runs are absent gets no section
         rows = per_query.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
         notes = f"Paired two-sided t-test against {section.baseline}; {significance.correction} correction."
         extra = [recall] if section.inputs == ("candidate_runs",) else []
@@ -133,13 +117,6 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
                 reports.append(build_report(rows, best, list(section.measures),
                                             f"CET: pooling bias, against the best baseline ({best})", notes, config))
     return reports
-
-
-def _inline_figures(report) -> str:
-    """The report's figures as Markdown images with data URIs, so they show in the Dagster UI."""
-    return "".join(
-        f"\n\n![{f.caption}](data:image/png;base64,{base64.b64encode(f.png).decode()})" for f in report.figures
-    )
 
 
 model_report_assets = [model_report]
