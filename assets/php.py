@@ -71,6 +71,7 @@ class PhpSettings(_TrainOverrides):
     anchor_mask_prob: Optional[float] = None
     mask_prob: Optional[float] = None
     exclude_eval_articles: Optional[bool] = None
+    fill_negatives: Optional[str] = None  # "none" | "lower" | "lower+random" (demo): see dagster_ir.models.php
     hp_epochs: Optional[int] = None
     shp_epochs: Optional[int] = None
     mrds_epochs: Optional[int] = None

@@ -11,7 +11,12 @@ Examples (`build_php_examples`): one per (d, s, positive), with `n_negatives` ne
 same (d, s) drawn by a generator seeded from (seed, stage, d, s), so the table depends on content
 only. When (d, s) has fewer negatives than n, every negative is used and the list is filled by
 cycling through them in a fresh random order (the paper's repeated sampling); such examples are
-flagged `with_replacement` and counted. A (d, s) without negatives gives no example.
+flagged `with_replacement` and counted. A (d, s) without negatives gives no example, unless
+`fill_negatives` says where else to take them (not in the paper; for small dumps, where few
+segments hold two groups - the bundled sample has one SHP segment and no MRDS one):
+"lower" takes the segment's links of the groups below the stage's negatives (SHP: D4, MRDS: D3
+then D4), "lower+random" then articles of the link graph that d does not link to. Both keep the
+paper's order D1 > D2 > D3 > D4 > unlinked, so a positive still outranks every negative it meets.
 
 Inputs: `[CLS] s [SEP] d_i [SEP]`, d_i being the lead (segment 1) of the linked article; s keeps
 at most `max_query_length` tokens and the lead what is left of `max_length` (`PhpInputs`).
@@ -58,6 +63,8 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "mrds": (("D1",), ("D2",)),
 }
 STAGE_ORDER = ("hp", "shp", "mrds")
+GROUP_ORDER = ("D1", "D2", "D3", "D4")
+FILL_NEGATIVES = ("none", "lower", "lower+random")
 MLM_HEAD_FILE = "mlm_head.safetensors"
 PHP_FILE = "php.json"
 IGNORE = -100  # label of tokens that are not predicted
@@ -80,6 +87,7 @@ class PhpConfig:
     anchor_mask_prob: float = 0.5
     mask_prob: float = 0.15
     exclude_eval_articles: bool = True  # leave out the articles of the fine-tuning collection's dev/test queries
+    fill_negatives: str = "none"  # "none" (paper) | "lower" | "lower+random": see the module docstring
     train: TrainConfig = TrainConfig(lr=1e-5, warmup_ratio=0.1, weight_decay=0.01, batch_size=24)
 
     def __post_init__(self) -> None:
@@ -93,6 +101,8 @@ class PhpConfig:
                 raise ValueError(f"PhpConfig.{name} must lie in [0, 1], got {getattr(self, name)}")
         if self.mlm_weight < 0:
             raise ValueError(f"PhpConfig.mlm_weight must be >= 0, got {self.mlm_weight}")
+        if self.fill_negatives not in FILL_NEGATIVES:
+            raise ValueError(f"PhpConfig.fill_negatives: choose from {FILL_NEGATIVES}, got {self.fill_negatives!r}")
 
     def epochs(self, stage: str) -> int:
         return {"hp": self.hp_epochs, "shp": self.shp_epochs, "mrds": self.mrds_epochs}[stage]
@@ -100,7 +110,7 @@ class PhpConfig:
 
 PROFILES: dict[str, PhpConfig] = {
     "demo": PhpConfig(
-        n_negatives=3, max_examples=200, max_length=96, max_query_length=48,
+        n_negatives=3, max_examples=200, max_length=96, max_query_length=48, fill_negatives="lower+random",
         train=TrainConfig(lr=1e-4, warmup_ratio=0.1, weight_decay=0.01, batch_size=8, max_steps=30),
     ),
     "paper": PhpConfig(backbone="bert-base-uncased"),
@@ -134,6 +144,8 @@ class ExampleCounts:
     segments: int  # distinct (d, s) queries
     with_replacement: int  # examples whose negatives repeat (fewer than n available)
     positives_without_negatives: int  # (d, s, positive) dropped: no negative in s
+    filled_from_lower: int  # examples whose negatives come from lower groups (fill_negatives)
+    filled_from_random: int  # examples whose negatives are articles d does not link to (fill_negatives)
     excluded_rows: int  # php_groups rows left out (articles of evaluation queries)
     sampled_out: int  # examples dropped by max_examples
 
@@ -157,17 +169,29 @@ def build_php_examples(
     excluded = pl.Series(sorted(set(exclude_articles)), dtype=pl.String)
     keep = ~pl.col("article_id").is_in(excluded.implode()) & ~pl.col("linked_id").is_in(excluded.implode())
     kept = groups.filter(keep)
+    lower_groups = GROUP_ORDER[max(GROUP_ORDER.index(g) for g in negative_groups) + 1:]
     per_segment = (
         kept.group_by("article_id", "segment_no")
         .agg(
             positives=pl.col("linked_id").filter(pl.col("group").is_in(positive_groups)).sort(),
             negatives=pl.col("linked_id").filter(pl.col("group").is_in(negative_groups)).sort(),
+            lower=pl.col("linked_id").filter(pl.col("group").is_in(lower_groups)).unique().sort(),
         )
         .filter(pl.col("positives").list.len() > 0)
         .sort("article_id", "segment_no")
     )
-    rows, dropped = [], 0
-    for article, segment, positives, negatives in per_segment.iter_rows():
+    universe, linked_from = [], {}
+    if config.fill_negatives == "lower+random":
+        universe = sorted(set(kept["article_id"]) | set(kept["linked_id"]))
+        linked_from = {a: set(ids) for a, ids in kept.group_by("article_id").agg("linked_id").iter_rows()}
+    rows, dropped, from_lower, from_random = [], 0, 0, 0
+    for article, segment, positives, negatives, lower in per_segment.iter_rows():
+        source = None
+        if not negatives and config.fill_negatives != "none" and lower:
+            negatives, source = lower, "lower"
+        if not negatives and config.fill_negatives == "lower+random":
+            negatives = [a for a in universe if a != article and a not in linked_from.get(article, ())]
+            source = "random"
         if not negatives:
             dropped += len(positives)
             continue
@@ -175,6 +199,8 @@ def build_php_examples(
         for positive in positives:
             chosen, repeated = _draw_negatives(negatives, config.n_negatives, rng)
             rows.append((stage, article, segment, positive, chosen, repeated))
+        from_lower += len(positives) if source == "lower" else 0
+        from_random += len(positives) if source == "random" else 0
     frame = pl.DataFrame(rows, schema=PHP_EXAMPLES, orient="row")
     frame, sampled_out = _cap(frame, config.max_examples, config.train.seed)
     counts = ExampleCounts(
@@ -183,6 +209,8 @@ def build_php_examples(
         segments=frame.select("article_id", "segment_no").n_unique() if frame.height else 0,
         with_replacement=int(frame["with_replacement"].sum()),
         positives_without_negatives=dropped,
+        filled_from_lower=from_lower,
+        filled_from_random=from_random,
         excluded_rows=groups.height - kept.height,
         sampled_out=sampled_out,
     )

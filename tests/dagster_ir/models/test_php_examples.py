@@ -94,3 +94,23 @@ def test_ablations_are_named_configurations():
             ablation_config(base, bad)
     with pytest.raises(ValueError, match="stages"):
         PhpConfig(stages=("hp", "nope"))
+
+
+def test_fill_negatives_takes_lower_groups_then_unlinked_articles():
+    # Segment 1 of "a": D1 "b" and D4 "f", no D2 (MRDS) and no D3 (SHP). "x" links "y" only (D1).
+    groups = _groups([("a", 1, "b", "D1"), ("a", 2, "f", "D3"), ("a", 1, "f", "D4"), ("a", 2, "b", "D4"),
+                      ("x", 1, "y", "D1")])
+    strict, counts = build_php_examples(groups, "mrds", PhpConfig(n_negatives=2))
+    assert strict.height == 0 and counts.positives_without_negatives == 2
+    lower, counts = build_php_examples(groups, "mrds", PhpConfig(n_negatives=2, fill_negatives="lower"))
+    assert _by_positive(lower) == {"b": ["f", "f"]}  # D4 of the segment stands in for the missing D2
+    assert counts.filled_from_lower == 1 and counts.positives_without_negatives == 1  # "x" has no lower group
+    both, counts = build_php_examples(groups, "mrds", PhpConfig(n_negatives=2, fill_negatives="lower+random"))
+    x_negatives = both.filter(pl.col("article_id") == "x")["neg_ids"].item()
+    assert set(x_negatives) <= {"a", "b", "f"}  # articles of the graph that x neither is nor links to
+    assert counts.filled_from_random == 1 and counts.positives_without_negatives == 0
+    # The segment's own negative group always wins over a fill.
+    shp, counts = build_php_examples(GROUPS, "shp", PhpConfig(n_negatives=2, fill_negatives="lower+random"))
+    assert _by_positive(shp) == {"b": ["e", "e"], "c": ["e", "e"]} and counts.filled_from_lower == 0
+    with pytest.raises(ValueError, match="fill_negatives"):
+        PhpConfig(fill_negatives="random")
