@@ -57,7 +57,7 @@ PROFILES: dict[str, BertModel1Config] = {
     "demo": BertModel1Config(
         layer=Model1LayerConfig(proj_dim=64, hidden_dim=64, self_prob=None), max_query_length=16,
         chunk_length=64, max_chunks=2, rerank_batch_size=32, dev_depth=5,
-        train=TrainConfig(lr=1e-4, weight_decay=1e-7, epochs=1, batch_size=8, max_steps=8, warmup_ratio=0.1,
+        train=TrainConfig(lr=1e-4, weight_decay=1e-7, epochs=1, batch_size=8, max_steps=48, warmup_ratio=0.1,
                           seed=0)),
     "paper": BertModel1Config(backbone="bert-base-uncased"),
 }

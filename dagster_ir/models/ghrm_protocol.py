@@ -28,6 +28,8 @@ Deviation from the paper: the shared loop decays the learning rate linearly to 0
 
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -267,6 +269,23 @@ def run_folds(
     `folds` restricts the rotations run (default: all k). Checkpoints go to `checkpoint_root/fold-<i>`.
     """
     validate(splits, QUERY_SPLITS, "query_splits")
+    with _threads(config.training.threads):
+        return _run_folds(data, splits, config, variant, checkpoint_root, folds)
+
+
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to n (0: unchanged) for the block, then restored."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[FoldResult]:
     k = int(splits["fold"].max()) + 1
     results = []
     for fold in range(k) if folds is None else folds:
