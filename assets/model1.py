@@ -53,6 +53,7 @@ from dagster_ir.models.model1 import (
 )
 from dagster_ir.models.model1 import PROFILES as MODEL1_PROFILES
 from dagster_ir.schemas import NEGATIVES
+from dagster_ir.storage.atomic import write_text_atomic
 from dagster_ir.storage.parquet import frame_version
 
 GROUP = "model1"
@@ -416,12 +417,12 @@ def model1_runs(
         batch = model.config.rerank_batch_size
         outputs.append(_timed(seconds, name, nn.rerank, model, texts, candidates_run, name, batch))
     explained = _explanations(wp, run, queries, corpus, config.explained_examples)
-    (data.files("model1_runs", context.partition_key) / "explanations.md").write_text(explained, encoding="utf-8")
+    write_text_atomic(data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE, explained)
     sizes = {name: (bert_run if name == BERT_RUN else run).height for name in seconds}
     context.add_output_metadata({
         **{f"{name} ms per 1K docs": round(1e6 * s / max(sizes[name], 1), 2) for name, s in seconds.items()},
         "queries": run["query_id"].n_unique(), "depth": domain.depth, "bert_depth": domain.bert_depth,
-        "explanations": dg.MetadataValue.md(explained),
+        "explanations": dg.MetadataValue.md(f"### {EXPLANATIONS_TITLE}\n\n{explained}"),
     })
     return pl.concat(outputs)
 
@@ -440,6 +441,10 @@ def _texts(backbone: str, queries: pl.DataFrame, corpus: pl.LazyFrame, run: pl.D
                           nn.TokenizedTexts.of_documents(corpus, run["doc_id"].unique(), vocabulary))
 
 
+EXPLANATIONS_FILE = "explanations.md"
+EXPLANATIONS_TITLE = "Model 1 (word pieces): what each query token contributes (BM25's top document)"
+
+
 def _explanations(scorer: Model1Scorer, run: pl.DataFrame, queries: pl.DataFrame, corpus: pl.LazyFrame, n: int) -> str:
     """Markdown: for the first `n` queries, Model 1 (word pieces) explained on the BM25 top document."""
     top = run.filter(pl.col("rank") == 1).sort("query_id").head(n)
@@ -448,7 +453,7 @@ def _explanations(scorer: Model1Scorer, run: pl.DataFrame, queries: pl.DataFrame
     pairs = top.join(queries, on="query_id").join(docs.rename({"text": "doc_text"}), on="doc_id")
     blocks = [explanation_markdown(r["text"], r["doc_text"], scorer.explain(r["text"], r["doc_text"]))
               for r in pairs.iter_rows(named=True)]
-    return "\n\n".join(["### Model 1 (word pieces): what each query token contributes", *blocks])
+    return "\n\n".join(blocks)
 
 
 class FusionRunsConfig(dg.Config):

@@ -155,19 +155,23 @@ def build_report(
 
 @dataclass(frozen=True, eq=False)
 class ReportBook:
-    """Several reports (sections, each with its own runs and baseline) as one document."""
+    """Several reports (sections, each with its own runs and baseline) as one document.
+
+    `appendices` are (title, Markdown text) pairs shown after the sections (e.g. worked examples).
+    """
 
     title: str
     sections: tuple[Report, ...]
+    appendices: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, title: str, sections: Sequence[Report]) -> ReportBook:
+    def of(cls, title: str, sections: Sequence[Report], appendices: Sequence[tuple[str, str]] = ()) -> ReportBook:
         """A book whose section figures are renamed `s<section>_<name>`, so file names never clash."""
         renamed = tuple(
             replace(section, figures=tuple(replace(f, name=f"s{i}_{f.name}") for f in section.figures))
             for i, section in enumerate(sections, start=1)
         )
-        return cls(title, renamed)
+        return cls(title, renamed, tuple((str(t), str(text)) for t, text in appendices))
 
     @property
     def figures(self) -> tuple[ReportFigure, ...]:
@@ -180,15 +184,19 @@ class ReportBook:
     def to_markdown(self, figure_dir: str | None = "figures") -> str:
         parts = [f"# {self.title}"]
         parts += ["#" + section.to_markdown(figure_dir).replace("\n## ", "\n### ") for section in self.sections]
+        parts += [f"## {title}\n\n{text.strip()}" for title, text in self.appendices]
         return "\n\n".join(parts) + "\n"
 
     def to_html(self) -> str:
         body = [f"<h1>{html.escape(self.title)}</h1>"] + [s.html_body("h2") for s in self.sections]
+        body += [f"<h2>{html.escape(title)}</h2>\n<pre>{html.escape(text.strip())}</pre>" for title, text in self.appendices]
         return _HTML_PAGE.format(title=html.escape(self.title), body="\n".join(body))
 
     def to_terminal(self) -> str:
         rule = "=" * 100
-        return f"{self.title}\n" + "".join(f"\n{rule}\n{s.to_terminal()}" for s in self.sections)
+        parts = [f"\n{rule}\n{s.to_terminal()}" for s in self.sections]
+        parts += [f"\n{rule}\n{title}\n\n{text.strip()}\n" for title, text in self.appendices]
+        return f"{self.title}\n" + "".join(parts)
 
 
 def write_report(report: Report | ReportBook, out_dir: str | Path) -> ReportFiles:

@@ -200,3 +200,8 @@ def test_report_book_holds_sections_with_their_own_baselines(tmp_path):
     files = write_report(book, tmp_path)
     assert files.html.read_text().count("<table") == 6
     assert len(files.figures) == len(first.figures) + len(second.figures)
+    with_notes = ReportBook.of("wiki-car", [first, second], [("Worked examples", "query `a <b>`\n\n| t | c |")])
+    markdown = with_notes.to_markdown(None)
+    assert markdown.index("## PHP") < markdown.index("## Worked examples") and "| t | c |" in markdown
+    assert "<h2>Worked examples</h2>" in with_notes.to_html() and "a &lt;b&gt;" in with_notes.to_html()
+    assert with_notes.to_terminal().rstrip().endswith("| t | c |")
