@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+export TRANSFORMERS_VERBOSITY ?= error
+export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export DAGSTER_IR_DATA ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(DAGSTER_IR_DATA)/dagster_home
 

@@ -1,8 +1,9 @@
 """`dagster-ir`: the command line of the pipeline.
 
-    dagster-ir demo [--all]         register the bundled dump, bring the assets up to date, summarise
-    dagster-ir update [--all]       bring the assets up to date (materializes only stale/missing ones);
-                                    --all includes the method groups (php, model1, ghrm, cet)
+    dagster-ir demo [--first-stage] register the bundled dump, bring the assets up to date, summarise
+    dagster-ir update [--first-stage]
+                                    bring the assets up to date (materializes only stale/missing ones);
+                                    --first-stage leaves out the method groups (php, model1, ghrm, cet)
     dagster-ir add-dump PATH        register a Wikipedia dump file as a new `wiki_dump` partition
     dagster-ir status               list stale or missing asset partitions
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
@@ -55,7 +56,7 @@ def add_dump(root: Path, path: str, instance: dg.DagsterInstance) -> str:
     return key
 
 
-def cmd_update(root: Path, *, demo: bool, everything: bool = False) -> int:
+def cmd_update(root: Path, *, demo: bool, first_stage: bool = False) -> int:
     from assets.updates import update_all
 
     instance = _instance(root)
@@ -64,9 +65,10 @@ def cmd_update(root: Path, *, demo: bool, everything: bool = False) -> int:
         print(f"dump: {key} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)
     started = time.monotonic()
-    from assets.definitions import DEMO_SELECTION
+    from assets.definitions import DEMO_SELECTION, FIRST_STAGE_SELECTION
 
-    report = update_all(defs, instance, resources=resources, selection=None if everything else DEMO_SELECTION)
+    report = update_all(defs, instance, resources=resources,
+                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION)
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in [("demo", "register the bundled dump and bring the assets up to date"),
                        ("update", "materialize every stale or missing asset partition")]:
         command = sub.add_parser(name, help=text)
-        command.add_argument("--all", action="store_true", help="include the method groups (php, model1, ghrm, cet)")
+        command.add_argument("--first-stage", action="store_true",
+                             help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
     sub.add_parser("status", help="list stale or missing asset partitions")
     sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
     add = sub.add_parser("add-dump", help="register a Wikipedia dump (.xml or .xml.bz2)")
@@ -155,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     root = data_dir(args.data)
     root.mkdir(parents=True, exist_ok=True)
     if args.command in ("demo", "update"):
-        return cmd_update(root, demo=args.command == "demo", everything=args.all)
+        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage)
     if args.command == "status":
         return cmd_status(root)
     if args.command == "add-dump":

@@ -46,7 +46,7 @@ def _cli(tmp_path, *args):
 
 def test_tiny_collection_end_to_end(tmp_path):
     _write_collection(tmp_path)
-    first = _cli(tmp_path, "update")
+    first = _cli(tmp_path, "update", "--first-stage")
     assert first.returncode == 0, first.stderr[-3000:]
     data = tmp_path / "data"
     catalog = Catalog(data)
@@ -66,6 +66,6 @@ def test_tiny_collection_end_to_end(tmp_path):
     assert report.returncode == 0, report.stderr
     assert "bm25 (baseline)" in report.stdout and "imported" in report.stdout
 
-    again = _cli(tmp_path, "update")
+    again = _cli(tmp_path, "update", "--first-stage")
     assert again.returncode == 0
     assert "0 asset partitions materialized" in again.stdout
