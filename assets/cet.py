@@ -19,16 +19,16 @@ import polars as pl
 from assets.partitions import collection_partitions
 from assets.resources import DataDirResource
 from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
-from dagster_ir.models.cet import LabConfig, profile
-from dagster_ir.models.cet_lab import LabData, manifest, rerank_lab, train_lab
-from dagster_ir.models.cet_report import (
+from dagster_ir.methods.cet.model import LabConfig, profile
+from dagster_ir.methods.cet.lab import LabData, manifest, rerank_lab, train_lab
+from dagster_ir.methods.cet.report import (
     TABLE1_MEASURES,
     cet_taus,
     table1,
     tau_sensitivity_plot,
     training_curves_plot,
 )
-from dagster_ir.models.training import TrainResult
+from dagster_ir.neural.training import TrainResult
 from dagster_ir.negatives.pooling import (
     PoolingConfig,
     false_negative_analysis as analyse_false_negatives,
@@ -146,7 +146,7 @@ def _markdown(frame: pl.DataFrame) -> str:
 
 
 class CetConfig(dg.Config):
-    """Maps onto `dagster_ir.models.cet.LabConfig`: a profile ("demo" | "paper") plus overrides.
+    """Maps onto `dagster_ir.methods.cet.model.LabConfig`: a profile ("demo" | "paper") plus overrides.
 
     None keeps the profile's value; `layers` 0 means every backbone layer.
     """

@@ -24,10 +24,10 @@ import polars as pl
 
 from assets.partitions import collection_partitions
 from assets.resources import DataDirResource
-from dagster_ir.models.ghrm import VARIANTS, GHRMConfig, profile
-from dagster_ir.models.ghrm_protocol import corpus_texts, fingerprint, fold_run, mean_measure, prepare_data, run_folds
-from dagster_ir.models.word2vec import PROFILES as WORD2VEC_PROFILES
-from dagster_ir.models.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
+from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
+from dagster_ir.methods.ghrm.protocol import corpus_texts, fingerprint, fold_run, mean_measure, prepare_data, run_folds
+from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
+from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
 from dagster_ir.schemas import RUN
 
 GROUP = "ghrm"
@@ -39,7 +39,7 @@ def _given(**values) -> dict:
 
 
 class Word2VecAssetConfig(dg.Config):
-    """Maps onto `dagster_ir.models.word2vec.Word2VecConfig` (profile + overrides); `path` loads a file instead."""
+    """Maps onto `dagster_ir.methods.ghrm.word2vec.Word2VecConfig` (profile + overrides); `path` loads a file instead."""
 
     profile: str = "demo"
     dim: Optional[int] = None
@@ -78,7 +78,7 @@ def word2vec(
 
 
 class GHRMAssetConfig(dg.Config):
-    """Maps onto `dagster_ir.models.ghrm.GHRMConfig`: a profile ("demo" | "paper") plus overrides.
+    """Maps onto `dagster_ir.methods.ghrm.model.GHRMConfig`: a profile ("demo" | "paper") plus overrides.
 
     None keeps the profile's value. `doc_words`/`query_words` are the per-collection truncation
     (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B). `folds` restricts the rotations run.

@@ -19,21 +19,13 @@ import polars as pl
 from assets.partitions import collection_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
-from dagster_ir.fusion import (
+from dagster_ir.fusion import FusionConfig
+from dagster_ir.methods.model1 import runs as runs_profiles
+from dagster_ir.methods.model1 import bert
+from dagster_ir.methods.model1 import neural as nn
+from dagster_ir.methods.model1 import (
     BERT_RUN,
     FEATURE_RUNS,
-    FusionConfig,
-    Model1RunsConfig,
-    bm25_norms,
-    bm25_rerank,
-    candidates,
-    fuse_with_bm25,
-    normalised_bm25,
-)
-from dagster_ir.fusion import model1_runs as runs_profiles
-from dagster_ir.models import bert_model1 as bert
-from dagster_ir.models import neural_model1 as nn
-from dagster_ir.models.model1 import (
     KINDS,
     WORDPIECES,
     WORDS,
@@ -44,14 +36,20 @@ from dagster_ir.models.model1 import (
     collection_stats,
     collection_vocabulary,
     document_text,
+    Model1RunsConfig,
+    bm25_norms,
+    bm25_rerank,
+    candidates,
     explanation_markdown,
+    fuse_with_bm25,
     index_collection,
+    normalised_bm25,
     row_sums,
     train_model1,
     wordpiece_vocabulary,
     write_giza,
 )
-from dagster_ir.models.model1 import PROFILES as MODEL1_PROFILES
+from dagster_ir.methods.model1 import PROFILES as MODEL1_PROFILES
 from dagster_ir.schemas import NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
 from dagster_ir.storage.parquet import frame_version
@@ -92,7 +90,7 @@ def _curve(values: list[float], label: str, max_points: int = 60) -> dg.Metadata
 
 
 class Model1EmConfig(dg.Config):
-    """Maps onto `dagster_ir.models.model1.Model1Config`: a profile ("demo" | "paper") plus overrides.
+    """Maps onto `dagster_ir.methods.model1.Model1Config`: a profile ("demo" | "paper") plus overrides.
 
     None keeps the profile's value; `no_self_translation` turns T(t|t) off (rows renormalised).
     """
@@ -192,7 +190,7 @@ class _TrainingOverrides(dg.Config):
 
 
 class NeuralModel1AssetConfig(_TrainingOverrides):
-    """Maps onto `dagster_ir.models.neural_model1.NeuralModel1Config` (profile + overrides)."""
+    """Maps onto `dagster_ir.methods.model1.neural.NeuralModel1Config` (profile + overrides)."""
 
     profile: str = "demo"
     max_doc_length: Optional[int] = None
@@ -204,7 +202,7 @@ class NeuralModel1AssetConfig(_TrainingOverrides):
 
 
 class BertModel1AssetConfig(_TrainingOverrides):
-    """Maps onto `dagster_ir.models.bert_model1.BertModel1Config` (profile + overrides)."""
+    """Maps onto `dagster_ir.methods.model1.bert.BertModel1Config` (profile + overrides)."""
 
     profile: str = "demo"
     chunk_length: Optional[int] = None

@@ -27,7 +27,7 @@ from dagster_ir.evaluation import (
     recall_curve_plot,
     write_report,
 )
-from dagster_ir.models.cet_report import best_baseline
+from dagster_ir.methods.cet.report import best_baseline
 
 GROUP = "methods_report"
 TABLE_MEASURES = ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]  # the PHP and CET papers' columns

@@ -3,8 +3,8 @@
 php_groups -> php_examples -> php_hp -> php_shp -> php_mrds (-> php_ablations)
 negatives + (backbone | php stage | ablation) -> cross_encoder (per collection) -> reranked_runs
 
-Every config has `profile` ("demo" | "paper", see `dagster_ir.models.php.PROFILES` and
-`dagster_ir.models.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
+Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFILES` and
+`dagster_ir.neural.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
 `max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
 (`files/php/...`); the assets return small manifest frames with their paths.
 Run names of `reranked_runs`: "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
@@ -25,9 +25,10 @@ import polars as pl
 from assets.partitions import collection_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
-from dagster_ir.models import finetune, php
-from dagster_ir.models.backbone import backbone_path
-from dagster_ir.models.training import TrainConfig
+from dagster_ir.methods import php
+from dagster_ir.neural import finetune
+from dagster_ir.neural.backbone import backbone_path
+from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.parquet import frame_version
 
 GROUP = "php"
@@ -59,7 +60,7 @@ class _TrainOverrides(dg.Config):
 
 
 class PhpSettings(_TrainOverrides):
-    """Maps onto `dagster_ir.models.php.PhpConfig`: a profile plus overrides."""
+    """Maps onto `dagster_ir.methods.php.PhpConfig`: a profile plus overrides."""
 
     profile: str = "demo"
     backbone: Optional[str] = None
@@ -71,7 +72,7 @@ class PhpSettings(_TrainOverrides):
     anchor_mask_prob: Optional[float] = None
     mask_prob: Optional[float] = None
     exclude_eval_articles: Optional[bool] = None
-    fill_negatives: Optional[str] = None  # "none" | "lower" | "lower+random" (demo): see dagster_ir.models.php
+    fill_negatives: Optional[str] = None  # "none" | "lower" | "lower+random" (demo): see dagster_ir.methods.php
     hp_epochs: Optional[int] = None
     shp_epochs: Optional[int] = None
     mrds_epochs: Optional[int] = None
@@ -92,7 +93,7 @@ class PhpAblationSettings(PhpSettings):
 
 
 class CrossEncoderSettings(_TrainOverrides):
-    """Maps onto `dagster_ir.models.finetune.FineTuneConfig`; `inits` picks the models to fine-tune."""
+    """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune."""
 
     profile: str = "demo"
     inits: list[str] = ["bert", "php"]  # "bert" | "php" | "php-<stage>" | "php-<ablation>"
@@ -366,8 +367,8 @@ def reranked_runs(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """The candidate run's top-k reranked by every fine-tuned cross-encoder (run_name: bert, php, php-...)."""
-    from dagster_ir.models.cross_encoder import CrossEncoder
-    from dagster_ir.models.rerank import CrossEncoderScorer, RerankConfig, rerank
+    from dagster_ir.neural.cross_encoder import CrossEncoder
+    from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 
     run = candidate_runs.filter(pl.col("run_name") == config.candidate)
     if run.height == 0:

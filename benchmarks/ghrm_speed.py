@@ -10,7 +10,7 @@ as it is (`--threads` sets it if given):
 * GHRM reranking (each variant, profile settings, untrained weights: speed does not depend on
   them): the candidates scored with the graphs already built (pairs/s), and end to end with graph
   construction included;
-* the cross-encoder (`dagster_ir.models.cross_encoder`, the bundled all-MiniLM-L6-v2, 6 layers,
+* the cross-encoder (`dagster_ir.neural.cross_encoder`, the bundled all-MiniLM-L6-v2, 6 layers,
   hidden 384; `--max-length` tokens) scoring the same pairs, tokenisation included (pairs/s).
 
 Every timed part runs `--repeat` times and the best is kept (the machine is shared).
@@ -32,11 +32,11 @@ import polars as pl
 import torch
 
 from dagster_ir.collections.cranfield import read_cranfield
-from dagster_ir.models.ghrm import VARIANTS, profile, variant_config
-from dagster_ir.models.ghrm_inputs import GraphStore
-from dagster_ir.models.ghrm_protocol import corpus_texts, make_model, prepare_data, rerank
-from dagster_ir.models.word2vec import PROFILES as WORD2VEC_PROFILES
-from dagster_ir.models.word2vec import train_word2vec
+from dagster_ir.methods.ghrm.model import VARIANTS, profile, variant_config
+from dagster_ir.methods.ghrm.inputs import GraphStore
+from dagster_ir.methods.ghrm.protocol import corpus_texts, make_model, prepare_data, rerank
+from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
+from dagster_ir.methods.ghrm.word2vec import train_word2vec
 from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
@@ -119,9 +119,9 @@ def main() -> None:
 
 def cross_encoder_rate(candidates: pl.DataFrame, queries: pl.DataFrame, corpus: pl.DataFrame, args) -> tuple[float, str]:
     """Pairs/s of the cross-encoder reranking `candidates`, tokenisation included."""
-    from dagster_ir.models.cross_encoder import CrossEncoder
-    from dagster_ir.models.rerank import CrossEncoderScorer, RerankConfig
-    from dagster_ir.models.rerank import rerank as rerank_pairs
+    from dagster_ir.neural.cross_encoder import CrossEncoder
+    from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig
+    from dagster_ir.neural.rerank import rerank as rerank_pairs
 
     model = CrossEncoder.from_pretrained("", max_length=args.max_length, seed=0)
     scorer = CrossEncoderScorer(model, batch_size=args.batch_size)

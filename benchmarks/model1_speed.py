@@ -14,7 +14,7 @@ paper's Table 2), best of `--repeat` timings (the machine is shared):
 * nn-model1: the context-free neural Model 1 itself (torch, documents up to 512 word pieces, the
   paper's sizes: 128-wide layers); it scores `--neural-docs` documents per query, scaled to 1,000;
 * bert-model1 and cross-encoder: the bundled 6-layer MiniLM backbone with the Model 1 layer
-  (1 chunk of 512) and with `dagster_ir.models.cross_encoder.CrossEncoder` (FirstP, 512 tokens);
+  (1 chunk of 512) and with `dagster_ir.neural.cross_encoder.CrossEncoder` (FirstP, 512 tokens);
   these score `--bert-docs` documents per query and are scaled to 1,000.
 
 EM throughput: (query, chunk) pairs of the symmetrised parallel corpus per second, per iteration.
@@ -38,9 +38,9 @@ import polars as pl
 import torch
 
 from dagster_ir.collections.cranfield import read_cranfield
-from dagster_ir.fusion import bm25_scores
-from dagster_ir.models.bert_model1 import BertModel1, BertModel1Config
-from dagster_ir.models.model1 import (
+from dagster_ir.methods.model1 import bm25_scores
+from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config
+from dagster_ir.methods.model1 import (
     EMConfig,
     Model1Config,
     Model1Scorer,
@@ -49,7 +49,7 @@ from dagster_ir.models.model1 import (
     train_model1,
     wordpiece_vocabulary,
 )
-from dagster_ir.models.neural_model1 import (
+from dagster_ir.methods.model1.neural import (
     Model1LayerConfig,
     NeuralModel1Config,
     NeuralTexts,
@@ -153,8 +153,8 @@ _CROSS_ENCODER = {}
 
 @torch.inference_mode()
 def cross_encoder_scores(texts: NeuralTexts, pairs: pl.DataFrame, device: str) -> np.ndarray:
-    """The bundled backbone as a cross-encoder (`dagster_ir.models.cross_encoder`), length-sorted batches of 16."""
-    from dagster_ir.models.cross_encoder import CrossEncoder
+    """The bundled backbone as a cross-encoder (`dagster_ir.neural.cross_encoder`), length-sorted batches of 16."""
+    from dagster_ir.neural.cross_encoder import CrossEncoder
 
     if device not in _CROSS_ENCODER:
         _CROSS_ENCODER[device] = CrossEncoder.from_pretrained("", max_length=512).to(device).eval()

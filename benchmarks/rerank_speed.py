@@ -30,8 +30,8 @@ import polars as pl
 import torch
 
 from dagster_ir.collections.cranfield import read_cranfield_docs, read_cranfield_queries
-from dagster_ir.models.cross_encoder import CrossEncoder
-from dagster_ir.models.rerank import CrossEncoderScorer
+from dagster_ir.neural.cross_encoder import CrossEncoder
+from dagster_ir.neural.rerank import CrossEncoderScorer
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 _WORDS = ("flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
@@ -96,7 +96,7 @@ def rerank_benchmark(args: argparse.Namespace, folder: Path) -> None:
 
 
 def php_benchmark(args: argparse.Namespace, work: Path) -> None:
-    from dagster_ir.models.php import PROFILES, build_php_examples, pretrain_stage
+    from dagster_ir.methods.php import PROFILES, build_php_examples, pretrain_stage
     from dagster_ir.storage.dumps import sample_dump_path
     from dagster_ir.wiki import assign_php_groups, build_link_graph, extract_dump, resolve_links
 

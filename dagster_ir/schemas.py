@@ -114,7 +114,7 @@ NEGATIVES: Schema = {
 # probabilities sum to 1 (EM tables; a neural export is a similarity table and need not).
 MODEL1_TABLE: Schema = {"src_token": pl.String, "tgt_token": pl.String, "prob": pl.Float32}
 
-# --- PHP pre-training examples (added by the PHP package, dagster_ir.models.php) ----------------
+# --- PHP pre-training examples (added by the PHP package, dagster_ir.methods.php) ----------------
 # One example per (article d, segment s, positive linked article): the stage's negatives of the same
 # (d, s); with_replacement: fewer negatives than asked for, so the list repeats some.
 PHP_EXAMPLES: Schema = {

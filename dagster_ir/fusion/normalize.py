@@ -1,22 +1,13 @@
-"""Per-query score normalisation before linear fusion (as in the paper).
+"""Per-query score normalisation before linear fusion: a run's scores divided by a per-query norm.
 
-BM25 scores are divided by the sum of the query terms' IDF values, Model 1 log-scores by the query
-length (`Model1Scorer` already returns log P(Q|D) / |Q|), so that one weight suits every query.
+What the norm is belongs to the caller (Model 1's fusion divides BM25 by the query's idf sum, see
+`dagster_ir.methods.model1.bm25.query_idf_sums`), so that one weight suits every query.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
-from dagster_ir.models.model1.index import CollectionStats
-from dagster_ir.models.model1.vocabulary import Ragged
-
-
-def query_idf_sums(query_tokens: Ragged, stats: CollectionStats) -> np.ndarray:
-    """Sum of BM25 idf over each query's tokens (repeats count; tokens absent from the corpus don't)."""
-    idf = np.where(stats.doc_freq > 0, stats.idf(), 0.0)
-    return np.bincount(query_tokens.row_index(), weights=idf[query_tokens.ids], minlength=len(query_tokens))
 
 
 def divide_by_query(run: pl.DataFrame, norms: pl.DataFrame, *, column: str = "score") -> pl.DataFrame:

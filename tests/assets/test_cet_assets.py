@@ -22,7 +22,7 @@ from assets.collections import collection_assets
 from assets.resources import DataDirResource
 from assets.retrieval import retrieval_assets
 from assets.wiki import wiki_assets
-from dagster_ir.models.backbone import make_tiny_backbone
+from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.schemas import FALSE_NEGATIVES, QRELS, RUN
 
 TOPICS = {"1": "solar panels energy", "2": "river fish species", "3": "ancient roman roads",

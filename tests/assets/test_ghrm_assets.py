@@ -7,8 +7,8 @@ import pytest
 
 from assets.ghrm import GHRMAssetConfig, Word2VecAssetConfig, ghrm_runs, ghrm_runs_are_complete, word2vec
 from assets.resources import DataDirResource
-from dagster_ir.models.ghrm import PROFILES
-from dagster_ir.models.word2vec import load_vectors
+from dagster_ir.methods.ghrm.model import PROFILES
+from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
 
 TOPICS = ["solar panel energy", "river fish species", "roman road empire", "coffee brew bean", "volcano ash lava",

@@ -10,7 +10,7 @@ from assets.definitions import resources
 from assets.model1 import model1_assets, model1_checks
 from assets.retrieval import retrieval_assets
 from assets.wiki import wiki_assets
-from dagster_ir.models.backbone import make_tiny_backbone
+from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.schemas import MODEL1_TABLE, NEGATIVES, QRELS, QUERY_SPLITS, RUN
 from dagster_ir.storage.parquet import table_path, write_table
 

@@ -14,7 +14,8 @@ from assets.php import (
     php_examples,
     resolve_init,
 )
-from dagster_ir.models import finetune, php
+from dagster_ir.methods import php
+from dagster_ir.neural import finetune
 from dagster_ir.schemas import PHP_GROUPS
 
 
@@ -144,7 +145,7 @@ def _upstream_tables(root) -> None:
 @pytest.mark.slow
 def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     from assets.definitions import resources
-    from dagster_ir.models.backbone import make_tiny_backbone
+    from dagster_ir.neural.backbone import make_tiny_backbone
     from dagster_ir.storage.catalog import Catalog
 
     tiny = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))

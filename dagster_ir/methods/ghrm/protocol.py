@@ -1,0 +1,318 @@
+"""Training GHRM and reranking with it under the paper's fold protocol.
+
+`prepare_data` builds what every variant and fold shares: the vocabulary, the document graphs
+(built on first use), the query terms and the candidate run. `run_folds` then rotates the k folds
+of `query_splits` (`fold_roles`: test fold i, validation fold i+1 mod k, training the rest; 60/20/20
+for k=5). Per rotation it
+
+1. draws a pool of (query, positive, negative) triples from the training queries only, from their
+   BM25 top `train_depth`: positives are its documents judged relevant, negatives the others
+   (`dagster_ir.negatives.sample_negatives`). This follows CEDR (MacAvaney et al. 2019), whose
+   setting the paper adopts; positives BM25 did not retrieve are left out, because they teach a
+   matching model the opposite of what reranking the top needs (on wiki-car BM25 itself orders
+   only 34% of such pairs correctly);
+2. trains with the shared loop (`dagster_ir.neural.training.train`): each epoch is
+   `batches_per_epoch` batches of `pairs_per_batch` triples drawn from the pool (16 positive and
+   16 negative documents per batch by default), pairwise hinge loss, Adam (AdamW, no weight decay);
+3. after every epoch reranks the validation queries' BM25 top `rerank_depth` and scores
+   `selection_measure` against their qrels; the best epoch's weights are kept. Test queries are
+   never scored before this choice is made;
+4. reranks the test fold's candidates with the chosen weights.
+
+The test runs of the k rotations cover every query once; `run_folds` concatenates them into one run
+(RUN columns plus `fold`, the rotation whose test fold held the query).
+
+Deviation from the paper: the shared loop decays the learning rate linearly to 0 over training
+(no warm-up here); the paper does not mention a schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+from gensim.models import KeyedVectors
+from safetensors.torch import load_model
+
+from dagster_ir.collections import fold_assignment
+from dagster_ir.evaluation import evaluate_run
+from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
+from dagster_ir.methods.ghrm.inputs import GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
+from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
+from dagster_ir.negatives import NegativeConfig, sample_negatives
+from dagster_ir.retrieval.runs import top_k
+from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN, validate
+from dagster_ir.storage.atomic import write_text_atomic
+
+CONFIG_FILE = "ghrm.json"
+Triple = tuple[str, str, str]  # (query_id, positive doc_id, negative doc_id)
+
+
+@dataclass(frozen=True, eq=False)
+class GHRMData:
+    """What GHRM reads for one collection, shared by every variant and fold."""
+
+    vocabulary: Vocabulary
+    graphs: GraphStore
+    query_terms: dict[str, np.ndarray]  # query_id -> word ids (at most M)
+    candidates: pl.DataFrame  # RUN rows: the first-stage run to rerank and to draw negatives from
+    qrels: pl.DataFrame
+    inputs: InputConfig
+
+
+def document_text(title: str | None, text: str | None) -> str:
+    """What GHRM reads of a document: its title (if any) followed by its text."""
+    return " ".join(part for part in (title, text) if part)
+
+
+def prepare_data(
+    corpus: pl.DataFrame | pl.LazyFrame,
+    queries: pl.DataFrame,
+    qrels: pl.DataFrame,
+    run: pl.DataFrame,
+    vectors: KeyedVectors,
+    config: GHRMConfig,
+) -> GHRMData:
+    """GHRM's inputs: vocabulary and IDF over the whole corpus, graphs for the documents it may score.
+
+    `run` is the first-stage run (one run_name); only its top max(rerank_depth, train_depth) is kept and
+    the documents it holds get graphs, so memory follows the candidates, not the corpus.
+    """
+    validate(queries, QUERIES, "queries")
+    validate(qrels, QRELS, "qrels")
+    validate(run, RUN, "run")
+    if run["run_name"].n_unique() > 1:
+        raise ValueError(f"prepare_data: pass one candidate run, got {sorted(run['run_name'].unique())}")
+    training = config.training
+    candidates = top_k(run, max(training.rerank_depth, training.train_depth))
+    lazy = corpus.lazy()
+    vocabulary = build_vocabulary(corpus_texts(lazy), vectors, config.inputs)
+    needed = candidates["doc_id"].unique()
+    docs = lazy.filter(pl.col("doc_id").is_in(needed.implode())).select("doc_id", "title", "text").collect()
+    texts = {d: document_text(t, x) for d, t, x in docs.iter_rows()}
+    terms = {q: vocabulary.encode(t, config.inputs.query_words) for q, t in queries.select("query_id", "text").iter_rows()}
+    return GHRMData(vocabulary, GraphStore(texts, vocabulary, config.inputs), terms, candidates, qrels, config.inputs)
+
+
+def corpus_texts(corpus: pl.DataFrame | pl.LazyFrame, chunk: int = 50_000) -> Iterator[str]:
+    """Every document's `document_text`, streamed `chunk` rows at a time."""
+    corpus, offset = corpus.lazy(), 0
+    while True:
+        part = corpus.slice(offset, chunk).select("title", "text").collect()
+        if part.height == 0:
+            return
+        yield from (document_text(t, x) for t, x in part.iter_rows())
+        offset += chunk
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+def score_pairs(model: GHRM, data: GHRMData, pairs: Sequence[tuple[str, str]]) -> torch.Tensor:
+    """rel(q, d) for (query_id, doc_id) pairs, as one batch (gradients flow)."""
+    graphs = [data.graphs[doc_id] for _, doc_id in pairs]
+    queries = [data.query_terms[query_id] for query_id, _ in pairs]
+    return model(collate(graphs, queries, data.vocabulary, data.inputs.query_words))
+
+
+def rerank(
+    model: GHRM, data: GHRMData, query_ids: Iterable[str], depth: int, run_name: str, batch_size: int = 256
+) -> pl.DataFrame:
+    """The candidates' top `depth` of `query_ids`, rescored by `model` and re-ranked (RUN frame).
+
+    Batches hold documents of similar graph size (less padding). Ties keep the first-stage order.
+    """
+    wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
+    candidates = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), depth)
+    pairs = list(zip(candidates["query_id"], candidates["doc_id"], strict=True))
+    order = sorted(range(len(pairs)), key=lambda i: len(data.graphs[pairs[i][1]].nodes))
+    scores = np.zeros(len(pairs))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chosen = order[start : start + batch_size]
+                scores[chosen] = score_pairs(model, data, [pairs[i] for i in chosen]).double().numpy()
+    finally:
+        model.train(was_training)
+    rescored = candidates.select("query_id", "doc_id", pl.Series("score", scores), first_rank=pl.col("rank"))
+    return (
+        rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
+        .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
+        .select(list(RUN))
+    )
+
+
+def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str], measure: str) -> float:
+    """Mean of `measure` over the judged queries among `query_ids` (unanswered ones count 0)."""
+    judged = qrels.filter(pl.col("query_id").is_in(pl.Series(list(query_ids), dtype=pl.String).implode()))
+    if judged.height == 0:
+        raise ValueError(f"mean_measure: none of the {len(query_ids)} queries has qrels; cannot compute {measure}")
+    return float(evaluate_run(run, judged, [measure])["value"].mean())
+
+
+# --- training -----------------------------------------------------------------------------------
+
+
+def training_triples(data: GHRMData, query_ids: Sequence[str], config: GHRMConfig) -> list[Triple]:
+    """The pool of (query, positive, negative) triples of `query_ids` that epochs sample from."""
+    training = config.training
+    negatives = NegativeConfig(strategy="random", depth=training.train_depth,
+                               n_per_positive=training.negatives_per_positive, seed=training.seed)
+    pool = top_k(data.candidates, training.train_depth)
+    retrieved = data.qrels.join(pool.select("query_id", "doc_id"), on=["query_id", "doc_id"], how="semi")
+    sample = sample_negatives(pool, retrieved, query_ids, negatives).negatives
+    return list(sample.select("query_id", "pos_doc_id", "neg_doc_id").iter_rows())
+
+
+def make_model(config: ModelConfig, query_words: int, seed: int) -> GHRM:
+    """A freshly initialised GHRM, seeded."""
+    torch.manual_seed(seed)
+    return GHRM(config, query_words)
+
+
+def train_ghrm(
+    data: GHRMData,
+    config: GHRMConfig,
+    variant: str,
+    train_queries: Sequence[str],
+    validation_queries: Sequence[str],
+    checkpoint_dir: str | Path,
+) -> tuple[GHRM, TrainResult]:
+    """Train one variant on `train_queries`, choosing the epoch on `validation_queries` only.
+
+    Returns the model with the best validation epoch's weights. `checkpoint_dir` gets the shared
+    loop's checkpoints (resumed when they match) and `ghrm.json` (the settings to rebuild the model).
+    """
+    training = config.training
+    triples = training_triples(data, train_queries, config)
+    if not triples:
+        raise ValueError(f"train_ghrm: no training triples from {len(train_queries)} queries "
+                         "(no positives in the qrels, or no other candidates)")
+    model_config = variant_config(config.model, variant)
+    model = make_model(model_config, data.inputs.query_words, training.seed)
+    _write_model_config(Path(checkpoint_dir), model_config, data.inputs.query_words)
+
+    def make_batches(epoch: int, rng: np.random.Generator) -> list[list[Triple]]:
+        picks = rng.integers(0, len(triples), size=(training.batches_per_epoch, training.pairs_per_batch))
+        return [[triples[i] for i in row] for row in picks]
+
+    def loss_fn(module: torch.nn.Module, batch: Sequence[Triple]) -> tuple[torch.Tensor, dict[str, float]]:
+        pairs = [(q, pos) for q, pos, _ in batch] + [(q, neg) for q, _, neg in batch]
+        scores = score_pairs(module, data, pairs)
+        positive, negative = scores[: len(batch)], scores[len(batch) :]
+        return hinge_loss(positive, negative), {"accuracy": float((positive > negative).float().mean())}
+
+    def evaluate(module: torch.nn.Module) -> float:
+        run = rerank(module, data, validation_queries, training.rerank_depth, variant, training.eval_batch_size)
+        return mean_measure(run, data.qrels, validation_queries, training.selection_measure)
+
+    loop = TrainConfig(lr=training.lr, warmup_ratio=0.0, weight_decay=0.0, epochs=training.epochs,
+                       batch_size=training.pairs_per_batch, seed=training.seed, max_grad_norm=None)
+    result = train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate)
+    return model, result
+
+
+def _write_model_config(folder: Path, config: ModelConfig, query_words: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(folder / CONFIG_FILE, json.dumps({"model": asdict(config), "query_words": query_words}, indent=1))
+
+
+def load_ghrm(checkpoint_dir: str | Path) -> GHRM:
+    """The best-epoch model that `train_ghrm` left in `checkpoint_dir`."""
+    folder = Path(checkpoint_dir)
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"load_ghrm: {path} is missing; is {folder} a GHRM checkpoint folder?")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    model_fields = {**saved["model"], "mlp_hidden": tuple(saved["model"]["mlp_hidden"])}
+    model = GHRM(ModelConfig(**model_fields), int(saved["query_words"]))
+    load_model(model, str(folder / BEST_DIR / MODEL_FILE))
+    return model.eval()
+
+
+# --- folds --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FoldResult:
+    """One rotation: which queries played which role, the training record and the test run."""
+
+    fold: int
+    train_queries: list[str]
+    validation_queries: list[str]
+    test_queries: list[str]
+    result: TrainResult
+    test_run: pl.DataFrame  # RUN columns plus fold
+    checkpoint_dir: Path
+
+
+def run_folds(
+    data: GHRMData,
+    splits: pl.DataFrame,
+    config: GHRMConfig,
+    variant: str,
+    checkpoint_root: str | Path,
+    folds: Sequence[int] | None = None,
+) -> list[FoldResult]:
+    """Rotate the folds of `splits` (QUERY_SPLITS) for one variant; see the module docstring.
+
+    `folds` restricts the rotations run (default: all k). Checkpoints go to `checkpoint_root/fold-<i>`.
+    """
+    validate(splits, QUERY_SPLITS, "query_splits")
+    with _threads(config.training.threads):
+        return _run_folds(data, splits, config, variant, checkpoint_root, folds)
+
+
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to n (0: unchanged) for the block, then restored."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[FoldResult]:
+    k = int(splits["fold"].max()) + 1
+    results = []
+    for fold in range(k) if folds is None else folds:
+        roles = fold_assignment(splits, fold, folds=k)
+        members = {role: roles.filter(pl.col("role") == role)["query_id"].to_list() for role in ("train", "validation", "test")}
+        folder = Path(checkpoint_root) / f"fold-{fold}"
+        model, result = train_ghrm(data, config, variant, members["train"], members["validation"], folder)
+        test_run = rerank(model, data, members["test"], config.training.rerank_depth, variant, config.training.eval_batch_size)
+        results.append(FoldResult(fold, members["train"], members["validation"], members["test"], result,
+                                  test_run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)), folder))
+    return results
+
+
+def fold_run(results: Sequence[FoldResult]) -> pl.DataFrame:
+    """The rotations' test runs as one run over all their queries (RUN columns plus fold)."""
+    return pl.concat([r.test_run for r in results]).sort(["query_id", "rank"])
+
+
+def fingerprint(config: GHRMConfig, data: GHRMData, splits: pl.DataFrame) -> str:
+    """A short hash of everything training reads: settings, vocabulary (words, IDF, vectors), candidates,
+    qrels and folds. It names a checkpoint root, so a finished checkpoint is reused only for the same inputs."""
+    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode())
+    digest.update("\n".join(data.vocabulary.words).encode())
+    digest.update(data.vocabulary.idf.tobytes())
+    digest.update(data.vocabulary.vectors.tobytes())
+    for frame, key in ((data.candidates, ["query_id", "doc_id", "rank"]), (data.qrels, ["query_id", "doc_id", "relevance"]),
+                       (splits, ["query_id", "fold"])):
+        rows = frame.select(key).sort(key).write_csv().encode()
+        digest.update(hashlib.sha256(rows).digest())
+    return digest.hexdigest()[:12]

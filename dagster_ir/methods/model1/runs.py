@@ -1,0 +1,99 @@
+"""The paper's Table 2 systems: BM25 fused with Model 1 (and BM25 over word pieces) by learned weights.
+
+Each feature run reranks the top `depth` BM25 candidates of the training (train/fusion) and report
+queries. BM25 scores are divided by the sum of the query's idf (over lower-cased words, stop words
+removed: our approximation of Lucene's analysed terms, which the JVM module does not expose), Model 1
+log-scores come divided by the query length. For every feature a pair of weights is learned on
+train/fusion with coordinate ascent and applied to the report queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from dagster_ir.fusion.fuse import FusionConfig, FusionModel, feature_frame, learn_fusion
+from dagster_ir.fusion.normalize import divide_by_query
+from dagster_ir.methods.model1.bm25 import query_idf_sums
+from dagster_ir.methods.model1.index import CollectionStats
+from dagster_ir.methods.model1.vocabulary import Vocabulary
+from dagster_ir.schemas import RUN, validate
+
+FEATURE_RUNS = ("bm25(wp)", "model1(words)", "model1(wp)", "nn-model1-exp", "nn-model1")
+BERT_RUN = "bert-model1"
+
+
+def fused_name(feature: str, base: str = "bm25") -> str:
+    """"bm25+model1(wp)" for the fusion of `base` with `feature`."""
+    return f"{base}+{feature}"
+
+
+@dataclass(frozen=True)
+class Model1RunsConfig:
+    """depth: BM25 candidates the context-free models rerank (the paper: 1000); bert_depth: those
+    BERT-Model1 reranks (the paper: 100); fusion_split: queries the weights are learned on;
+    report_split: queries of the output runs."""
+
+    depth: int = 100
+    bert_depth: int = 20
+    base_run: str = "bm25"
+    fusion_split: str = "train/fusion"
+    report_split: str = "test"
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+
+    def __post_init__(self) -> None:
+        if self.depth < 1 or self.bert_depth < 1:
+            raise ValueError(f"Model1RunsConfig: depths must be >= 1: {self}")
+
+
+PROFILES: dict[str, Model1RunsConfig] = {
+    "demo": Model1RunsConfig(depth=50, bert_depth=10),
+    "paper": Model1RunsConfig(depth=1000, bert_depth=100),
+}
+
+
+def candidates(runs: pl.DataFrame, run_name: str, query_ids: pl.Series, depth: int) -> pl.DataFrame:
+    """The top `depth` rows of the run `run_name` for `query_ids` (a RUN frame)."""
+    validate(runs, RUN, "candidate runs")
+    run = runs.filter((pl.col("run_name") == run_name) & pl.col("query_id").is_in(query_ids.implode()))
+    if run.height == 0:
+        raise ValueError(f"no rows of run {run_name!r} for the {query_ids.len()} queries asked for "
+                         f"(runs: {runs['run_name'].unique().sort().to_list()})")
+    return run.filter(pl.col("rank") <= depth)
+
+
+def bm25_norms(queries: pl.DataFrame, vocabulary: Vocabulary, stats: CollectionStats) -> pl.DataFrame:
+    """(query_id, norm): the sum of the idf of each query's tokens in `vocabulary`."""
+    tokens = vocabulary.encode(queries["text"].to_list())
+    return pl.DataFrame({"query_id": queries["query_id"], "norm": query_idf_sums(tokens, stats)})
+
+
+def fuse_with_bm25(
+    bm25: pl.DataFrame,
+    features: dict[str, pl.DataFrame],
+    qrels: pl.DataFrame,
+    train_ids: pl.Series,
+    apply_ids: pl.Series,
+    config: FusionConfig,
+) -> tuple[pl.DataFrame, dict[str, FusionModel]]:
+    """For each feature run: weights learned on `train_ids`, the fused run of `apply_ids`.
+
+    `bm25` and the feature runs must already be normalised. Returns the fused runs (named
+    "bm25+<feature>") and the model of each.
+    """
+    runs, models = [], {}
+    train_qrels = qrels.filter(pl.col("query_id").is_in(train_ids.implode()))
+    for name, feature in features.items():
+        frame = feature_frame({"bm25": bm25, name: feature})
+        train = frame.filter(pl.col("query_id").is_in(train_ids.implode()))
+        model = learn_fusion(train, ["bm25", name], train_qrels, config)
+        models[name] = model
+        apply = frame.filter(pl.col("query_id").is_in(apply_ids.implode()))
+        runs.append(model.apply(apply, fused_name(name)))
+    return pl.concat(runs), models
+
+
+def normalised_bm25(bm25: pl.DataFrame, norms: pl.DataFrame) -> pl.DataFrame:
+    """BM25 scores divided by the query's idf sum."""
+    return divide_by_query(bm25, norms)

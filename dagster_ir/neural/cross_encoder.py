@@ -1,0 +1,190 @@
+"""Cross-encoder: a BERT-style backbone with a score head over [CLS], trained with LCE.
+
+API
+---
+`CrossEncoder` (a `torch.nn.Module`)
+  - `CrossEncoder.from_pretrained(name_or_path="", *, max_length=512, max_query_length=None, seed=0,
+    **config_overrides)`: a backbone ("" = the bundled all-MiniLM-L6-v2; the score head is new,
+    initialised with `seed`) or a folder written by `save` (head and settings included).
+    max_query_length None: min(64, max_length // 2). `config_overrides` go to the model config
+    (e.g. `hidden_dropout_prob=0.0`).
+  - `forward(input_ids, attention_mask, token_type_ids=None) -> scores` of shape (N,).
+  - `tokenize(texts) -> list[list[int]]`: WordPiece ids without special tokens (tokenise once, pair many).
+  - `encode_pair(query_ids, doc_ids) -> Pair`: `[CLS] q [SEP] d [SEP]`; the query keeps at most
+    `max_query_length` tokens and the document is cut to fit `max_length` (FirstP: its first part).
+  - `collate(pairs, device) -> dict` of tensors padded to the longest pair (dynamic padding).
+  - `save(folder) -> Path`: written atomically (`write_into(directory)` writes the same files into
+    an existing folder, for callers that add files of their own inside one atomic write).
+`lce_loss(scores)`: scores (B, 1 + n) with the positive in column 0 ->
+    mean over B of -log softmax(scores)[0] (Localized Contrastive Estimation).
+
+Folder layout (`save`): a Hugging Face `AutoModelForSequenceClassification` folder with
+`num_labels=1` (`model.safetensors`, `config.json`) plus the tokenizer files and `cross_encoder.json`
+(max_length, max_query_length). The score head is the model's own classification head - for BERT
+the pooler (dense + tanh over the [CLS] vector) followed by a linear layer, i.e. an MLP over [CLS].
+Plain transformers loads it: `AutoModelForSequenceClassification.from_pretrained(folder)` gives the
+whole scorer and `AutoModel.from_pretrained(folder)` the backbone alone; sentence-transformers'
+`CrossEncoder(folder)` loads it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from dagster_ir.neural.backbone import DEFAULT_BACKBONE, backbone_path
+from dagster_ir.storage.atomic import atomic_path
+
+SETTINGS_FILE = "cross_encoder.json"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One encoded (query, document) input: token ids and segment (token type) ids."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def lce_loss(scores: torch.Tensor) -> torch.Tensor:
+    """Localized Contrastive Estimation: mean over rows of -log softmax(row)[0] (positive first)."""
+    if scores.ndim != 2 or scores.shape[1] < 2:
+        raise ValueError(f"lce_loss: scores must be (batch, 1 + n_negatives) with n >= 1, got {tuple(scores.shape)}")
+    target = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
+    return F.cross_entropy(scores.float(), target)
+
+
+class CrossEncoder(torch.nn.Module):
+    """Scores (query, document) pairs with a sequence-classification model that has one output."""
+
+    def __init__(self, model, tokenizer, *, max_length: int = 512, max_query_length: int | None = None) -> None:
+        super().__init__()
+        if max_query_length is None:
+            max_query_length = min(64, max_length // 2)
+        if model.config.num_labels != 1:
+            raise ValueError(f"CrossEncoder: the model must have one output label, has {model.config.num_labels}")
+        if max_length < max_query_length + 4:
+            raise ValueError(f"CrossEncoder: max_length {max_length} leaves no room for a document "
+                             f"after a query of up to {max_query_length} tokens")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = min(max_length, model.config.max_position_embeddings)
+        self.max_query_length = max_query_length
+        self.uses_token_types = getattr(model.config, "type_vocab_size", 0) > 1
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str = DEFAULT_BACKBONE,
+        *,
+        max_length: int | None = None,
+        max_query_length: int | None = None,
+        seed: int = 0,
+        **config_overrides,
+    ) -> CrossEncoder:
+        """A backbone (new score head seeded by `seed`) or a saved cross-encoder folder.
+
+        `max_length`/`max_query_length` default to the saved folder's settings, else 512 and
+        min(64, max_length // 2).
+        """
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        path = backbone_path(name_or_path)
+        saved = _read_settings(path)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                path, num_labels=1, use_safetensors=True, **config_overrides
+            )
+        return cls(
+            model,
+            AutoTokenizer.from_pretrained(path),
+            max_length=max_length or saved.get("max_length", 512),
+            max_query_length=max_query_length or saved.get("max_query_length"),
+        )
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Relevance scores, one per row."""
+        if not self.uses_token_types:
+            token_type_ids = None
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return out.logits.squeeze(-1)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens and untruncated."""
+        if not texts:
+            return []
+        return self.tokenizer(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+
+    def encode_pair(self, query_ids: Sequence[int], doc_ids: Sequence[int]) -> Pair:
+        """`[CLS] q [SEP] d [SEP]`, the query cut to max_query_length and the document to what is left."""
+        query = list(query_ids[: self.max_query_length])
+        room = self.max_length - len(query) - 3
+        doc = list(doc_ids[:room])
+        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        ids = [cls_id, *query, sep_id, *doc, sep_id]
+        types = [0] * (len(query) + 2) + [1] * (len(doc) + 1)
+        return Pair(ids, types)
+
+    def collate(self, pairs: Sequence[Pair], device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+        """Pad `pairs` to the longest one: input_ids, attention_mask, token_type_ids."""
+        return pad_pairs(pairs, self.tokenizer.pad_token_id, device or self.device)
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        """Write the model, tokenizer and settings as a Hugging Face folder, atomically."""
+        folder = Path(folder)
+        with atomic_path(folder, directory=True) as tmp:
+            self.write_into(tmp)
+        return folder
+
+    def write_into(self, directory: str | os.PathLike[str]) -> None:
+        """Write the folder's files into an existing `directory` (not atomic; `save` is)."""
+        directory = Path(directory)
+        self.model.save_pretrained(directory, safe_serialization=True)
+        self.tokenizer.save_pretrained(directory)
+        settings = {"max_length": self.max_length, "max_query_length": self.max_query_length}
+        (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
+
+
+def pad_pairs(pairs: Sequence[Pair], pad_id: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Tensors for `pairs`, right-padded with `pad_id` to the longest pair."""
+    if not pairs:
+        raise ValueError("pad_pairs: no pairs")
+    width = max(len(p) for p in pairs)
+    ids = torch.full((len(pairs), width), pad_id, dtype=torch.long)
+    types = torch.zeros((len(pairs), width), dtype=torch.long)
+    mask = torch.zeros((len(pairs), width), dtype=torch.long)
+    for row, pair in enumerate(pairs):
+        n = len(pair)
+        ids[row, :n] = torch.tensor(pair.input_ids)
+        types[row, :n] = torch.tensor(pair.token_type_ids)
+        mask[row, :n] = 1
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "token_type_ids": types.to(device)}
+
+
+def _read_settings(path: str) -> dict:
+    file = Path(path) / SETTINGS_FILE
+    if not file.is_file():
+        return {}
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{file}: not valid JSON ({error})") from error

@@ -1,0 +1,171 @@
+"""Fine-tune a cross-encoder for reranking with LCE over (query, positive, negatives), select on dev.
+
+`fine_tune(model, queries, corpus, negatives, config, checkpoint_dir, evaluate=None)` trains with
+the shared loop (`training.train`): one example per (query, positive) of the NEGATIVES table, its
+first `n_negatives` negatives by sample_no (all when None; an example with fewer is filled by
+cycling through its own, counted); input `[CLS] q [SEP] d [SEP]` with the document cut to fit
+(FirstP). `dev_evaluator(...)` builds the `evaluate` callback: rerank the dev queries' candidates
+and return the mean of a measure, so the epoch kept is chosen on dev only.
+
+PROFILES: "paper" = AdamW lr 1e-5, warm-up 0.01, weight decay 0.1, 1 epoch, batch 32, max length
+512 (bert-base-uncased); "demo" = 100 steps of 8 examples with one negative each, lr 2e-4, max
+length 96, on the bundled MiniLM (about 75 s per reranker on 2 CPU cores). On wiki-car's test split
+that reranker reaches nDCG@10 0.465 over BM25's top 20 (BM25: 0.437); 24 steps of 4 examples with
+3 negatives gave 0.263, 60 steps of 8 with 3 negatives 0.425 - more distinct examples beat more
+negatives per example at this budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+
+from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
+from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
+from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
+from dagster_ir.schemas import NEGATIVES, validate
+
+
+@dataclass(frozen=True)
+class FineTuneConfig:
+    """Cross-encoder fine-tuning settings (defaults: the paper's)."""
+
+    backbone: str = ""  # "" = the bundled all-MiniLM-L6-v2 (the "bert" row starts here)
+    n_negatives: int | None = None  # per example; None: every negative the table has for it
+    max_length: int = 512
+    max_query_length: int | None = 64  # None: min(64, max_length // 2)
+    use_title: bool = True
+    dev_depth: int = 100  # candidates reranked per dev query for model selection
+    dev_measure: str = "nDCG@10"
+    score_batch_size: int = 64
+    train: TrainConfig = TrainConfig(lr=1e-5, warmup_ratio=0.01, weight_decay=0.1, epochs=1, batch_size=32)
+
+    def __post_init__(self) -> None:
+        if self.n_negatives is not None and self.n_negatives < 1:
+            raise ValueError(f"FineTuneConfig.n_negatives must be >= 1 or None, got {self.n_negatives}")
+
+
+PROFILES: dict[str, FineTuneConfig] = {
+    "demo": FineTuneConfig(
+        n_negatives=1, max_length=96, max_query_length=32, dev_depth=20,
+        train=TrainConfig(lr=2e-4, warmup_ratio=0.1, weight_decay=0.1, epochs=1, batch_size=8, max_steps=100),
+    ),
+    "paper": FineTuneConfig(backbone="bert-base-uncased"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FineTuneExample:
+    query_id: str
+    pos_doc_id: str
+    neg_doc_ids: tuple[str, ...]
+
+
+def finetune_examples(negatives: pl.DataFrame, n_negatives: int | None) -> tuple[list[FineTuneExample], int]:
+    """(examples sorted by query and positive, how many had their negatives repeated to reach n)."""
+    validate(negatives, NEGATIVES, "negatives")
+    grouped = (negatives.sort("query_id", "pos_doc_id", "sample_no")
+               .group_by("query_id", "pos_doc_id", maintain_order=True).agg("neg_doc_id"))
+    width = n_negatives or (int(grouped["neg_doc_id"].list.len().max()) if grouped.height else 1)
+    examples, repeated = [], 0
+    for query_id, pos_doc_id, negs in grouped.iter_rows():
+        if len(negs) < width:
+            repeated += 1
+        examples.append(FineTuneExample(query_id, pos_doc_id, tuple(itertools.islice(itertools.cycle(negs), width))))
+    return examples, repeated
+
+
+def load_model(init: str, config: FineTuneConfig, seed: int | None = None) -> CrossEncoder:
+    """The cross-encoder to fine-tune: the backbone (`init` "") or a pre-trained folder."""
+    return CrossEncoder.from_pretrained(init or config.backbone, max_length=config.max_length,
+                                        max_query_length=config.max_query_length,
+                                        seed=config.train.seed if seed is None else seed)
+
+
+def _doc_texts(corpus: pl.DataFrame | pl.LazyFrame, doc_ids: pl.Series, use_title: bool) -> dict[str, str]:
+    docs = corpus.lazy().join(doc_ids.to_frame("doc_id").lazy(), on="doc_id", how="semi")
+    has_title = use_title and "title" in docs.collect_schema()
+    text = pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars() if has_title else pl.col("text")
+    frame = docs.select("doc_id", text=text).collect()
+    missing = set(doc_ids.to_list()) - set(frame["doc_id"].to_list())
+    if missing:
+        raise ValueError(f"fine_tune: {len(missing)} documents of the negatives table are not in the corpus, "
+                         f"e.g. {sorted(missing)[:5]}")
+    return dict(zip(frame["doc_id"], frame["text"], strict=True))
+
+
+def fine_tune(
+    model: CrossEncoder,
+    queries: pl.DataFrame,
+    corpus: pl.DataFrame | pl.LazyFrame,
+    negatives: pl.DataFrame,
+    config: FineTuneConfig,
+    checkpoint_dir: str | os.PathLike[str],
+    *,
+    evaluate: Callable[[torch.nn.Module], float] | None = None,
+    on_log: Callable[[int, dict[str, float]], None] | None = None,
+) -> tuple[TrainResult, int]:
+    """Train `model` in place; returns the TrainResult and the number of examples."""
+    examples, _ = finetune_examples(negatives, config.n_negatives)
+    if not examples:
+        raise ValueError("fine_tune: the negatives table is empty")
+    doc_ids = pl.concat([negatives["pos_doc_id"], negatives["neg_doc_id"]]).unique()
+    doc_ids_tokens = _tokenized(model, _doc_texts(corpus, doc_ids, config.use_title))
+    query_text = dict(zip(queries["query_id"], queries["text"], strict=True))
+    missing = {e.query_id for e in examples} - query_text.keys()
+    if missing:
+        raise ValueError(f"fine_tune: {len(missing)} queries of the negatives table have no text, e.g. {sorted(missing)[:5]}")
+    query_tokens = _tokenized(model, {e.query_id: query_text[e.query_id] for e in examples})
+
+    def loss_fn(wrapped: torch.nn.Module, batch: Sequence[FineTuneExample]) -> tuple[torch.Tensor, dict]:
+        bare = unwrap(wrapped)
+        pairs = [bare.encode_pair(query_tokens[e.query_id], doc_ids_tokens[d])
+                 for e in batch for d in (e.pos_doc_id, *e.neg_doc_ids)]
+        scores = wrapped(**bare.collate(pairs))
+        return lce_loss(scores.view(len(batch), -1)), {}
+
+    def make_batches(epoch: int, rng: np.random.Generator) -> list[list[FineTuneExample]]:
+        return shuffled_batches(examples, config.train.batch_size, rng)
+
+    result = train(model, make_batches, loss_fn, config.train, checkpoint_dir, on_log=on_log, evaluate=evaluate)
+    return result, len(examples)
+
+
+def _tokenized(model: CrossEncoder, texts: dict[str, str]) -> dict[str, list[int]]:
+    keys = list(texts)
+    return dict(zip(keys, model.tokenize([texts[k] for k in keys]), strict=True))
+
+
+def dev_evaluator(
+    run: pl.DataFrame,
+    queries: pl.DataFrame,
+    corpus: pl.DataFrame | pl.LazyFrame,
+    qrels: pl.DataFrame,
+    dev_query_ids: Sequence[str],
+    config: FineTuneConfig,
+) -> Callable[[torch.nn.Module], float]:
+    """`evaluate` for fine_tune: mean `dev_measure` of the model's reranking of the dev queries."""
+    from dagster_ir.evaluation import aggregate, evaluate_run
+
+    dev = pl.Series(list(dev_query_ids), dtype=pl.String).implode()
+    dev_run = run.filter(pl.col("query_id").is_in(dev))
+    dev_qrels = qrels.filter(pl.col("query_id").is_in(dev))
+    if dev_run.height == 0:
+        raise ValueError("dev_evaluator: the candidate run has no dev query")
+    docs = corpus.lazy().join(dev_run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
+    rerank_config = RerankConfig(depth=config.dev_depth, run_name="dev", use_title=config.use_title)
+
+    def evaluate(model: torch.nn.Module) -> float:
+        scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=str(model.device),
+                                    bf16=config.train.bf16)
+        reranked = rerank(dev_run, queries, docs, scorer, rerank_config)
+        summary = aggregate(evaluate_run(reranked, dev_qrels, [config.dev_measure]))
+        return float(summary["mean"][0])
+
+    return evaluate

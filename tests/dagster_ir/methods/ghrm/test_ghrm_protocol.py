@@ -1,0 +1,180 @@
+"""GHRM's fold protocol: training pairs, reranking, epoch selection on the validation fold only."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from gensim.models import KeyedVectors
+
+from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, TrainingConfig
+from dagster_ir.methods.ghrm.inputs import InputConfig
+from dagster_ir.methods.ghrm.protocol import (
+    fingerprint,
+    fold_run,
+    load_ghrm,
+    prepare_data,
+    rerank,
+    run_folds,
+    score_pairs,
+    training_triples,
+)
+from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
+
+WORDS = [f"w{i}" for i in range(12)]
+CONFIG = GHRMConfig(
+    inputs=InputConfig(doc_words=8, query_words=2, min_count=1, window=3),
+    model=ModelConfig(top_k=3, mlp_hidden=(4,)),
+    training=TrainingConfig(epochs=3, batches_per_epoch=2, pairs_per_batch=4, train_depth=6,
+                            negatives_per_positive=3, rerank_depth=5, seed=1),
+)
+
+
+@pytest.fixture(scope="module")
+def collection():
+    """10 queries of two words, 40 documents, 2 relevant documents per query, a run of depth 8, 5 folds."""
+    rng = np.random.default_rng(0)
+    docs = {f"d{i}": " ".join(rng.choice(WORDS, size=10)) for i in range(40)}
+    corpus = pl.DataFrame({"doc_id": list(docs), "title": [""] * 40, "text": list(docs.values())}, schema={"doc_id": pl.String, "title": pl.String, "text": pl.String})
+    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(10)], "text": [f"w{i} w{i + 1}" for i in range(10)]}, schema=QUERIES)
+    run_rows, qrel_rows = [], []
+    for q in range(10):
+        ranked = rng.permutation(40)[:8]
+        run_rows += [(f"q{q}", f"d{d}", float(8 - r), r + 1, "bm25") for r, d in enumerate(ranked)]
+        qrel_rows += [(f"q{q}", f"d{ranked[1]}", 1), (f"q{q}", f"d{ranked[4]}", 1), (f"q{q}", f"d{ranked[0]}", 0)]
+    run = pl.DataFrame(run_rows, schema=RUN, orient="row")
+    qrels = pl.DataFrame(qrel_rows, schema=QRELS, orient="row")
+    splits = pl.DataFrame({"query_id": queries["query_id"], "split": ["test"] * 10, "fold": [q // 2 for q in range(10)]}, schema=QUERY_SPLITS)
+    vectors = KeyedVectors(vector_size=4)
+    vectors.add_vectors(WORDS, rng.normal(size=(len(WORDS), 4)).astype(np.float32))
+    return corpus, queries, qrels, run, splits, vectors
+
+
+@pytest.fixture(scope="module")
+def data(collection):
+    corpus, queries, qrels, run, _, vectors = collection
+    return prepare_data(corpus, queries, qrels, run, vectors, CONFIG)
+
+
+def test_training_triples_come_from_the_given_queries_and_the_top_of_the_run(data, collection):
+    _, _, qrels, run, _, _ = collection
+    triples = training_triples(data, ["q0", "q3"], CONFIG)
+    assert {q for q, _, _ in triples} == {"q0", "q3"}
+    top = set(run.filter(pl.col("rank") <= CONFIG.training.train_depth).select("query_id", "doc_id").iter_rows())
+    relevant = set(qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id").iter_rows())
+    for query, positive, negative in triples:
+        assert (query, positive) in relevant and (query, positive) in top
+        assert (query, negative) not in relevant and (query, negative) in top
+    # q0's relevant documents sit at ranks 2 and 5; with train_depth=4 only the first is a positive
+    assert {p for q, p, _ in triples if q == "q0"} == {_rank(run, "q0", 2), _rank(run, "q0", 5)}
+    shallow = dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=4))
+    assert {p for _, p, _ in training_triples(data, ["q0"], shallow)} == {_rank(run, "q0", 2)}
+
+
+def _rank(run: pl.DataFrame, query: str, rank: int) -> str:
+    return run.filter((pl.col("query_id") == query) & (pl.col("rank") == rank))["doc_id"].item()
+
+
+class _Constant(torch.nn.Module):
+    def forward(self, batch):
+        return torch.zeros(len(batch))
+
+
+def test_rerank_keeps_depth_queries_and_breaks_ties_by_first_stage_rank(data, collection):
+    run = collection[3]
+    reranked = rerank(_Constant(), data, ["q2", "q7"], depth=5, run_name="x")
+    assert reranked.columns == list(RUN) and reranked.schema == pl.Schema(RUN)
+    assert sorted(reranked["query_id"].unique()) == ["q2", "q7"]
+    for query in ("q2", "q7"):
+        mine = reranked.filter(pl.col("query_id") == query).sort("rank")
+        assert mine["rank"].to_list() == [1, 2, 3, 4, 5]
+        assert mine["doc_id"].to_list() == run.filter((pl.col("query_id") == query) & (pl.col("rank") <= 5)).sort("rank")["doc_id"].to_list()
+
+
+def test_rerank_orders_by_model_score(data):
+    torch.manual_seed(0)
+    model = GHRM(CONFIG.model, CONFIG.inputs.query_words).eval()
+    reranked = rerank(model, data, ["q1"], depth=5, run_name="ghrm")
+    with torch.no_grad():
+        expected = score_pairs(model, data, list(zip(reranked["query_id"], reranked["doc_id"])))
+    np.testing.assert_allclose(reranked["score"].to_numpy(), expected.double().numpy(), rtol=1e-6)
+    assert reranked["score"].is_sorted(descending=True)
+
+
+def test_folds_cover_every_query_once_with_disjoint_roles(data, collection, tmp_path):
+    splits = collection[4]
+    one_epoch = dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, epochs=1))
+    results = run_folds(data, splits, one_epoch, "ghrm", tmp_path)
+    assert [r.fold for r in results] == [0, 1, 2, 3, 4]
+    for r in results:
+        roles = [set(r.train_queries), set(r.validation_queries), set(r.test_queries)]
+        assert sum(map(len, roles)) == 10 and len(set.union(*roles)) == 10
+        assert r.test_queries == [f"q{2 * r.fold}", f"q{2 * r.fold + 1}"]
+        assert r.validation_queries == [f"q{2 * ((r.fold + 1) % 5)}", f"q{2 * ((r.fold + 1) % 5) + 1}"]
+        assert len(r.result.dev_scores) == 1
+        assert (r.checkpoint_dir / "best" / "model.safetensors").is_file()
+    run = fold_run(results)
+    assert run.group_by("query_id").agg(pl.col("fold").unique()).height == 10
+    assert run.filter(pl.col("query_id") == "q4")["fold"].unique().to_list() == [2]
+    assert run.group_by("query_id").len()["len"].unique().to_list() == [5]
+
+
+def test_test_queries_never_influence_training_or_epoch_choice(collection, tmp_path):
+    """Change the test fold's qrels completely: the chosen epoch, curves and test scores stay the same."""
+    corpus, queries, qrels, run, splits, vectors = collection
+    test = pl.col("query_id").is_in(["q0", "q1"])  # fold 0 is the test fold of rotation 0
+    flipped = pl.concat([qrels.filter(~test),
+                         run.filter(test).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32))])
+    outcomes = []
+    for name, judged in (("original", qrels), ("flipped", flipped)):
+        data = prepare_data(corpus, queries, judged, run, vectors, CONFIG)
+        (result,) = run_folds(data, splits, CONFIG, "ghrm", tmp_path / name, folds=[0])
+        outcomes.append(result)
+    original, changed = outcomes
+    assert original.result.dev_scores == changed.result.dev_scores
+    assert original.result.loss_curve == changed.result.loss_curve
+    assert original.result.best_epoch == changed.result.best_epoch
+    assert original.test_run.equals(changed.test_run)
+
+
+def test_validation_queries_do_choose_the_epoch(collection, tmp_path):
+    """The counterpart: the validation fold's qrels are what the choice reads."""
+    corpus, queries, qrels, run, splits, vectors = collection
+    validation = pl.col("query_id").is_in(["q2", "q3"])  # fold 1 validates rotation 0
+    flipped = pl.concat([qrels.filter(~validation),
+                         run.filter(validation).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32))])
+    scores = []
+    for name, judged in (("original", qrels), ("flipped", flipped)):
+        data = prepare_data(corpus, queries, judged, run, vectors, CONFIG)
+        scores.append(run_folds(data, splits, CONFIG, "ghrm", tmp_path / name, folds=[0])[0].result.dev_scores)
+    assert scores[0] != scores[1]
+
+
+def test_load_ghrm_gives_the_chosen_weights(data, collection, tmp_path):
+    (result,) = run_folds(data, collection[4], CONFIG, "ghrm-soft", tmp_path, folds=[2])
+    model = load_ghrm(result.checkpoint_dir)
+    assert model.config.rate == 1.0
+    again = rerank(model, data, result.test_queries, CONFIG.training.rerank_depth, "ghrm-soft")
+    assert again.equals(result.test_run.drop("fold"))
+
+
+def test_prepare_data_wants_one_run(collection):
+    corpus, queries, qrels, run, _, vectors = collection
+    two = pl.concat([run, run.with_columns(run_name=pl.lit("ql"))])
+    with pytest.raises(ValueError, match="one candidate run"):
+        prepare_data(corpus, queries, qrels, two, vectors, CONFIG)
+
+
+def test_fingerprint_follows_every_training_input(data, collection):
+    corpus, queries, qrels, run, splits, vectors = collection
+    same = prepare_data(corpus, queries, qrels, run, vectors, CONFIG)
+    assert fingerprint(CONFIG, data, splits) == fingerprint(CONFIG, same, splits)
+    fewer_qrels = prepare_data(corpus, queries, qrels.head(-1), run, vectors, CONFIG)
+    assert fingerprint(CONFIG, fewer_qrels, splits) != fingerprint(CONFIG, data, splits)
+    moved = splits.with_columns(fold=pl.when(pl.col("query_id") == "q0").then(4).otherwise(pl.col("fold")))
+    assert fingerprint(CONFIG, data, moved) != fingerprint(CONFIG, data, splits)
+    deeper = dataclasses.replace(CONFIG, model=dataclasses.replace(CONFIG.model, top_k=4))
+    assert fingerprint(deeper, data, splits) != fingerprint(CONFIG, data, splits)

@@ -1,0 +1,66 @@
+"""word2vec for GHRM: tokenisation, deterministic CBOW training, word2vec-format files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec, words
+
+TEXTS = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"] * 20
+SMALL = Word2VecConfig(dim=8, epochs=2, min_count=5, seed=3)
+
+
+def test_words_lowercases_and_splits_on_non_alphanumerics():
+    assert words("Übermensch's 2 CATS, e-mail_x!") == ["übermensch", "s", "2", "cats", "e", "mail", "x"]
+
+
+def test_training_is_deterministic_and_respects_min_count():
+    first, second = train_word2vec(TEXTS, SMALL), train_word2vec(TEXTS, SMALL)
+    assert first.vector_size == 8
+    assert sorted(first.key_to_index) == sorted(["the", "cat", "sat", "on", "mat", "dog", "log", "a", "and"])
+    np.testing.assert_array_equal(first.vectors, second.vectors)
+    assert "mat" not in train_word2vec(TEXTS, Word2VecConfig(dim=8, epochs=1, min_count=21))
+    other_seed = train_word2vec(TEXTS, Word2VecConfig(dim=8, epochs=2, min_count=5, seed=4))
+    assert not np.array_equal(first["cat"], other_seed["cat"])
+
+
+def test_training_accepts_a_stream_factory():
+    calls = []
+
+    def stream():
+        calls.append(1)
+        return iter(TEXTS)
+
+    vectors = train_word2vec(stream, SMALL)
+    assert len(calls) == 1 + SMALL.epochs  # one pass for the vocabulary, one per epoch
+    np.testing.assert_array_equal(vectors.vectors, train_word2vec(TEXTS, SMALL).vectors)
+
+
+def test_training_without_frequent_words_fails_clearly():
+    with pytest.raises(ValueError, match="no word occurs at least 100 times"):
+        train_word2vec(["a b c"], Word2VecConfig(dim=4, epochs=1, min_count=100))
+
+
+def test_vectors_round_trip_in_binary_and_text(tmp_path):
+    vectors = train_word2vec(TEXTS, SMALL)
+    path = save_vectors(vectors, tmp_path / "w2v.bin")
+    loaded = load_vectors(path)
+    assert loaded.index_to_key == vectors.index_to_key
+    np.testing.assert_array_equal(loaded.vectors, vectors.vectors)
+    vectors.save_word2vec_format(str(tmp_path / "w2v.txt"), binary=False)
+    np.testing.assert_allclose(load_vectors(tmp_path / "w2v.txt").vectors, vectors.vectors, atol=1e-6)
+
+
+def test_load_vectors_names_the_bad_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.bin"):
+        load_vectors(tmp_path / "missing.bin")
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"not a header\n\x00\x01")
+    with pytest.raises(ValueError, match="bad.bin"):
+        load_vectors(bad)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="dim"):
+        Word2VecConfig(dim=0)

@@ -1,0 +1,77 @@
+"""CrossEncoder: LCE by hand, pair encoding (FirstP), padding, and the folder round trip."""
+
+import math
+
+import pytest
+import torch
+
+from dagster_ir.neural.backbone import make_tiny_backbone
+from dagster_ir.neural.cross_encoder import CrossEncoder, Pair, lce_loss, pad_pairs
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
+
+
+def test_lce_matches_a_hand_computation():
+    scores = torch.tensor([[2.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    row0 = -(2.0 - math.log(math.exp(2) + math.exp(1) + 1.0))  # 0.4076
+    row1 = math.log(3.0)  # uniform over three documents
+    assert lce_loss(scores).item() == pytest.approx((row0 + row1) / 2, abs=1e-6)
+    assert lce_loss(torch.tensor([[50.0, 0.0]])).item() == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="1 \\+ n_negatives"):
+        lce_loss(torch.zeros(3, 1))
+
+
+def test_pairs_are_cls_query_sep_doc_sep_with_firstp_truncation(tiny):
+    model = CrossEncoder.from_pretrained(tiny, max_length=16, max_query_length=4)
+    cls_id, sep_id = model.tokenizer.cls_token_id, model.tokenizer.sep_token_id
+    pair = model.encode_pair([1, 2, 3, 4, 5, 6], list(range(100, 130)))
+    assert len(pair) == 16
+    assert pair.input_ids == [cls_id, 1, 2, 3, 4, sep_id, *range(100, 109), sep_id]  # the doc's first part
+    assert pair.token_type_ids == [0] * 6 + [1] * 10
+    short = model.encode_pair([7], [8])
+    assert short == Pair([cls_id, 7, sep_id, 8, sep_id], [0, 0, 0, 1, 1])
+    words = model.tokenize(["hyperlink prediction"])[0]
+    assert cls_id not in words and model.tokenizer.decode(words) == "hyperlink prediction"
+
+
+def test_padding_is_dynamic_to_the_longest_pair():
+    batch = pad_pairs([Pair([5, 6, 7], [0, 0, 1]), Pair([5, 6], [0, 1])], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 6, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["token_type_ids"].tolist() == [[0, 0, 1], [0, 1, 0]]
+
+
+def test_invalid_lengths_are_refused(tiny):
+    with pytest.raises(ValueError, match="no room"):
+        CrossEncoder.from_pretrained(tiny, max_length=8, max_query_length=6)
+
+
+def test_score_head_is_seeded(tiny):
+    heads = [CrossEncoder.from_pretrained(tiny, seed=s).model.classifier.weight for s in (0, 0, 1)]
+    assert torch.equal(heads[0], heads[1]) and not torch.equal(heads[0], heads[2])
+
+
+def test_saved_folder_loads_with_plain_transformers(tiny, tmp_path):
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    model = CrossEncoder.from_pretrained(tiny, max_length=24, max_query_length=6).eval()
+    with torch.no_grad():
+        model.model.classifier.bias.fill_(0.25)  # a change the round trip must carry
+    query, *docs = model.tokenize(["anarchism", "a political philosophy", "a cat sat on a mat"])
+    batch = model.collate([model.encode_pair(query, d) for d in docs])
+    folder = model.save(tmp_path / "ce")
+    assert (folder / "model.safetensors").is_file() and not list(folder.glob("*.bin"))
+
+    plain = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    backbone = AutoModel.from_pretrained(folder)
+    reloaded = CrossEncoder.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        expected = model(**batch)
+        torch.testing.assert_close(plain(**batch).logits.squeeze(-1), expected)
+        torch.testing.assert_close(reloaded(**batch), expected)
+    assert (reloaded.max_length, reloaded.max_query_length) == (24, 6)
+    embeddings = backbone.embeddings.word_embeddings.weight
+    assert torch.equal(embeddings, model.model.bert.embeddings.word_embeddings.weight)
