@@ -60,19 +60,23 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
             table_root=str(table_root(self._root(), asset_path)),
             partitioned=partition is not None,
         )
-        synced = Catalog(self._root()).record(record)
-        context.add_output_metadata(
-            {
-                "row_count": dg.MetadataValue.int(rows),
-                "path": dg.MetadataValue.path(str(path)),
-                "bytes": dg.MetadataValue.int(size),
-                "content_version": record.data_version,
-                "dagster/column_schema": dg.TableSchema(
-                    columns=[dg.TableColumn(name, dtype) for name, dtype in columns.items()]
-                ),
-                "catalog": "synced" if synced else "pending (catalog busy; folded in at next sync)",
-            }
-        )
+        metadata = {
+            "row_count": dg.MetadataValue.int(rows),
+            "path": dg.MetadataValue.path(str(path)),
+            "bytes": dg.MetadataValue.int(size),
+            "content_version": record.data_version,
+            "dagster/column_schema": dg.TableSchema(
+                columns=[dg.TableColumn(name, dtype) for name, dtype in columns.items()]
+            ),
+        }
+        context.add_output_metadata(metadata)
+        # Journaled last, once nothing else here can fail, so the catalog never lists an output
+        # Dagster does not; recording never raises (a catalog problem never fails the step).
+        catalog = Catalog(self._root())
+        status = catalog.record(record)
+        if status == "pending":
+            status = f"pending ({catalog.last_sync_error or 'catalog busy'}; folded in at the next sync)"
+        context.add_output_metadata({"catalog": status})
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | pl.LazyFrame:
         asset_path = list(context.asset_key.path)

@@ -88,3 +88,17 @@ def test_multiprocess_run_with_catalog_held_open(tmp_path, monkeypatch):
     assert catalog.sync()
     assert catalog.query("select count(*) from materializations").item() == 2
     assert catalog.query("select count(*) from right_table").item() == 5
+
+
+def test_a_poisoned_journal_does_not_fail_materializations(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.pending_dir.mkdir(parents=True)
+    (catalog.pending_dir / "00000000000000000001-empty.json").write_text("")  # a record cut short by a kill
+    io = PolarsParquetIOManager(data_dir=str(tmp_path))
+    result = dg.materialize([numbers, doubled], resources={"io_manager": io})
+    assert result.success
+    assert result.asset_materializations_for_node("doubled")[0].metadata["catalog"].value == "synced"
+    assert catalog.query("select asset_key from materializations order by 1").to_series().to_list() == [
+        "doubled", "numbers"]
+    assert [p.name for p in catalog.rejected()] == ["00000000000000000001-empty.json"]
+    assert catalog.pending() == []
