@@ -4,7 +4,8 @@
     dagster-ir update [--first-stage]
                                     bring the assets up to date (materializes only stale/missing ones);
                                     --first-stage leaves out the method groups (php, model1, ghrm, cet)
-    dagster-ir add-dump PATH        register a Wikipedia dump file as a new `wiki_dump` partition
+    dagster-ir add-dump PATH        check a Wikipedia dump file and register it as a new `wiki_dump` partition
+    dagster-ir remove-dump KEY      unregister a dump: its partitions and their tables go
     dagster-ir status               list stale or missing asset partitions
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
     dagster-ir catalog query SQL    run a query on the catalog and print the result
@@ -13,6 +14,8 @@
 
 The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
 Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
+A bad input ends a command with a one-line error naming the file or field and exit status 1;
+`update` goes on past a failing asset partition and exits 1 at the end, listing what failed.
 """
 
 from __future__ import annotations
@@ -47,19 +50,52 @@ def _defs_and_resources(root: Path):
 
 
 def add_dump(root: Path, path: str, instance: dg.DagsterInstance) -> str:
-    """Register a dump file and add its partition to the instance; returns the partition key."""
+    """Check a dump file, register it and add its partition to the instance; returns the partition key."""
     from assets.partitions import wiki_dump_partitions
+    from dagster_ir.wiki.dump import check_dump
 
+    check_dump(Path(path).expanduser())
     key = DumpRegistry(root).add(path)
     if not instance.has_dynamic_partition(wiki_dump_partitions.name, key):
         instance.add_dynamic_partitions(wiki_dump_partitions.name, [key])
     return key
 
 
+def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path]:
+    """Unregister dump `key`: its dynamic partition, its tables and its extraction parts go.
+
+    Assets that read it (wiki_links, the wiki-car collection, PHP) become stale: their catalog
+    records name a partition that no longer exists, so the next `update` rebuilds them without it.
+    """
+    from urllib.parse import quote
+
+    from assets.definitions import defs
+    from assets.partitions import wiki_dump_partitions
+    from dagster_ir.storage.atomic import remove
+    from dagster_ir.storage.parquet import table_path
+
+    DumpRegistry(root).remove(key)
+    if instance.has_dynamic_partition(wiki_dump_partitions.name, key):
+        instance.delete_dynamic_partition(wiki_dump_partitions.name, key)
+    graph = defs.resolve_asset_graph()
+    folders = [table_path(root, list(k.path), key).parent for k in graph.materializable_asset_keys
+               if graph.get(k).partitions_def == wiki_dump_partitions]
+    folders.append(root / "files" / "wiki_extract" / quote(key, safe=""))
+    removed = [folder for folder in folders if folder.exists()]
+    for folder in removed:
+        remove(folder)
+    return removed
+
+
 def cmd_update(root: Path, *, demo: bool, first_stage: bool = False) -> int:
-    from assets.updates import update_all
+    from assets.updates import mark_dead_runs_failed, update_all
+    from dagster_ir.storage.atomic import clean_orphans
 
     instance = _instance(root)
+    for run_id in mark_dead_runs_failed(instance):
+        print(f"run {run_id}: its process is gone; marked failed")
+    for leftover in clean_orphans(root):
+        print(f"removed {leftover} (left by a killed run)")
     if demo or not DumpRegistry(root).entries():
         key = add_dump(root, str(sample_dump_path()), instance)
         print(f"dump: {key} (gensim's bundled enwiki sample)")
@@ -73,6 +109,14 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False) -> int:
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
           f"{report.fresh} up to date, {took:.0f} s")
+    if report.done_elsewhere:
+        print(f"{len(report.done_elsewhere)} found materialized by another run meanwhile")
+    if not report.ok:
+        print(f"\n{len(report.failures)} runs FAILED; {len(report.skipped)} asset partitions downstream of them "
+              "were skipped:", file=sys.stderr)
+        for partition, keys, message in report.failures:
+            print(f"  {', '.join(keys)}" + (f" [{partition}]" if partition else "") + f": {message}", file=sys.stderr)
+        return 1
     if demo:
         _summary(root)
     return 0
@@ -96,8 +140,8 @@ def _summary(root: Path) -> None:
 def cmd_status(root: Path) -> int:
     from assets.updates import stale_partitions
 
-    defs, _ = _defs_and_resources(root)
-    stale = stale_partitions(defs, _instance(root))
+    defs, resources = _defs_and_resources(root)
+    stale = stale_partitions(defs, _instance(root), resources=resources)
     for key, partition in sorted(stale, key=lambda kp: (kp[0].to_user_string(), kp[1] or "")):
         print(f"{key.to_user_string()}" + (f" [{partition}]" if partition else ""))
     print(f"{len(stale)} asset partitions stale or missing")
@@ -132,10 +176,10 @@ def cmd_report(root: Path, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "report" in argv:  # everything after `report` belongs to the report's own parser
-        i = argv.index("report")
-        root = data_dir(_option(argv[:i], "--data"))
-        return cmd_report(root, argv[i + 1 :])
+    command_at = _command_position(argv)
+    if command_at is not None and argv[command_at] == "report":  # the rest belongs to the report's parser
+        root = data_dir(_option(argv[:command_at], "--data"))
+        return cmd_report(root, argv[command_at + 1 :])
     parser = argparse.ArgumentParser(prog="dagster-ir", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -146,17 +190,29 @@ def main(argv: list[str] | None = None) -> int:
                              help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
     sub.add_parser("status", help="list stale or missing asset partitions")
     sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
-    add = sub.add_parser("add-dump", help="register a Wikipedia dump (.xml or .xml.bz2)")
+    add = sub.add_parser("add-dump", help="check and register a Wikipedia dump (.xml or .xml.bz2)")
     add.add_argument("path")
+    drop = sub.add_parser("remove-dump", help="unregister a dump (its partitions and their tables go)")
+    drop.add_argument("key", help="the dump's partition key (its file name)")
     catalog = sub.add_parser("catalog", help="the DuckDB catalog")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
     catalog_sub.add_parser("sync", help="fold pending records into DuckDB")
-    query = catalog_sub.add_parser("query", help="run SQL on the catalog")
+    query = catalog_sub.add_parser("query", help="run a read-only SQL query on the catalog")
     query.add_argument("sql")
     args = parser.parse_args(argv)
 
     root = data_dir(args.data)
     root.mkdir(parents=True, exist_ok=True)
+    name = args.command + (f" {args.catalog_command}" if args.command == "catalog" else "")
+    try:
+        return _run(args, root)
+    except _INPUT_ERRORS as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"dagster-ir {name}: {message}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command in ("demo", "update"):
         return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage)
     if args.command == "status":
@@ -164,16 +220,51 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "add-dump":
         print(add_dump(root, args.path, _instance(root)))
         return 0
-    if args.command == "catalog":
-        cat = Catalog(root)
-        if args.catalog_command == "sync":
-            ok = cat.sync()
-            print("synced" if ok else f"catalog busy; {len(cat.pending())} records still pending")
-            return 0 if ok else 1
-        print(cat.query(args.sql))
+    if args.command == "remove-dump":
+        for folder in remove_dump(root, args.key, _instance(root)):
+            print(f"removed {folder}")
+        print(f"unregistered {args.key}; `dagster-ir update` rebuilds what read it")
         return 0
-    parser.error(f"unknown command {args.command}")
-    return 2
+    cat = Catalog(root)
+    if args.catalog_command == "sync":
+        ok = cat.sync()
+        rejected = cat.rejected()
+        if rejected:
+            print(f"{len(rejected)} journal records could not be folded; see {cat.rejected_dir}", file=sys.stderr)
+        print("synced" if ok else f"catalog busy; {len(cat.pending())} records still pending")
+        return 0 if ok else 1
+    print(cat.query(args.sql))
+    return 0
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's input, not a bug: printed on one line, exit status 1."""
+    import duckdb
+
+    from dagster_ir.collections import CollectionConfigError
+    from dagster_ir.storage.catalog import CatalogBusyError, CatalogQueryError
+    from dagster_ir.wiki.dump import DumpError
+
+    return (DumpError, CollectionConfigError, CatalogQueryError, CatalogBusyError, FileNotFoundError,
+            KeyError, ValueError, duckdb.Error)
+
+
+_INPUT_ERRORS = _input_errors()
+
+
+def _command_position(argv: list[str]) -> int | None:
+    """Index of the command word: the first argument that is not a global option or its value."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--data":
+            i += 2
+        elif argv[i].startswith("--data="):
+            i += 1
+        elif argv[i].startswith("-"):
+            return None  # --help and the like: argparse answers
+        else:
+            return i
+    return None
 
 
 def _option(argv: list[str], name: str) -> str | None:

@@ -1,62 +1,182 @@
 """Bring every asset up to date, materializing only what is missing or stale.
 
-Staleness is Dagster's own: an asset partition is stale when its code version or the data version
-of an upstream asset changed since it was materialized. Each round materializes the stale or missing
-asset partitions whose upstream is already fresh, one run per partition key, until nothing is left.
+Staleness is Dagster's own (an asset partition is stale when its code version or the data version
+of an upstream asset changed since it was materialized), with the data outside the code brought in:
+- the observable source assets (each collection's section of the collections YAML, the imported
+  run files, each dump file) are observed first, so a change there makes exactly its readers stale;
+- an asset partition whose Parquet table is gone counts as missing;
+- one whose catalog record read a partition that no longer exists (a removed dump, a collection
+  dropped from the YAML) counts as stale.
+
+Each round materializes the pending asset partitions whose upstream is done, one run per partition
+key. A failed run does not stop the others: its asset partitions and everything downstream that
+reads them are skipped, the rest goes on, and the report lists each failure with its error on one
+line. An asset states in its metadata (`UPSTREAM_READ_BY`) when only some of its partitions read an
+upstream asset, so a failing dump does not block the collections that do not use Wikipedia.
+
+Concurrency: a run first takes the file locks of its asset partitions (in one global order, so two
+processes never deadlock), then reads their status again: a second `update` on the same data
+directory waits for the first and then finds the work done instead of doing it twice.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 
 # Dagster's stale-status resolver is what the UI's "stale" badges use; it has no public entry point,
-# so its three private imports are kept here, in one place.
+# so its private imports are kept here, in one place (with the in-process `observe`).
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.definitions.observe import observe
 from dagster._time import get_current_datetime
+
+from dagster_ir.storage.atomic import host_tag, pid_alive
+from dagster_ir.storage.catalog import Catalog
+from dagster_ir.storage.locks import file_lock, partition_lock_path
+from dagster_ir.storage.parquet import table_path
+
+# Asset metadata {upstream asset: [partitions of this asset that read it]}: the other partitions
+# do not wait for, and are not blocked by, that upstream asset.
+UPSTREAM_READ_BY = "dagster_ir/upstream_read_by"
+PID_TAG, HOST_TAG = "dagster_ir/pid", "dagster_ir/host"
+
+Key = tuple[dg.AssetKey, str | None]
 
 
 @dataclass
 class UpdateReport:
     runs: list[tuple[str | None, list[str]]] = field(default_factory=list)  # (partition, asset keys)
     fresh: int = 0
+    failures: list[tuple[str | None, list[str], str]] = field(default_factory=list)  # (partition, keys, error)
+    skipped: list[Key] = field(default_factory=list)  # downstream of a failure
+    done_elsewhere: list[Key] = field(default_factory=list)  # materialized by another process meanwhile
 
     @property
     def materialized(self) -> int:
         return sum(len(keys) for _, keys in self.runs)
 
+    @property
+    def ok(self) -> bool:
+        return not self.failures
 
-def _status_map(
-    defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection | None = None
-) -> dict[tuple[dg.AssetKey, str | None], StaleStatus]:
-    graph = defs.resolve_asset_graph()
-    keys = selection.resolve(graph) if selection is not None else graph.materializable_asset_keys
-    view = AssetGraphView(
-        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
-        instance=instance,
-        asset_graph=graph,
-    )
-    resolver = CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
-    statuses = {}
-    for key in keys:
-        partitions_def = graph.get(key).partitions_def
-        if partitions_def is None:
-            statuses[(key, None)] = resolver.get_status(key)
-        else:
-            for pk in partitions_def.get_partition_keys(dynamic_partitions_store=instance):
-                statuses[(key, pk)] = resolver.get_status(key, pk)
-    return statuses
+
+class _State:
+    """Statuses, partitions and upstream partitions of one definitions object, read on demand."""
+
+    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict | None,
+                 selection: dg.AssetSelection | None) -> None:
+        self.defs, self.instance, self.resources = defs, instance, resources or {}
+        self.graph = defs.resolve_asset_graph()
+        self.root = _data_root(self.resources)
+        self.selected = selection.resolve(self.graph) if selection is not None else self.graph.materializable_asset_keys
+        self.partitions = {
+            key: _partition_keys(self.graph.get(key).partitions_def, instance)
+            for key in self.graph.materializable_asset_keys
+        }
+        self.tables = _parquet_assets(defs, self.resources)
+
+    def statuses(self, keys=None, partition: str | None | type = ...) -> dict[Key, StaleStatus]:
+        """Status of every selected asset partition (or of `keys` in `partition`), files included."""
+        view = AssetGraphView(
+            temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+            instance=self.instance,
+            asset_graph=self.graph,
+        )
+        resolver = CachingStaleStatusResolver(instance=self.instance, asset_graph=self.graph, loading_context=view)
+        statuses = {}
+        for key in keys if keys is not None else self.selected:
+            for pk in self.partitions[key]:
+                if partition is ... or pk == partition:
+                    statuses[(key, pk)] = resolver.get_status(key, pk) if pk is not None else resolver.get_status(key)
+        if self.root is None:
+            return statuses
+        for (key, pk), status in statuses.items():
+            if status == StaleStatus.FRESH and key in self.tables and not table_path(self.root, list(key.path), pk).exists():
+                statuses[(key, pk)] = StaleStatus.MISSING
+        for key_partition in self._read_removed_partitions():
+            if statuses.get(key_partition) == StaleStatus.FRESH:
+                statuses[key_partition] = StaleStatus.STALE
+        return statuses
+
+    def parents(self, key: dg.AssetKey, partition: str | None) -> list[Key]:
+        """The upstream asset partitions `(key, partition)` reads (materializable ones only)."""
+        node = self.graph.get(key)
+        read_by = _metadata_value(node.metadata.get(UPSTREAM_READ_BY)) or {}
+        parents = []
+        for parent in node.parent_keys:
+            if parent not in self.partitions:
+                continue
+            readers = read_by.get(parent.to_user_string())
+            if readers is not None and partition not in readers:
+                continue
+            parents.extend((parent, pp) for pp in self._mapped(key, partition, parent))
+        return parents
+
+    def _mapped(self, child: dg.AssetKey, partition: str | None, parent: dg.AssetKey) -> list[str | None]:
+        keys = self.partitions[parent]
+        if keys == [None] or partition is None:
+            return keys
+        mapping = self.graph.get_partition_mapping(child, parent)
+        if isinstance(mapping, dg.IdentityPartitionMapping):
+            return [partition] if partition in keys else []
+        if isinstance(mapping, dg.AllPartitionMapping):
+            return keys
+        child_def, parent_def = self.graph.get(child).partitions_def, self.graph.get(parent).partitions_def
+        try:
+            result = mapping.get_upstream_mapped_partitions_result_for_partitions(
+                child_def.subset_with_partition_keys([partition]), child_def, parent_def,
+                dynamic_partitions_store=self.instance,
+            )
+            return list(result.partitions_subset.get_partition_keys())
+        except Exception:  # a mapping we cannot evaluate here: assume it reads every partition
+            return keys
+
+    def _read_removed_partitions(self) -> set[Key]:
+        """Asset partitions whose latest catalog record read a partition that no longer exists."""
+        catalog = Catalog(self.root)
+        if not catalog.path.exists():
+            return set()
+        valid = {k.to_user_string(): set(v) for k, v in self.partitions.items() if v != [None]}
+        try:
+            latest = catalog.query(
+                "select asset_key, partition, inputs::varchar as inputs from materializations "
+                "qualify row_number() over (partition by asset_key, partition order by materialized_at desc) = 1"
+            )
+        except Exception:  # a busy or unreadable catalog only loses this refinement
+            return set()
+        removed = set()
+        for asset, partition, inputs in latest.iter_rows():
+            for read in json.loads(inputs or "[]") or []:
+                name, read_partition = read.get("asset"), read.get("partition")
+                if read_partition is not None and name in valid and read_partition not in valid[name]:
+                    removed.add((dg.AssetKey.from_user_string(asset), partition))
+                    break
+        return removed
 
 
 def stale_partitions(
-    defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection | None = None
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    selection: dg.AssetSelection | None = None,
+    *,
+    resources: dict | None = None,
 ) -> list[tuple[dg.AssetKey, str | None]]:
-    """Every (asset, partition) that is missing or stale (within `selection`), in no particular order."""
-    return [k for k, s in _status_map(defs, instance, selection).items() if s != StaleStatus.FRESH]
+    """Every (asset, partition) that is missing or stale (within `selection`), in no particular order.
+
+    With `resources`, the source assets are observed first and the table files are looked at.
+    """
+    if resources is not None:
+        observe_sources(defs, instance, resources)
+    statuses = _State(defs, instance, resources, selection).statuses()
+    return [k for k, s in statuses.items() if s != StaleStatus.FRESH]
 
 
 def update_all(
@@ -67,38 +187,161 @@ def update_all(
     log: Callable[[str], None] = print,
     log_level: str = "WARNING",
     selection: dg.AssetSelection | None = None,
-    max_rounds: int = 20,
+    max_rounds: int = 100,
 ) -> UpdateReport:
-    """Materialize stale and missing asset partitions (of `selection`, default all), upstream first."""
-    graph = defs.resolve_asset_graph()
+    """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
+
+    Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
+    """
+    observe_sources(defs, instance, resources, log=log)
+    state = _State(defs, instance, resources, selection)
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
     report = UpdateReport()
+    attempted: set[Key] = set()
+    failed: set[Key] = set()
     for _ in range(max_rounds):
-        statuses = _status_map(defs, instance, selection)
+        statuses = state.statuses()
         pending = {k for k, s in statuses.items() if s != StaleStatus.FRESH}
-        if not pending:
-            report.fresh = len(statuses)
+        todo = pending - attempted
+        blocked = _downstream_of(failed, todo, state)
+        todo -= blocked
+        if not todo:
+            report.fresh = len(statuses) - len(pending)
+            report.skipped = sorted(blocked, key=_order)
             return report
-        pending_keys = {key for key, _ in pending}
         ready: dict[str | None, list[dg.AssetKey]] = defaultdict(list)
-        for key, partition in sorted(pending, key=lambda kp: (kp[1] or "", kp[0].to_user_string())):
-            if not (graph.get(key).parent_keys & pending_keys):
+        for key, partition in sorted(todo, key=_order):
+            if not any(parent in todo for parent in state.parents(key, partition)):
                 ready[partition].append(key)
         for partition, keys in ready.items():
-            names = [k.to_user_string() for k in keys]
-            log(f"materializing {', '.join(names)}" + (f" [{partition}]" if partition else ""))
-            result = dg.materialize(
-                [*assets, *checks],
-                # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
-                selection=dg.AssetSelection.assets(*keys).required_multi_asset_neighbors(),
-                instance=instance,
-                resources=resources,
-                partition_key=partition,
-                raise_on_error=True,
-                run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-            )
-            if not result.success:
-                raise RuntimeError(f"run {result.run_id} failed")
-            report.runs.append((partition, names))
-    raise RuntimeError(f"assets still stale after {max_rounds} rounds")
+            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level)
+    raise RuntimeError(f"assets still pending after {max_rounds} rounds")
+
+
+def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
+               log, log_level) -> None:
+    """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
+    selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
+    together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
+    with ExitStack() as stack:
+        if state.root is not None:
+            for key in together:
+                stack.enter_context(file_lock(partition_lock_path(state.root, key.to_user_string(), partition), None))
+        now = state.statuses(together, partition)
+        stale = [k for k in keys if now.get((k, partition)) != StaleStatus.FRESH]
+        attempted.update((k, partition) for k in together)
+        done = [(k, partition) for k in keys if k not in stale]
+        report.done_elsewhere.extend(done)
+        if not stale:
+            names = ", ".join(k.to_user_string() for k in keys)
+            log(f"up to date (materialized by another run meanwhile): {names}" + (f" [{partition}]" if partition else ""))
+            return
+        names = [k.to_user_string() for k in stale]
+        log(f"materializing {', '.join(names)}" + (f" [{partition}]" if partition else ""))
+        result = dg.materialize(
+            definitions,
+            # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
+            selection=dg.AssetSelection.assets(*stale).required_multi_asset_neighbors(),
+            instance=state.instance,
+            resources=state.resources,
+            partition_key=partition,
+            raise_on_error=False,
+            tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag()},
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+        )
+    if result.success:
+        report.runs.append((partition, names))
+        return
+    message = failure_message(result)
+    log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
+    report.failures.append((partition, names, message))
+    failed.update((k, partition) for k in together)
+
+
+def failure_message(result) -> str:
+    """The errors of a failed run's steps, one line each: `step: ErrorClass: message`."""
+    lines = []
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error if event.step_failure_data else None
+        while error is not None and error.cause is not None:
+            error = error.cause  # the user's exception, under Dagster's wrapper
+        text = (error.message.strip().splitlines() or ["?"])[0] if error is not None else "failed"
+        lines.append(f"{event.step_key}: {text}")
+    return "; ".join(lines) or f"run {result.run_id} failed"
+
+
+def observe_sources(
+    defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict, *, log: Callable[[str], None] = print
+) -> None:
+    """Observe every observable source asset (their data versions are what staleness compares)."""
+    sources = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition) and a.is_observable]
+    if not sources:
+        return
+    result = observe(sources, instance=instance, resources=resources, raise_on_error=False,
+                     run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    if not result.success:
+        log(f"observing the source assets failed: {failure_message(result)}")
+
+
+def mark_dead_runs_failed(instance: dg.DagsterInstance) -> list[str]:
+    """Runs of `update` on this host still marked started whose process is gone become failed."""
+    runs = instance.get_runs(filters=dg.RunsFilter(
+        statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING], tags={HOST_TAG: host_tag()}))
+    marked = []
+    for run in runs:
+        pid = run.tags.get(PID_TAG, "")
+        if pid.isdigit() and not pid_alive(int(pid)):
+            instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed or crashed")
+            marked.append(run.run_id)
+    return marked
+
+
+def _downstream_of(failed: set[Key], todo: set[Key], state: _State) -> set[Key]:
+    """The pending asset partitions that read, directly or not, an asset partition that failed."""
+    memo: dict[Key, bool] = {}
+
+    def blocked(key_partition: Key) -> bool:
+        if key_partition not in memo:
+            memo[key_partition] = False  # guards against cycles
+            memo[key_partition] = any(p in failed or (p in todo and blocked(p)) for p in state.parents(*key_partition))
+        return memo[key_partition]
+
+    return {k for k in todo if k not in failed and blocked(k)} if failed else set()
+
+
+def _order(key_partition: Key) -> tuple[str, str]:
+    return key_partition[1] or "", key_partition[0].to_user_string()
+
+
+def _partition_keys(partitions_def, instance) -> list[str | None]:
+    if partitions_def is None:
+        return [None]
+    return list(partitions_def.get_partition_keys(dynamic_partitions_store=instance))
+
+
+def _metadata_value(value):
+    return getattr(value, "value", value)
+
+
+def _data_root(resources: dict) -> Path | None:
+    data = resources.get("data")
+    if data is not None and hasattr(data, "root"):
+        return data.root()
+    io_manager = resources.get("io_manager")
+    return io_manager._root() if hasattr(io_manager, "_root") else None
+
+
+def _parquet_assets(defs: dg.Definitions, resources: dict) -> set[dg.AssetKey]:
+    """Asset keys whose outputs the Parquet IO manager stores (their table file must exist)."""
+    from assets.io_managers import PolarsParquetIOManager
+
+    keys = set()
+    for assets_def in defs.assets or []:
+        if not isinstance(assets_def, dg.AssetsDefinition) or not assets_def.is_materializable:
+            continue
+        for key in assets_def.keys:
+            manager = resources.get(assets_def.get_io_manager_key_for_asset_key(key))
+            if isinstance(manager, PolarsParquetIOManager):
+                keys.add(key)
+    return keys

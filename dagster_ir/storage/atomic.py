@@ -123,7 +123,7 @@ def clean_orphans(root: str | os.PathLike[str]) -> list[Path]:
     for folder, dirs, files in os.walk(root):
         for name in [*dirs, *files]:
             match = _ORPHAN.match(name)
-            if match and match["host"] == host_tag() and not _alive(int(match["pid"])):
+            if match and match["host"] == host_tag() and not pid_alive(int(match["pid"])):
                 path = Path(folder, name)
                 remove(path)
                 removed.append(path)
@@ -164,7 +164,8 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

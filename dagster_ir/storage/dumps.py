@@ -1,11 +1,14 @@
 """The registry of Wikipedia dump files: partition key (the file name) -> path on disk.
 
 Dump files are large and live wherever the user keeps them; the pipeline refers to each by its file
-name and records the path here, in `<data_dir>/wiki_dumps.json` (written atomically).
+name and records the path here, in `<data_dir>/wiki_dumps.json` (written atomically). `dump_identity`
+is a dump file's version: its size, modification time and a hash of its first and last 64 KiB, so
+a file replaced in place gets a new version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from importlib import resources
@@ -24,6 +27,21 @@ def sample_dump_path() -> Path:
     if not path.exists():
         raise FileNotFoundError(f"gensim's bundled Wikipedia sample is missing: {path}")
     return path
+
+
+def dump_identity(path: str | os.PathLike[str]) -> str:
+    """The version of a dump file: size, mtime and a hash of its head and tail ("missing" if gone)."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+        digest = hashlib.blake2b(digest_size=6)
+        with open(path, "rb") as handle:
+            digest.update(handle.read(1 << 16))
+            handle.seek(max(0, stat.st_size - (1 << 16)))
+            digest.update(handle.read(1 << 16))
+    except OSError:
+        return "missing"
+    return f"{stat.st_size}-{stat.st_mtime_ns}-{digest.hexdigest()}"
 
 
 class DumpRegistry:
@@ -57,6 +75,15 @@ class DumpRegistry:
         entries[key] = str(path)
         write_text_atomic(self.path, json.dumps(entries, indent=2, sort_keys=True) + "\n")
         return key
+
+    def remove(self, key: str) -> Path:
+        """Unregister the dump `key` and return the path it pointed to (the file is left alone)."""
+        entries = self.entries()
+        if key not in entries:
+            raise KeyError(f"no dump registered as {key!r} in {self.path} (registered: {sorted(entries)})")
+        path = Path(entries.pop(key))
+        write_text_atomic(self.path, json.dumps(entries, indent=2, sort_keys=True) + "\n")
+        return path
 
     def path_of(self, key: str) -> Path:
         entries = self.entries()

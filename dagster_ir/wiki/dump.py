@@ -10,6 +10,9 @@ last the closing tag. `stream_offsets` finds where the streams start and `split_
 into contiguous byte ranges; `iter_pages(path, byte_range=...)` parses one range on its own
 (wrapping bare pages in a synthetic root), so that several processes can share a dump.
 
+`check_dump` is the quick look `dagster-ir add-dump` takes before registering a file: readable,
+the head decompresses and opens a `<mediawiki>` root, the tail decompresses and closes it.
+
 Every problem with the input raises `DumpError` naming the file and the page or position.
 """
 
@@ -101,6 +104,81 @@ def split_ranges(path: str | os.PathLike[str], n_chunks: int) -> list[tuple[int,
             bounds.append(offsets[i])
     bounds.append(size)
     return list(zip(bounds[:-1], bounds[1:]))
+
+
+def check_dump(path: str | os.PathLike[str]) -> None:
+    """Raise DumpError unless `path` looks like a whole MediaWiki dump (without parsing it all).
+
+    Checks that the file is readable and not empty, that its head decompresses and opens a
+    `<mediawiki>` root element, and that its tail decompresses and ends with `</mediawiki>`: the
+    last bz2 stream of a multistream dump, the whole file of a single-stream dump up to
+    32 MiB, or the end-of-stream marker of a larger one.
+    """
+    path = _existing(path)
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as file:
+            file.read(1)
+    except OSError as error:
+        raise DumpError(f"{path}: cannot be read ({error.strerror})") from None
+    if size == 0:
+        raise DumpError(f"{path}: the dump file is empty")
+    if not _is_bz2(path):
+        _check_root(path, b"".join(c for _, c in _raw_chunks(path, 0, min(size, _HEAD_BYTES))))
+        tail = b"".join(c for _, c in _raw_chunks(path, max(0, size - 4096), size))
+        _check_closed(path, tail, "the file")
+        return
+    _check_root(path, _bz2_head(path, size))
+    _check_bz2_tail(path, size)
+
+
+_HEAD_BYTES = 1 << 16
+_TAIL_WINDOW = 1 << 22  # the last stream of a multistream dump starts within this many bytes
+_WHOLE_LIMIT = 32 << 20  # a single-stream dump up to this size is decompressed whole
+_EOS_MAGIC = 0x177245385090  # bz2 end-of-stream marker (48 bits, then a 32-bit CRC, bit-aligned)
+
+
+def _bz2_head(path: Path, size: int) -> bytes:
+    head = b""
+    for piece in _decompressed(path, 0, size):
+        head += piece
+        if len(head) >= _HEAD_BYTES:
+            break
+    return head
+
+
+def _check_root(path: Path, head: bytes) -> None:
+    parser = ET.XMLPullParser(events=("start",))
+    try:
+        parser.feed(head)
+        for _, element in parser.read_events():
+            if _local(element.tag) != "mediawiki":
+                raise DumpError(f"{path}: the root element is <{_local(element.tag)}>, not <mediawiki>")
+            return
+    except ET.ParseError as error:
+        raise DumpError(f"{path}: not a MediaWiki XML dump ({error.msg})") from None
+    raise DumpError(f"{path}: not a MediaWiki XML dump (no element in its first {len(head)} bytes)")
+
+
+def _check_closed(path: Path, tail: bytes, what: str) -> None:
+    if not tail.rstrip().endswith(b"</mediawiki>"):
+        raise DumpError(f"{path}: {what} does not end with </mediawiki>; the dump is truncated")
+
+
+def _check_bz2_tail(path: Path, size: int) -> None:
+    window = max(0, size - _TAIL_WINDOW)
+    data = b"".join(c for _, c in _raw_chunks(path, window, size))
+    starts = [window + m.start() for m in _STREAM_HEADER.finditer(data)]
+    last = starts[-1] if starts else 0
+    if last > 0 or size <= _WHOLE_LIMIT:  # decompress the last stream (or the whole small file)
+        tail = b""
+        for piece in _decompressed(path, last, size):
+            tail = (tail + piece)[-4096:]
+        _check_closed(path, tail, f"the bz2 data from byte {last}")
+        return
+    end = int.from_bytes(data[-11:], "big")
+    if not any((end >> (pad + 32)) & (2**48 - 1) == _EOS_MAGIC for pad in range(8)):
+        raise DumpError(f"{path}: no bz2 end-of-stream marker at the end of the file; the dump is truncated")
 
 
 # --- reading bytes -------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from wiki_dumps import HEADER, page, page_xml, write_dump, write_multistream
 
-from dagster_ir.wiki.dump import DumpError, iter_pages, split_ranges, stream_offsets
+from dagster_ir.wiki.dump import DumpError, check_dump, iter_pages, split_ranges, stream_offsets
 
 PAGES = [
     page(10, "Alpha", "'''Alpha''' links [[Beta]]."),
@@ -156,3 +156,67 @@ def test_large_page_streams_through_small_pieces(tmp_path: Path) -> None:
     path = write_dump(tmp_path / "big.xml.bz2", [big, PAGES[0]])
     assert list(iter_pages(path)) == [big, PAGES[0]]
     assert bz2.decompress(path.read_bytes()).count(b"<page>") == 2
+
+
+# --- check_dump: the look add-dump takes before registering a file ------------------------------
+
+
+@pytest.mark.parametrize("name", ["ok.xml", "ok.xml.bz2"])
+def test_check_dump_accepts_whole_dumps(tmp_path: Path, name: str) -> None:
+    check_dump(write_dump(tmp_path / name, PAGES))
+    write_multistream(tmp_path / "multi.xml.bz2", PAGES)
+    check_dump(tmp_path / "multi.xml.bz2")
+
+
+def test_check_dump_accepts_the_gensim_sample() -> None:
+    from dagster_ir.storage.dumps import sample_dump_path
+
+    check_dump(sample_dump_path())
+
+
+@pytest.mark.parametrize("cut", [40, 2, 300])
+def test_check_dump_refuses_a_truncated_bz2(tmp_path: Path, cut: int) -> None:
+    path = write_dump(tmp_path / "cut.xml.bz2", PAGES * 30)
+    path.write_bytes(path.read_bytes()[:-cut])
+    with pytest.raises(DumpError, match=r"cut\.xml\.bz2: .*(truncated|end-of-stream)"):
+        check_dump(path)
+
+
+def test_check_dump_refuses_a_truncated_multistream(tmp_path: Path) -> None:
+    path = tmp_path / "multi.xml.bz2"
+    offsets = write_multistream(path, PAGES)
+    path.write_bytes(path.read_bytes()[: offsets[-1]])  # the last stream (the closing tag) is gone
+    with pytest.raises(DumpError, match=r"multi\.xml\.bz2: .*</mediawiki>"):
+        check_dump(path)
+
+
+def test_check_dump_refuses_a_truncated_plain_xml(tmp_path: Path) -> None:
+    path = tmp_path / "short.xml"
+    path.write_text(HEADER + page_xml(PAGES[0]) + "  <page>\n    <title>Half")
+    with pytest.raises(DumpError, match=r"short\.xml: .*</mediawiki>"):
+        check_dump(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"", "empty"), (b"hello world, not xml at all" * 10, "not .*MediaWiki"),
+     (b"<html><body>404</body></html>", "root element is <html>"),
+     (bz2.compress(b"<rss><channel/></rss>"), "root element is <rss>")],
+)
+def test_check_dump_refuses_what_is_not_a_dump(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "thing.xml.bz2"
+    path.write_bytes(content)
+    with pytest.raises(DumpError, match=rf"thing\.xml\.bz2: .*{problem}"):
+        check_dump(path)
+
+
+def test_check_dump_reads_the_end_marker_of_a_large_single_stream(tmp_path: Path, monkeypatch) -> None:
+    import dagster_ir.wiki.dump as dump
+
+    monkeypatch.setattr(dump, "_WHOLE_LIMIT", 100)  # as if the file were too large to decompress whole
+    path = write_dump(tmp_path / "big.xml.bz2", PAGES * 2000)  # two bz2 blocks: the head decompresses alone
+    check_dump(path)
+    for cut in (1, 5, 200):
+        (tmp_path / "cut.xml.bz2").write_bytes(path.read_bytes()[:-cut])
+        with pytest.raises(DumpError, match=r"cut\.xml\.bz2: no bz2 end-of-stream marker"):
+            check_dump(tmp_path / "cut.xml.bz2")

@@ -1,0 +1,69 @@
+"""The command line in process: argument routing, refusals with clear one-line errors, remove-dump."""
+
+import json
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets.cli import main
+from dagster_ir.storage.catalog import Catalog, MaterializationRecord
+from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+from dagster_ir.storage.parquet import table_path, table_root, write_table
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return tmp_path / "data"
+
+
+def test_report_is_a_command_only_in_the_command_position(data, capsys):
+    assert main(["--data", str(data), "add-dump", "report"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dagster-ir add-dump: report: no such dump file")
+    assert "Traceback" not in err
+
+
+def test_add_dump_refuses_a_truncated_dump(data, tmp_path, capsys):
+    cut = tmp_path / "cut.xml.bz2"
+    cut.write_bytes(sample_dump_path().read_bytes()[: 600_000])
+    assert main(["--data", str(data), "add-dump", str(cut)]) == 1
+    err = capsys.readouterr().err
+    assert str(cut) in err and "truncated" in err and "Traceback" not in err
+    assert DumpRegistry(data).entries() == {}
+
+
+def test_catalog_query_refuses_writes_and_explains(data, capsys):
+    target = table_path(data, ["t"], None)
+    write_table(pl.DataFrame({"x": [1]}), target)
+    Catalog(data).record(MaterializationRecord(asset_key="t", partition=None, path=str(target),
+                                               table_root=str(table_root(data, ["t"]))))
+    before = target.read_bytes()
+    assert main(["--data", str(data), "catalog", "query", f"copy (select 2 as x) to '{target}' (format parquet)"]) == 1
+    err = capsys.readouterr().err
+    assert "only read statements" in err and "COPY" in err and "Traceback" not in err
+    assert target.read_bytes() == before
+    assert main(["--data", str(data), "catalog", "query", "select sum(x) as s from t"]) == 0
+    assert "1" in capsys.readouterr().out
+
+
+def test_remove_dump_unregisters_it_and_drops_its_partitions(data, capsys):
+    assert main(["--data", str(data), "add-dump", str(sample_dump_path())]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key == sample_dump_path().name
+    for asset in ("wiki_dump", "wiki_articles", "wiki_redirects", "wiki_raw_links"):
+        write_table(pl.DataFrame({"x": [1]}), table_path(data, [asset], key), partition=key)
+    extract = data / "files" / "wiki_extract" / key
+    extract.mkdir(parents=True)
+    assert main(["--data", str(data), "remove-dump", key]) == 0
+    assert DumpRegistry(data).entries() == {}
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_dynamic_partitions("wiki_dump") == []
+    for asset in ("wiki_dump", "wiki_articles", "wiki_redirects", "wiki_raw_links"):
+        assert not table_path(data, [asset], key).parent.exists()
+    assert not extract.exists()
+    assert main(["--data", str(data), "remove-dump", key]) == 1
+    assert "no dump registered" in capsys.readouterr().err
