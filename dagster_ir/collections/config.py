@@ -22,14 +22,22 @@ They are listed in a YAML file, `dagster-ir.yaml` at the project root by default
 
 Relative paths are resolved against the folder of the YAML file. Every collection may carry a
 `split` mapping of `SplitConfig` fields; wiki-car splits group by `article_id` unless told
-otherwise. Other top-level keys of the file are left to other readers. Without a file the built-in
-default is the wiki-car collection alone. A bad file raises `CollectionConfigError` naming the file
-and the field (`collections.<name>.<field>`).
+otherwise. The top-level keys a file may hold are listed in `TOP_LEVEL_KEYS` (a stage that reads a
+new section adds its key there); any other key is an error, so a misspelt `run:` is not ignored.
+Without a file the built-in default is the wiki-car collection alone. A bad file raises
+`CollectionConfigError` naming the file and the field (`collections.<name>.<field>`).
+
+Versions, for staleness: `collection_versions` hashes each collection's own section (every field,
+also ones added later) and the identity (size, mtime) of the files it names;
+`run_import_versions` hashes each collection's imported run files by content. A change makes only
+that collection's assets stale.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -47,6 +55,11 @@ from dagster_ir.collections.splits import SplitConfig
 from dagster_ir.collections.wikicar import DEFAULT_SKIP_HEADINGS, GROUP_COLUMN, WikiCarConfig, build_wiki_car
 
 DEFAULT_CONFIG_FILE = Path("dagster-ir.yaml")
+# The top-level sections of the YAML file and who reads them; add a key here to add a section.
+TOP_LEVEL_KEYS: dict[str, str] = {
+    "collections": "the collections (load_collections_config)",
+    "runs": "external TREC runs to import per collection (load_run_imports)",
+}
 DEFAULT_COLLECTION = "wiki-car"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -127,13 +140,27 @@ def load_collections_config(path: str | os.PathLike[str] | None = None) -> dict[
             return default_collections()
         path = DEFAULT_CONFIG_FILE
     path = Path(path)
+    return parse_collections_config(read_config_document(path), source=path)
+
+
+def read_config_document(path: str | os.PathLike[str]) -> dict:
+    """The parsed YAML file, its top-level keys checked against `TOP_LEVEL_KEYS`."""
+    path = Path(path)
     if not path.is_file():
         raise CollectionConfigError(f"{path}: collections config file not found")
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise CollectionConfigError(f"{path}: not valid YAML: {error}") from None
-    return parse_collections_config(document, source=path)
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise CollectionConfigError(f"{path}: expected a mapping of sections ({', '.join(TOP_LEVEL_KEYS)})")
+    for key in document:
+        if key not in TOP_LEVEL_KEYS:
+            allowed = ", ".join(TOP_LEVEL_KEYS)
+            raise CollectionConfigError(f"{path}: {key}: unknown top-level key (allowed: {allowed})")
+    return document
 
 
 def parse_collections_config(document: Any, *, source: Path) -> dict[str, CollectionSpec]:
@@ -282,8 +309,7 @@ def load_run_imports(path: str | os.PathLike[str]) -> dict[str, dict[str, Path]]
     naming the file and the field (`runs.<collection>.<name>`).
     """
     path = Path(path)
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    runs = document.get("runs") or {}
+    runs = read_config_document(path).get("runs") or {}
     if not isinstance(runs, dict):
         raise CollectionConfigError(f"{path}: runs: expected a mapping of collection -> name -> file")
     imports: dict[str, dict[str, Path]] = {}
@@ -295,3 +321,66 @@ def load_run_imports(path: str | os.PathLike[str]) -> dict[str, dict[str, Path]]
                 raise CollectionConfigError(f"{path}: runs.{collection}.{name}: expected a run name and a file path")
             imports.setdefault(str(collection), {})[str(name)] = (path.parent / file).resolve()
     return imports
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+
+def collection_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """A version per collection: its own YAML section and the size and mtime of the files it names."""
+    if path is None:
+        sections = {name: {"kind": spec.kind} for name, spec in default_collections().items()}
+        specs = default_collections()
+    else:
+        document = read_config_document(path)
+        specs = parse_collections_config(document, source=Path(path))
+        sections = document["collections"]
+    versions = {}
+    for name, spec in specs.items():
+        digest = hashlib.blake2b(_canonical(sections[name]).encode(), digest_size=10)
+        for f in dataclasses.fields(spec):
+            value = getattr(spec, f.name)
+            if isinstance(value, Path):
+                digest.update(_path_identity(value).encode())
+        versions[name] = digest.hexdigest()
+    return versions
+
+
+def run_import_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """A version per collection: the names, paths and contents of its imported run files."""
+    names = list(load_collections_config(path)) if path is not None else list(default_collections())
+    imports = load_run_imports(path) if path is not None else {}
+    versions = {}
+    for name in names:
+        digest = hashlib.blake2b(b"runs", digest_size=10)
+        for run_name, file in sorted(imports.get(name, {}).items()):
+            digest.update(f"{run_name}={file}:{_content_hash(file)};".encode())
+        versions[name] = digest.hexdigest()
+    return versions
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _path_identity(path: Path) -> str:
+    """`path` with the size and mtime of the file, or of every file in the folder."""
+    try:
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.is_file())
+            return f"{path}[" + ",".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files) + "]"
+        stat = path.stat()
+        return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+    except OSError:
+        return f"{path}:missing"
+
+
+def _content_hash(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=12)
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return "missing"
+    return digest.hexdigest()

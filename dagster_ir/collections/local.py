@@ -8,10 +8,11 @@ compressed):
 * TSV without a header: `doc_id<TAB>text` or `doc_id<TAB>title<TAB>text`; the first line fixes the
   column count for the whole file.
 Blank lines are skipped, and a trailing `\\r` and a leading byte order mark are stripped; anything
-else that does not fit raises `CollectionFormatError` naming the file and the 1-based line. The
-corpus is streamed in batches of CORPUS frames (`iter_corpus`), so a corpus never has to fit in
-memory. Duplicate doc ids are not checked here (that needs every id at once); check them on the
-stored table.
+else that does not fit raises `CollectionFormatError` naming the file and the 1-based line, and so
+does a document id seen before (naming the line of its first use too). The corpus is streamed in
+batches of CORPUS frames (`iter_corpus`), so a corpus never has to fit in memory: the ids seen are
+kept as 64-bit hashes (8 bytes a document), and a repeated hash is confirmed by reading the file
+again up to it, so a hash collision is never reported as a duplicate.
 
 Topics: a TREC topic file (`<top> <num> Number: 301 <title> ... <desc> Description: ... <narr>
 Narrative: ... </top>`) or a TSV `qid<TAB>text`; `read_topics` takes one field of a TREC topic
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Literal
 
+import numpy as np
 import polars as pl
 
 from dagster_ir.retrieval.trec import read_qrels
@@ -67,14 +69,52 @@ def iter_corpus(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE) -> Iter
     if batch_size < 1:
         raise ValueError(f"iter_corpus: batch_size must be positive, got {batch_size}")
     parse = _json_document if _is_json(path) else _TsvDocuments().parse
+    seen = _SeenIds(path)
     batch: list[tuple[str, str, str]] = []
+    lines: list[int] = []
     for number, line in _numbered_lines(path):
         batch.append(parse(line, path, number))
+        lines.append(number)
         if len(batch) >= batch_size:
-            yield pl.DataFrame(batch, schema=CORPUS, orient="row")
-            batch = []
+            yield seen.checked(pl.DataFrame(batch, schema=CORPUS, orient="row"), lines)
+            batch, lines = [], []
     if batch:
-        yield pl.DataFrame(batch, schema=CORPUS, orient="row")
+        yield seen.checked(pl.DataFrame(batch, schema=CORPUS, orient="row"), lines)
+
+
+class _SeenIds:
+    """The document ids of a corpus file read so far, as a sorted array of 64-bit hashes."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = path
+        self.hashes = np.empty(0, dtype=np.uint64)
+
+    def checked(self, batch: pl.DataFrame, lines: list[int]) -> pl.DataFrame:
+        """`batch` once none of its ids repeats an earlier one; else CollectionFormatError."""
+        hashes = batch["doc_id"].hash(seed=0).to_numpy()
+        order = np.argsort(hashes, kind="stable")
+        repeated = np.zeros(len(hashes), dtype=bool)
+        repeated[order[1:][hashes[order][1:] == hashes[order][:-1]]] = True  # later ones in the batch
+        if len(self.hashes):
+            at = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
+            repeated |= self.hashes[at] == hashes
+        for i in np.flatnonzero(repeated):  # in line order: the first real repetition is reported
+            doc_id = batch["doc_id"][int(i)]
+            first = self._first_line(doc_id, before=lines[i])
+            if first is not None:
+                raise _fail(self.path, lines[i], f"duplicate document id {doc_id!r}; first at line {first}")
+        self.hashes = np.sort(np.concatenate([self.hashes, hashes[order]]), kind="stable")  # two sorted runs
+        return batch
+
+    def _first_line(self, doc_id: str, *, before: int) -> int | None:
+        """The line before `before` where `doc_id` occurs (None: the hashes only collided)."""
+        parse = _json_document if _is_json(self.path) else _TsvDocuments().parse
+        for number, line in _numbered_lines(self.path):
+            if number >= before:
+                return None
+            if parse(line, self.path, number)[0] == doc_id:
+                return number
+        return None
 
 
 def read_corpus(path: PathLike) -> pl.DataFrame:

@@ -4,6 +4,9 @@ import polars as pl
 import pytest
 
 from dagster_ir.collections.config import (
+    TOP_LEVEL_KEYS,
+    collection_versions,
+    run_import_versions,
     CollectionConfigError,
     CranfieldSpec,
     IrdsSpec,
@@ -36,7 +39,6 @@ collections:
     topics: /abs/topics.txt
     qrels: qrels.txt
     topic_field: desc
-other_section: {ignored: true}
 """
 
 
@@ -75,7 +77,7 @@ def test_default_without_a_file_is_wiki_car_alone(tmp_path, monkeypatch):
     ("text", "where"),
     [
         ("collections: {}\n", "collections: expected a non-empty mapping"),
-        ("other: 1\n", "collections: expected a top-level `collections` mapping"),
+        ("runs: {}\n", "collections: expected a top-level `collections` mapping"),
         ("collections:\n  x:\n    kind: trec\n", "collections.x.kind: expected one of"),
         ("collections:\n  x:\n    path: p\n", "collections.x.kind: expected one of"),
         ("collections:\n  x:\n    kind: [irds]\n", "collections.x.kind: expected one of"),
@@ -91,6 +93,7 @@ def test_default_without_a_file_is_wiki_car_alone(tmp_path, monkeypatch):
         ("collections:\n  x:\n    kind: wiki-car\n    skip_headings: notes\n", "collections.x.skip_headings: expected a list"),
         ("collections:\n  a b:\n    kind: wiki-car\n", "collections.a b: a collection name holds only"),
         ("collections: [\n", "not valid YAML"),
+        (CRAN + "run:\n  x: {a: a.trec}\n", "run: unknown top-level key (allowed: collections, runs)"),
     ],
 )
 def test_bad_config_names_file_and_field(tmp_path, text, where):
@@ -156,3 +159,56 @@ def test_load_irds_spec_goes_through_ir_datasets(tmp_path, monkeypatch):
 def test_load_cranfield_spec():
     corpus, queries, qrels = load_collection(CranfieldSpec("cranfield", SHARED_CRANFIELD))
     assert (pl.concat(list(corpus)).height, queries.height, qrels.height) == (1400, 225, 1837)
+
+
+def test_unknown_top_level_keys_are_listed_in_one_place(tmp_path, monkeypatch):
+    path = write_config(tmp_path, CRAN + "protocol: {folds: 5}\n")
+    with pytest.raises(CollectionConfigError, match="protocol: unknown top-level key"):
+        load_collections_config(path)
+    monkeypatch.setitem(TOP_LEVEL_KEYS, "protocol", "read by another stage")  # how a new section joins
+    assert list(load_collections_config(path)) == ["x"]
+
+
+TWO = """
+collections:
+  a:
+    kind: local
+    corpus: docs.tsv
+    topics: topics.tsv
+    qrels: qrels.txt
+  b:
+    kind: irds
+    dataset: antique/test
+runs:
+  a: {ext: ext.trec}
+"""
+
+
+def test_each_collection_is_versioned_by_its_own_section_and_files(tmp_path):
+    for name in ("docs.tsv", "topics.tsv", "qrels.txt", "ext.trec"):
+        (tmp_path / name).write_text(f"{name}\n")
+    path = write_config(tmp_path, TWO)
+    first = collection_versions(path)
+    assert set(first) == {"a", "b"} and first["a"] != first["b"]
+    assert collection_versions(path) == first  # stable
+    write_config(tmp_path, TWO.replace("dataset: antique/test", "dataset: antique/test\n    split: {seed: 7}"))
+    second = collection_versions(path)
+    assert second["a"] == first["a"] and second["b"] != first["b"]  # only b's section changed
+    write_config(tmp_path, TWO + "# a comment and reordered keys change nothing\n")
+    assert collection_versions(path) == first
+    (tmp_path / "docs.tsv").write_text("d1\tother text\n")  # a's corpus edited in place
+    third = collection_versions(path)
+    assert third["a"] != first["a"] and third["b"] == first["b"]
+    assert collection_versions(None) == {"wiki-car": collection_versions(None)["wiki-car"]}
+
+
+def test_imported_runs_are_versioned_by_their_content(tmp_path):
+    (tmp_path / "ext.trec").write_text("1 Q0 d1 1 2.0 ext\n")
+    path = write_config(tmp_path, TWO)
+    first = run_import_versions(path)
+    assert set(first) == {"a", "b"}  # b has no imported runs: a version all the same
+    (tmp_path / "ext.trec").write_text("1 Q0 d2 1 2.0 ext\n")
+    second = run_import_versions(path)
+    assert second["a"] != first["a"] and second["b"] == first["b"]
+    write_config(tmp_path, TWO.replace("runs:\n  a: {ext: ext.trec}\n", ""))
+    assert run_import_versions(path)["a"] == first["b"]  # no runs at all

@@ -89,6 +89,9 @@ def test_tsv_corpus_two_and_three_columns_bom_and_crlf(tmp_path):
         ("c.tsv", "d1\tx\nd2\tt\tx\n", 2, "expected 2 tab-separated columns"),
         ("c.tsv", "d1\n", 1, "found 1 columns"),
         ("c.tsv", "d1\tx\n\n\tx\n", 3, "empty document id"),
+        ("c.tsv", "d1\tx\nd2\ty\n\nd1\tz\n", 4, "duplicate document id 'd1'; first at line 1"),
+        ("c.jsonl", jsonl({"doc_id": "a", "text": "x"}, {"docno": 7, "text": "y"}, {"_id": "7", "text": "z"}), 3,
+         "duplicate document id '7'; first at line 2"),
     ],
 )
 def test_bad_corpus_names_file_and_line(tmp_path, name, text, line, fragment):
@@ -98,6 +101,15 @@ def test_bad_corpus_names_file_and_line(tmp_path, name, text, line, fragment):
         read_corpus(path)
     assert str(error.value).startswith(f"{path}:{line}: ")
     assert fragment in str(error.value)
+
+
+def test_a_repeated_id_is_found_across_batches(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("".join(f"d{i}\tx\n" for i in range(10)) + "d3\ty\n")
+    batches = iter_corpus(path, batch_size=4)
+    assert [b.height for b in (next(batches), next(batches))] == [4, 4]
+    with pytest.raises(CollectionFormatError, match=r"c\.tsv:11: duplicate document id 'd3'; first at line 4"):
+        list(batches)
 
 
 def test_invalid_utf8_names_line(tmp_path):
