@@ -20,6 +20,9 @@ SEGMENTS: Schema = {
     "text": pl.String,
     "n_words": pl.Int32,
 }
+# The stored `wiki_articles` table: SEGMENTS plus the revision each article was read from (null if
+# the dump has none), so that an article in several dumps is taken from its newest revision.
+ARTICLES: Schema = {**SEGMENTS, "revision_id": pl.Int64}
 # Redirect pages of the article namespace: from_title -> to_title (both normalised titles).
 REDIRECTS: Schema = {
     "from_title": pl.String,

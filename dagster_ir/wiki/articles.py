@@ -8,6 +8,11 @@ after it. A paragraph longer than the limit is split at word boundaries, never i
 `iter_extract` streams a dump and yields one `ExtractResult` per `chunk_pages` pages, so memory is
 bounded by a chunk; `extract_dump` concatenates them; `extract_dump_parallel` parses the byte ranges
 of a multistream dump in worker processes; `write_extract_parts` streams a dump to Parquet parts.
+
+Several dumps may hold the same article (two snapshots, overlapping extracts). `latest_articles`
+keeps each article id from one dump only, the one with its newest revision (the largest MediaWiki
+revision id; a tie or no revision ids: the largest partition key), and counts the copies dropped;
+`latest_links` keeps the links of those copies only.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from dagster_ir.schemas import RAW_LINKS, REDIRECTS, SEGMENTS
+from dagster_ir.schemas import ARTICLES, RAW_LINKS, REDIRECTS
 from dagster_ir.storage.atomic import atomic_path
 from dagster_ir.wiki.dump import DumpError, Page, iter_pages, split_ranges
 from dagster_ir.wiki.titles import normalize_title
@@ -85,7 +90,7 @@ class ExtractCounts:
 
 @dataclass(frozen=True)
 class ExtractResult:
-    """Segments (SEGMENTS), redirects (REDIRECTS) and links (RAW_LINKS) of a dump or part of one."""
+    """Segments (ARTICLES: SEGMENTS and the revision id), redirects (REDIRECTS) and links (RAW_LINKS)."""
 
     segments: pl.DataFrame
     redirects: pl.DataFrame
@@ -176,7 +181,7 @@ class _Chunk:
 
     path: Path
     config: ArticleConfig
-    segments: dict[str, list] = field(default_factory=lambda: {c: [] for c in SEGMENTS})
+    segments: dict[str, list] = field(default_factory=lambda: {c: [] for c in ARTICLES})
     redirects: dict[str, list] = field(default_factory=lambda: {c: [] for c in REDIRECTS})
     links: dict[str, list] = field(default_factory=lambda: {c: [] for c in RAW_LINKS})
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNT_FIELDS, 0))
@@ -227,6 +232,7 @@ class _Chunk:
             rows["section"].append(segment.section)
             rows["text"].append(segment.text)
             rows["n_words"].append(word_count(segment.text))
+            rows["revision_id"].append(page.revision_id)
             for link in segment.links:
                 links["src_id"].append(page.page_id)
                 links["src_segment"].append(number)
@@ -237,7 +243,7 @@ class _Chunk:
 
     def result(self) -> ExtractResult:
         return ExtractResult(
-            segments=pl.DataFrame(self.segments, schema=SEGMENTS),
+            segments=pl.DataFrame(self.segments, schema=ARTICLES),
             redirects=pl.DataFrame(self.redirects, schema=REDIRECTS),
             raw_links=pl.DataFrame(self.links, schema=RAW_LINKS),
             counts=ExtractCounts(**self.counts),
@@ -341,6 +347,47 @@ def write_extract_parts(
             with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
                 counts = list(pool.map(_write_range, *jobs))
     return sum(counts, ExtractCounts())
+
+
+@dataclass(frozen=True)
+class LatestArticles:
+    """Segments of several dumps with each article taken from one dump only."""
+
+    segments: pl.LazyFrame  # the input's rows of the winning dump of each article
+    winners: pl.LazyFrame  # (article_id, partition): the dump each article is taken from
+    superseded: int  # older copies dropped (an article in three dumps counts two)
+
+
+def latest_articles(segments: pl.DataFrame | pl.LazyFrame) -> LatestArticles:
+    """Keep each article from the dump with its newest revision (see the module docstring).
+
+    `segments` holds the rows of one or more dumps, the dump in a `partition` column (without it,
+    one dump: nothing to choose) and, where known, `revision_id`.
+    """
+    frame = segments.lazy()
+    columns = frame.collect_schema()
+    if "partition" not in columns:
+        return LatestArticles(frame, frame.select("article_id").unique().with_columns(partition=pl.lit(None, pl.String)), 0)
+    revision = pl.col("revision_id").max() if "revision_id" in columns else pl.lit(None, pl.Int64)
+    per_dump = frame.group_by("article_id", "partition").agg(revision.fill_null(-1).alias("revision"))
+    winners = (
+        per_dump.sort("article_id", "revision", "partition", descending=[False, True, True])
+        .group_by("article_id", maintain_order=True)
+        .first()
+        .select("article_id", "partition")
+    )
+    counts = pl.concat([per_dump.select(pl.len()), winners.select(pl.len())]).collect()["len"]
+    kept = frame.join(winners, on=["article_id", "partition"], how="semi", maintain_order="left")
+    return LatestArticles(kept, winners, int(counts[0] - counts[1]))
+
+
+def latest_links(raw_links: pl.DataFrame | pl.LazyFrame, latest: LatestArticles) -> pl.LazyFrame:
+    """The raw links of the article copies `latest` kept (all links when there is one dump)."""
+    links = raw_links.lazy()
+    if "partition" not in links.collect_schema():
+        return links
+    winners = latest.winners.rename({"article_id": "src_id"})
+    return links.join(winners, on=["src_id", "partition"], how="semi", maintain_order="left")
 
 
 def concat_results(results: Iterable[ExtractResult]) -> ExtractResult:

@@ -40,13 +40,14 @@ class DumpError(ValueError):
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a dump: its latest revision's wikitext and, for a redirect, the target title."""
+    """One page of a dump: its latest revision's wikitext and id and, for a redirect, the target title."""
 
     page_id: str
     title: str
     namespace: int
     redirect: str | None
     text: str
+    revision_id: int | None = None  # MediaWiki revision ids grow with time: the larger, the newer
 
 
 def iter_pages(
@@ -387,11 +388,18 @@ def _page_from_element(element: ET.Element) -> Page:
     except ValueError:
         raise ValueError(f"page {title!r} (id {page_id}): <ns> is not an integer") from None
     redirect = fields["redirect"].get("title") if "redirect" in fields else None
-    text = ""
+    text, revision_id = "", None
     if revision is not None:
         text_element = next((c for c in revision if _local(c.tag) == "text"), None)
         text = (text_element.text or "") if text_element is not None else ""
-    return Page(page_id=page_id, title=title, namespace=namespace, redirect=redirect, text=text)
+        id_element = next((c for c in revision if _local(c.tag) == "id"), None)
+        revision_text = (id_element.text or "").strip() if id_element is not None else ""
+        if revision_text:
+            if not revision_text.isdigit():
+                raise ValueError(f"page {title!r} (id {page_id}): revision <id> is not a number: {revision_text!r}")
+            revision_id = int(revision_text)
+    return Page(page_id=page_id, title=title, namespace=namespace, redirect=redirect, text=text,
+                revision_id=revision_id)
 
 
 def _field_text(fields: dict[str, ET.Element], name: str) -> str:

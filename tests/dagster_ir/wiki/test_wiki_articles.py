@@ -6,9 +6,11 @@ import polars as pl
 import pytest
 from wiki_dumps import page, write_dump, write_multistream
 
-from dagster_ir.schemas import RAW_LINKS, REDIRECTS, SEGMENTS, validate
+from dagster_ir.schemas import ARTICLES, RAW_LINKS, REDIRECTS, validate
 from dagster_ir.wiki import articles
 from dagster_ir.wiki.articles import (
+    latest_articles,
+    latest_links,
     ArticleConfig,
     ExtractCounts,
     concat_results,
@@ -108,7 +110,8 @@ def test_extract_dump_counts_and_filters(tmp_path: Path) -> None:
         pages=5, articles=1, dropped_short=1, redirects=2, other_namespaces=1, bad_pages=0,
         wikitext_bytes=sum(len(p.text.encode()) for p in pages[:4]),
     )  # fmt: skip
-    validate(result.segments, SEGMENTS, "segments")
+    validate(result.segments, ARTICLES, "segments")
+    assert result.segments["revision_id"].unique().to_list() == [91]  # page 1's revision, for choosing among dumps
     validate(result.raw_links, RAW_LINKS, "raw_links")
     validate(result.redirects, REDIRECTS, "redirects")
     assert result.redirects.rows() == [("Redirected", "Long"), ("Text redirect", "Short")]
@@ -217,3 +220,40 @@ def test_parallel_extraction_of_a_multistream_dump(tmp_path: Path) -> None:
     counts = write_extract_parts(path, tmp_path / "parts", processes=2)
     assert counts == serial.counts
     assert pl.read_parquet(tmp_path / "parts" / "segments" / "*.parquet").equals(serial.segments)
+
+
+# --- articles in several dumps ------------------------------------------------------------------
+
+
+def _dump_rows(partition: str, rows: list[tuple[str, int | None, str]]) -> pl.DataFrame:
+    """(article_id, revision_id, text) rows of one dump, two segments per article."""
+    return pl.DataFrame(
+        [(a, f"T{a}", n, "", f"{text} {n}", 2, revision, partition) for a, revision, text in rows for n in (1, 2)],
+        schema={**ARTICLES, "partition": pl.String}, orient="row",
+    )
+
+
+def test_an_article_in_several_dumps_is_kept_from_its_newest_revision():
+    old = _dump_rows("a.xml", [("1", 100, "old one"), ("2", 200, "two"), ("3", None, "three a")])
+    new = _dump_rows("b.xml", [("1", 150, "new one"), ("4", 400, "four"), ("3", None, "three b")])
+    older_again = _dump_rows("c.xml", [("1", 120, "middle one")])
+    latest = latest_articles(pl.concat([old, new, older_again]))
+    kept = latest.segments.collect().sort("article_id", "segment_no")
+    assert kept.select("article_id", "partition").unique(maintain_order=True).rows() == [
+        ("1", "b.xml"), ("2", "a.xml"), ("3", "b.xml"), ("4", "b.xml")]  # 3: no revisions, last dump key
+    assert kept.filter(pl.col("article_id") == "1")["text"].to_list() == ["new one 1", "new one 2"]
+    assert latest.superseded == 3  # article 1 twice (a, c), article 3 once (a)
+    assert kept.select(pl.struct("article_id", "segment_no").is_duplicated().any()).item() is False
+
+    links = pl.DataFrame(
+        [("1", 1, "x", 0, 1, "Two", p) for p in ("a.xml", "b.xml", "c.xml")] + [("2", 1, "y", 0, 1, "One", "a.xml")],
+        schema={**RAW_LINKS, "partition": pl.String}, orient="row",
+    )
+    kept_links = latest_links(links, latest).collect()
+    assert kept_links.select("src_id", "partition").rows() == [("1", "b.xml"), ("2", "a.xml")]
+
+
+def test_one_dump_has_nothing_to_choose():
+    single = _dump_rows("a.xml", [("1", 100, "one")]).drop("partition")
+    latest = latest_articles(single)
+    assert latest.segments.collect().equals(single) and latest.superseded == 0

@@ -1,6 +1,7 @@
 """Streaming dump reader: plain, bz2 and multistream dumps; byte ranges; errors on bad input."""
 
 import bz2
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def test_namespaced_tags_and_history_take_the_last_revision(tmp_path: Path) -> N
         "<mw:id>1</mw:id><mw:revision><mw:id>5</mw:id><mw:text>old</mw:text></mw:revision>"
         "<mw:revision><mw:id>6</mw:id><mw:text>new</mw:text></mw:revision></mw:page></mw:mediawiki>"
     )
-    assert list(iter_pages(path)) == [page(1, "A", "new")]
+    assert list(iter_pages(path)) == [replace(page(1, "A", "new"), revision_id=6)]
 
 
 def test_multistream_offsets_from_scan_and_from_index(tmp_path: Path) -> None:

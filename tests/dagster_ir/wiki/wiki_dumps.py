@@ -21,7 +21,8 @@ FOOTER = "</mediawiki>\n"
 
 def page(page_id: int, title: str, text: str, *, ns: int = 0, redirect: str | None = None) -> Page:
     """A Page as the dump reader should return it."""
-    return Page(page_id=str(page_id), title=title, namespace=ns, redirect=redirect, text=text)
+    return Page(page_id=str(page_id), title=title, namespace=ns, redirect=redirect, text=text,
+                revision_id=int(f"9{page_id}"))
 
 
 def page_xml(p: Page) -> str:
