@@ -1,52 +1,83 @@
-"""Collection assets: corpus, queries, qrels and query splits, one partition per configured collection."""
+"""Collection assets: corpus, queries, qrels and query splits, one partition per configured collection.
 
-import shutil
+`collection_config` is observed, not materialized: its version per collection is a hash of that
+collection's section of the collections YAML and of the files it names (size, mtime), so editing
+one collection's entry (a split seed, a new field) or its local files makes that collection's
+assets stale, and no other's. Only wiki-car collections read the Wikipedia segments.
+"""
 
 import dagster as dg
 import polars as pl
 
-from assets.partitions import collection_partitions
-from assets.project import collection_specs
+from assets.io_managers import load_partitions
+from assets.partitions import collection_partitions, wiki_dump_partitions
+from assets.project import collection_specs, config_path
 from assets.resources import DataDirResource
+from assets.updates import UPSTREAM_READ_BY
 from dagster_ir.collections import WikiCarSpec, load_collection, split_queries
+from dagster_ir.collections.config import collection_versions
+from dagster_ir.storage.atomic import remove, temp_name
 from dagster_ir.storage.parquet import files_version, frame_version, spool_batches
+from dagster_ir.wiki import latest_articles
 
 GROUP = "collections"
+
+
+@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions)
+def collection_config() -> dg.DataVersionsByPartition:
+    """Each collection's section of the collections YAML and the files it names (size, mtime)."""
+    versions = collection_versions(config_path())
+    return dg.DataVersionsByPartition(
+        {name: dg.DataVersion(versions.get(name, "not configured")) for name in collection_partitions.get_partition_keys()}
+    )
+
+
+def _wiki_collections() -> list[str]:
+    return sorted(name for name, spec in collection_specs().items() if isinstance(spec, WikiCarSpec))
+
+
+def _out(description: str) -> dg.AssetOut:
+    return dg.AssetOut(code_version="2", description=description,
+                       metadata={UPSTREAM_READ_BY: {"wiki_articles": _wiki_collections()}})
 
 
 @dg.multi_asset(
     group_name=GROUP,
     partitions_def=collection_partitions,
-    ins={"wiki_articles": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
+    deps=[dg.AssetDep("wiki_articles", partition_mapping=dg.AllPartitionMapping()), dg.AssetDep(collection_config)],
     outs={
-        "corpus": dg.AssetOut(code_version="1", description="Documents (doc_id, title, text) of the collection."),
-        "queries": dg.AssetOut(code_version="1", description="Queries (query_id, text) of the collection."),
-        "qrels": dg.AssetOut(code_version="1", description="Relevance judgments (query_id, doc_id, relevance)."),
-        "query_splits": dg.AssetOut(
-            code_version="1",
-            description="train/fusion, train/model, dev, test split and fold (for k-fold rotation) of each query.",
-        ),
+        "corpus": _out("Documents (doc_id, title, text) of the collection."),
+        "queries": _out("Queries (query_id, text) of the collection."),
+        "qrels": _out("Relevance judgments (query_id, doc_id, relevance)."),
+        "query_splits": _out("train/fusion, train/model, dev, test split and fold (for k-fold rotation) of each query."),
     },
 )
-def collection(context: dg.AssetExecutionContext, data: DataDirResource, wiki_articles: pl.LazyFrame):
+def collection(context: dg.AssetExecutionContext, data: DataDirResource):
     """Load one configured collection (wiki-car from the Wikipedia segments, ir_datasets, local files, Cranfield).
 
     Each output's data version is a hash of its content, so a change upstream that leaves a
     collection as it was (a new dump for Cranfield, say) does not make its indexes and runs stale.
     """
     spec = collection_specs()[context.partition_key]
-    segments = wiki_articles.collect() if isinstance(spec, WikiCarSpec) else None
+    segments, superseded = None, 0
+    if isinstance(spec, WikiCarSpec):  # the others do not read (or wait for) the dumps
+        dumps = context.instance.get_dynamic_partitions(wiki_dump_partitions.name)
+        latest = latest_articles(load_partitions(context, data.root(), "wiki_articles", dumps))
+        segments, superseded = latest.segments.collect(), latest.superseded
     loaded = load_collection(spec, segments=segments)
-    spool = data.files("corpus_parts") / context.partition_key
-    corpus = spool_batches(loaded.corpus, spool)
+    spool = temp_name(data.files("corpus_parts") / context.partition_key)  # this run's own folder
+    try:
+        corpus = spool_batches(loaded.corpus, spool)
+        _check_unique_ids(corpus, context.partition_key)
+        n_docs = corpus.select(pl.len()).collect().item()
+        yield dg.Output(
+            corpus, output_name="corpus", data_version=dg.DataVersion(files_version(spool.glob("*.parquet"))),
+            metadata={"documents": n_docs, "kind": spec.kind, "superseded_article_copies": superseded},
+        )
+    finally:  # the IO manager has stored the corpus table by the time we resume
+        remove(spool)
     splits = split_queries(loaded.queries, spec.split)
-    n_docs = corpus.select(pl.len()).collect().item()
     judged = loaded.qrels.filter(pl.col("relevance") > 0)
-    yield dg.Output(
-        corpus, output_name="corpus", data_version=dg.DataVersion(files_version(spool.glob("*.parquet"))),
-        metadata={"documents": n_docs, "kind": spec.kind},
-    )
-    shutil.rmtree(spool)  # the IO manager has stored the corpus table by the time we resume
     yield dg.Output(
         loaded.queries, output_name="queries", data_version=dg.DataVersion(frame_version(loaded.queries)),
         metadata={"queries": loaded.queries.height},
@@ -66,4 +97,12 @@ def collection(context: dg.AssetExecutionContext, data: DataDirResource, wiki_ar
     )
 
 
-collection_assets = [collection]
+def _check_unique_ids(corpus: pl.LazyFrame, collection_name: str) -> None:
+    """Fail before anything is stored if a document id repeats (readers of files name the line)."""
+    repeated = corpus.group_by("doc_id").len().filter(pl.col("len") > 1).sort("doc_id").head(5).collect()
+    if repeated.height:
+        shown = ", ".join(f"{d!r} ({n} times)" for d, n in repeated.iter_rows())
+        raise ValueError(f"collection {collection_name!r}: repeated document ids: {shown}")
+
+
+collection_assets = [collection_config, collection]

@@ -7,6 +7,7 @@ import polars as pl
 
 from assets.partitions import collection_partitions
 from assets.resources import DataDirResource
+from dagster_ir.collections import split_query_ids
 from dagster_ir.evaluation import (
     DEFAULT_MEASURES,
     ReportConfig,
@@ -50,10 +51,7 @@ def restrict_to_split(
     """Runs and qrels of the queries in `split` ("all" keeps every query)."""
     if split == "all":
         return runs, qrels
-    chosen = query_splits.filter(pl.col("split") == split)["query_id"]
-    if chosen.len() == 0:
-        raise ValueError(f"{asset}: no queries in split {split!r}")
-    keep = pl.col("query_id").is_in(chosen.implode())
+    keep = pl.col("query_id").is_in(split_query_ids(query_splits, split, where=asset).implode())
     return runs.filter(keep), qrels.filter(keep)
 
 

@@ -101,8 +101,26 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         return frame.collect()
 
 
+def load_partitions(
+    context: dg.AssetExecutionContext, data_dir: str | Path, asset: str, partitions: list[str]
+) -> pl.LazyFrame:
+    """Read some partitions of a tabular asset inside an asset body, as `load_input` would.
+
+    For an upstream declared in `deps` that only some partitions read (the wiki-car collection
+    reads the Wikipedia segments, Cranfield does not): the reads join the step's lineage.
+    """
+    paths = [table_path(data_dir, asset.split("/"), p) for p in partitions]
+    ledger = _LOADED[context.get_step_execution_context().step.key]
+    for partition, path in zip(partitions, paths, strict=True):
+        ledger.append({"asset": asset, "partition": partition, "path": str(path),
+                       "data_version": content_version(path) if path.exists() else None})
+    if not paths:
+        return pl.LazyFrame()
+    return scan_tables(paths, keep_partition=True)
+
+
 def _op_config(context: dg.OutputContext) -> dict:
     return json.loads(json.dumps(context.step_context.op_config or {}, default=str))
 
 
-__all__ = ["PolarsParquetIOManager", "DATA_DIR_ENV"]
+__all__ = ["PolarsParquetIOManager", "DATA_DIR_ENV", "load_partitions"]

@@ -7,7 +7,6 @@ bert_model1 --------------------------+
 
 import hashlib
 import json
-import shutil
 import time
 import warnings
 from dataclasses import asdict, replace
@@ -52,6 +51,7 @@ from dagster_ir.methods.model1 import (
 from dagster_ir.methods.model1 import PROFILES as MODEL1_PROFILES
 from dagster_ir.schemas import NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
+from dagster_ir.storage.locks import remove_unlocked_siblings
 from dagster_ir.storage.parquet import frame_version
 
 GROUP = "model1"
@@ -215,12 +215,10 @@ class BertModel1AssetConfig(_TrainingOverrides):
 
 
 def _training_dir(data: DataDirResource, name: str, collection: str, fingerprint: str):
-    """A checkpoint folder per (settings, data): resumed when both match, old ones removed."""
-    root = data.files(name, collection, "training")
-    for old in root.iterdir():
-        if old.name != fingerprint:
-            shutil.rmtree(old, ignore_errors=True)
-    return root / fingerprint
+    """A checkpoint folder per (settings, data): resumed when both match, old ones removed (unless in use)."""
+    folder = data.files(name, collection, "training") / fingerprint
+    remove_unlocked_siblings(folder)
+    return folder
 
 
 def _fingerprint(config, *frames: pl.DataFrame) -> str:

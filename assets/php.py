@@ -25,11 +25,13 @@ import polars as pl
 from assets.partitions import collection_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
+from dagster_ir.collections import split_query_ids
 from dagster_ir.methods import php
 from dagster_ir.neural import finetune
 from dagster_ir.neural.backbone import backbone_path
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.parquet import frame_version
+from dagster_ir.wiki import latest_articles
 
 GROUP = "php"
 EVAL_COLLECTION = "wiki-car"  # built from the same dump: its dev/test articles stay out of pre-training
@@ -202,6 +204,7 @@ def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, i
     key = php.run_key(asdict(domain), stage, frame_version(stage_examples), init, _folder_version(init))
     checkpoints = data.files("php", "checkpoints") / f"{stage}-{key}"
     started = time.monotonic()
+    articles = latest_articles(articles).segments  # an article in several dumps: its newest revision
     result = php.pretrain_stage(stage, init, stage_examples, articles, links, domain, data.files("php") / stage,
                                 checkpoints, on_log=_logger(context, stage))
     shutil.rmtree(checkpoints, ignore_errors=True)  # the stage folder holds the result
@@ -274,7 +277,7 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
         domain = php.ablation_config(config.to_domain(), variant)
         key = php.run_key(asdict(domain), frame_version(php_examples))
         checkpoints = data.files("php", "checkpoints") / f"ablation-{variant}-{key}"
-        results = php.pretrain_chain(domain, php_examples, wiki_articles, wiki_links,
+        results = php.pretrain_chain(domain, php_examples, latest_articles(wiki_articles).segments, wiki_links,
                                      data.files("php", "ablations", variant), checkpoints)
         shutil.rmtree(checkpoints, ignore_errors=True)
         final = results[-1]
@@ -373,9 +376,7 @@ def reranked_runs(
     run = candidate_runs.filter(pl.col("run_name") == config.candidate)
     if run.height == 0:
         raise ValueError(f"reranked_runs: no candidate run named {config.candidate!r}")
-    if config.split != "all":
-        chosen = query_splits.filter(pl.col("split") == config.split)["query_id"]
-        run = run.filter(pl.col("query_id").is_in(chosen.implode()))
+    run = run.filter(pl.col("query_id").is_in(split_query_ids(query_splits, config.split, where="reranked_runs").implode()))
     docs = corpus.join(run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
     runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth()}
     for name, path in cross_encoder.select("run_name", "path").iter_rows():

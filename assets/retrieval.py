@@ -1,4 +1,9 @@
-"""Retrieval assets: the Lucene index, dense corpus embeddings, candidate runs and negatives."""
+"""Retrieval assets: the Lucene index, dense corpus embeddings, candidate runs and negatives.
+
+`imported_runs` is observed, not materialized: its version per collection is a hash of the external
+run files the collections YAML imports for it (`runs:`), by content, so a changed or added run file
+makes that collection's candidate runs stale.
+"""
 
 import time
 from dataclasses import asdict
@@ -7,15 +12,33 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import collection_partitions
-from assets.project import run_imports
+from assets.project import config_path, run_imports
 from assets.resources import DataDirResource
+from dagster_ir.collections.config import run_import_versions
 from dagster_ir.negatives import NegativeConfig, sample_negatives
-from dagster_ir.retrieval.dense import DenseConfig, dense_search, encode, encode_corpus_to, load_corpus_embeddings
+from dagster_ir.retrieval.dense import (
+    DenseConfig,
+    check_query_encoder,
+    corpus_encoder,
+    dense_search,
+    encode,
+    encode_corpus_to,
+    load_corpus_embeddings,
+)
 from dagster_ir.retrieval.lucene import Bm25Config, QlConfig, build_index, search
 from dagster_ir.retrieval.runs import import_run, recall_at_k
 from dagster_ir.retrieval.trec import write_run
 
 GROUP = "retrieval"
+
+
+@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions)
+def imported_runs() -> dg.DataVersionsByPartition:
+    """External TREC run files imported per collection (`runs:` in the collections YAML), by content."""
+    versions = run_import_versions(config_path())
+    return dg.DataVersionsByPartition(
+        {name: dg.DataVersion(versions.get(name, "none")) for name in collection_partitions.get_partition_keys()}
+    )
 
 
 class IndexConfig(dg.Config):
@@ -35,19 +58,21 @@ def bm25_index(context: dg.AssetExecutionContext, config: IndexConfig, data: Dat
 
 
 class DenseEncodingConfig(dg.Config):
-    """Maps onto `dagster_ir.retrieval.dense.DenseConfig`; model "" is the bundled all-MiniLM-L6-v2."""
+    """Maps onto `dagster_ir.retrieval.dense.DenseConfig`; model "" is the bundled all-MiniLM-L6-v2
+    (for the queries of `candidate_runs`: the model the corpus was encoded with)."""
 
     model: str = ""
     max_length: int = 128  # demo default (all-MiniLM-L6-v2 was trained at 128); the model's own limit is 256
     batch_size: int = 64
     device: str = "cpu"
 
-    def to_domain(self) -> DenseConfig:
-        extra = {"model": self.model} if self.model else {}
+    def to_domain(self, default_model: str | None = None) -> DenseConfig:
+        model = self.model or default_model
+        extra = {"model": model} if model else {}
         return DenseConfig(max_length=self.max_length, batch_size=self.batch_size, device=self.device, **extra)
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
 def dense_embeddings(
     context: dg.AssetExecutionContext, config: DenseEncodingConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> pl.DataFrame:
@@ -72,7 +97,7 @@ class CandidateRunsConfig(dg.Config):
     dense: DenseEncodingConfig = DenseEncodingConfig()
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1", deps=[imported_runs])
 def candidate_runs(
     context: dg.AssetExecutionContext,
     config: CandidateRunsConfig,
@@ -90,8 +115,11 @@ def candidate_runs(
         runs.append(search(index, queries, k=config.depth, model=model, threads=config.threads, run_name=name))
         seconds[name] = time.monotonic() - started
     started = time.monotonic()
-    doc_emb, doc_ids = load_corpus_embeddings(dense_embeddings["path"][0])
-    query_emb = encode(queries["text"].to_list(), config.dense.to_domain())
+    embeddings = dense_embeddings["path"][0]
+    query_encoder = config.dense.to_domain(default_model=corpus_encoder(embeddings).model)
+    check_query_encoder(embeddings, query_encoder)  # queries in the documents' vector space
+    doc_emb, doc_ids = load_corpus_embeddings(embeddings)
+    query_emb = encode(queries["text"].to_list(), query_encoder)
     runs.append(dense_search(doc_emb, doc_ids, query_emb, queries["query_id"], config.depth, "dense"))
     seconds["dense"] = time.monotonic() - started
     for name, path in run_imports().get(context.partition_key, {}).items():
@@ -142,4 +170,4 @@ def negatives(
     return sample.negatives
 
 
-retrieval_assets = [bm25_index, dense_embeddings, candidate_runs, negatives]
+retrieval_assets = [imported_runs, bm25_index, dense_embeddings, candidate_runs, negatives]

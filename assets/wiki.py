@@ -1,6 +1,9 @@
-"""Wikipedia assets: dump -> articles -> links -> link graph -> PHP link groups."""
+"""Wikipedia assets: dump file -> dump -> articles -> links -> link graph -> PHP link groups.
 
-
+`wiki_dump_file` is observed, not materialized: its version per dump is the file's identity (size,
+mtime, a hash of its head and tail), read again by every `dagster-ir update`, so a dump replaced in
+place is parsed again. An article found in several dumps is taken from its newest revision.
+"""
 
 import time
 from dataclasses import asdict
@@ -12,18 +15,21 @@ import polars as pl
 from assets.partitions import wiki_dump_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
+from dagster_ir.storage.atomic import remove, temp_name
+from dagster_ir.storage.dumps import dump_identity
 from dagster_ir.wiki import (
     ArticleConfig,
     assign_php_groups,
     build_link_graph,
     check_php_groups,
+    latest_articles,
+    latest_links,
     link_statistics,
     resolve_links,
     write_extract_parts,
 )
 
 GROUP = "wikipedia"
-
 
 
 class WikiArticlesConfig(dg.Config):
@@ -42,11 +48,22 @@ class WikiArticlesConfig(dg.Config):
         )  # `processes` is a run setting, not part of what is extracted
 
 
+@dg.observable_source_asset(group_name=GROUP, partitions_def=wiki_dump_partitions)
+def wiki_dump_file(context, data: DataDirResource) -> dg.DataVersionsByPartition:
+    """Each registered dump file as it is on disk now: size, mtime and a hash of its head and tail."""
+    entries = data.dumps().entries()
+    keys = context.instance.get_dynamic_partitions(wiki_dump_partitions.name)
+    return dg.DataVersionsByPartition(
+        {key: dg.DataVersion(dump_identity(entries[key]) if key in entries else "unregistered") for key in keys}
+    )
+
+
 @dg.asset(
     group_name=GROUP,
     partitions_def=wiki_dump_partitions,
-    code_version="1",
+    code_version="2",
     io_manager_key="io_manager",
+    deps=[wiki_dump_file],
 )
 def wiki_dump(context: dg.AssetExecutionContext, data: DataDirResource) -> dg.Output[pl.DataFrame]:
     """A registered Wikipedia dump file (one partition per file); its version is the file's identity."""
@@ -56,7 +73,7 @@ def wiki_dump(context: dg.AssetExecutionContext, data: DataDirResource) -> dg.Ou
         {"dump": [context.partition_key], "path": [str(path)], "bytes": [stat.st_size],
          "mtime_ns": [stat.st_mtime_ns]}
     )
-    version = f"{stat.st_size}-{stat.st_mtime_ns}"
+    version = dump_identity(path)
     return dg.Output(frame, data_version=dg.DataVersion(version), metadata={"path": dg.MetadataValue.path(str(path))})
 
 
@@ -65,7 +82,7 @@ def wiki_dump(context: dg.AssetExecutionContext, data: DataDirResource) -> dg.Ou
     partitions_def=wiki_dump_partitions,
     ins={"wiki_dump": dg.AssetIn()},
     outs={
-        "wiki_articles": dg.AssetOut(code_version="1", description="Kept articles as plain-text segments; segment 1 is the lead."),
+        "wiki_articles": dg.AssetOut(code_version="2", description="Kept articles as plain-text segments; segment 1 is the lead."),
         "wiki_redirects": dg.AssetOut(code_version="1", description="Redirect pages of the article namespace."),
         "wiki_raw_links": dg.AssetOut(code_version="1", description="Every link in the kept text, target title not yet resolved."),
     },
@@ -74,31 +91,42 @@ def wiki_articles(
     context: dg.AssetExecutionContext, config: WikiArticlesConfig, data: DataDirResource, wiki_dump: pl.DataFrame
 ):
     """Stream one dump file into segments, redirects and links (memory bounded by a chunk of pages)."""
-    work = data.files("wiki_extract") / quote(context.partition_key, safe="")
-    started = time.monotonic()
-    counts = write_extract_parts(wiki_dump["path"][0], work, config.to_domain(), processes=config.processes)
-    seconds = time.monotonic() - started
-    metadata = {name: dg.MetadataValue.int(value) for name, value in asdict(counts).items()}
-    metadata["seconds"] = dg.MetadataValue.float(round(seconds, 2))
-    metadata["wikitext_mb_per_s"] = dg.MetadataValue.float(round(counts.wikitext_bytes / 1e6 / max(seconds, 1e-9), 2))
-    for table, output in [("segments", "wiki_articles"), ("redirects", "wiki_redirects"), ("raw_links", "wiki_raw_links")]:
-        frame = pl.scan_parquet(str(work / table / "*.parquet"))
-        yield dg.Output(frame, output_name=output, metadata=metadata if output == "wiki_articles" else None)
+    work = temp_name(data.files("wiki_extract") / quote(context.partition_key, safe=""))  # this run's own
+    try:
+        started = time.monotonic()
+        counts = write_extract_parts(wiki_dump["path"][0], work, config.to_domain(), processes=config.processes)
+        seconds = time.monotonic() - started
+        metadata = {name: dg.MetadataValue.int(value) for name, value in asdict(counts).items()}
+        metadata["seconds"] = dg.MetadataValue.float(round(seconds, 2))
+        metadata["wikitext_mb_per_s"] = dg.MetadataValue.float(round(counts.wikitext_bytes / 1e6 / max(seconds, 1e-9), 2))
+        for table, output in [("segments", "wiki_articles"), ("redirects", "wiki_redirects"), ("raw_links", "wiki_raw_links")]:
+            frame = pl.scan_parquet(str(work / table / "*.parquet"))
+            yield dg.Output(frame, output_name=output, metadata=metadata if output == "wiki_articles" else None)
+    finally:  # the IO manager has stored every table by the time the generator ends
+        remove(work)
 
 
 @dg.asset(
     group_name=GROUP,
-    code_version="1",
+    code_version="2",
     ins={
         "wiki_raw_links": dg.AssetIn(),
         "wiki_articles": dg.AssetIn(),
         "wiki_redirects": dg.AssetIn(),
     },
 )
-def wiki_links(wiki_raw_links: pl.LazyFrame, wiki_articles: pl.LazyFrame, wiki_redirects: pl.LazyFrame) -> pl.DataFrame:
+def wiki_links(
+    context: dg.AssetExecutionContext,
+    wiki_raw_links: pl.LazyFrame,
+    wiki_articles: pl.LazyFrame,
+    wiki_redirects: pl.LazyFrame,
+) -> pl.DataFrame:
     """Links of every dump file with targets resolved through redirects to article ids (or null)."""
-    articles = wiki_articles.select("article_id", "title").unique()
-    links = resolve_links(wiki_raw_links.drop("partition", strict=False), articles, wiki_redirects.drop("partition", strict=False))
+    latest = latest_articles(wiki_articles)  # an article in several dumps: its newest revision only
+    articles = latest.segments.select("article_id", "title").unique()
+    raw_links = latest_links(wiki_raw_links, latest).drop("partition", strict=False)
+    links = resolve_links(raw_links, articles, wiki_redirects.drop("partition", strict=False))
+    context.add_output_metadata({"superseded_article_copies": latest.superseded})
     return links.collect() if isinstance(links, pl.LazyFrame) else links
 
 
@@ -126,7 +154,7 @@ def php_groups_disjoint_and_covering(php_groups: pl.DataFrame, wiki_links: pl.Da
 
 @dg.asset(
     group_name=GROUP,
-    code_version="1",
+    code_version="2",
     ins={"wiki_articles": dg.AssetIn(), "wiki_redirects": dg.AssetIn()},
 )
 def wiki_stats(
@@ -138,7 +166,8 @@ def wiki_stats(
     php_groups: pl.DataFrame,
 ) -> pl.DataFrame:
     """Corpus statistics: articles, redirects, links, edges, symmetric share, group sizes, out-degrees."""
-    stats = link_statistics(wiki_articles, wiki_redirects, wiki_links, wiki_link_graph, php_groups)
+    articles = latest_articles(wiki_articles).segments
+    stats = link_statistics(articles, wiki_redirects, wiki_links, wiki_link_graph, php_groups)
     histogram = stats.pop("out_degree_histogram")
     scalars = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
     scalars.update({f"group_{g}": n for g, n in stats.pop("group_sizes").items()})
@@ -153,5 +182,5 @@ def wiki_stats(
     return pl.DataFrame({"statistic": list(scalars), "value": [float(v) for v in scalars.values()]})
 
 
-wiki_assets = [wiki_dump, wiki_articles, wiki_links, wiki_link_graph, php_groups, wiki_stats]
+wiki_assets = [wiki_dump_file, wiki_dump, wiki_articles, wiki_links, wiki_link_graph, php_groups, wiki_stats]
 wiki_checks = [php_groups_disjoint_and_covering]

@@ -25,7 +25,7 @@ from dagster_ir.collections.local import (
     read_corpus,
     read_topics,
 )
-from dagster_ir.collections.splits import SplitConfig, fold_assignment, fold_roles, split_queries
+from dagster_ir.collections.splits import SplitConfig, fold_assignment, fold_roles, split_queries, split_query_ids
 from dagster_ir.collections.wikicar import WikiCarConfig, build_wiki_car
 
 __all__ = [
@@ -54,4 +54,5 @@ __all__ = [
     "read_cranfield",
     "read_topics",
     "split_queries",
+    "split_query_ids",
 ]

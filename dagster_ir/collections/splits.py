@@ -81,6 +81,21 @@ def split_queries(
     return frame.join(table, on="key", how="left", maintain_order="left").select(*QUERY_SPLITS)
 
 
+def split_query_ids(query_splits: pl.DataFrame, split: str, *, where: str) -> pl.Series:
+    """The query ids of `split` ("all": every query); ValueError naming `where` when it selects none.
+
+    A misspelt split must fail loudly: an empty selection would give an empty run, and a report
+    leaves a method without runs out.
+    """
+    if split == "all":
+        return query_splits["query_id"]
+    chosen = query_splits.filter(pl.col("split") == split)["query_id"]
+    if chosen.len() == 0:
+        have = query_splits["split"].unique().sort().to_list()
+        raise ValueError(f"{where}: no queries in split {split!r} (splits with queries: {have}, or 'all')")
+    return chosen
+
+
 def _group_keys(queries: pl.DataFrame, config: SplitConfig, groups: pl.Series | None) -> pl.Series:
     if groups is None and config.group_by is not None:
         if config.group_by not in queries.columns:

@@ -34,10 +34,13 @@ resumed_from.
 Checkpoints: `checkpoint_dir/step-00000040/` holds `model.safetensors` (the module's weights),
 `optimizer.safetensors` (Adam moments), `rng-<rank>.safetensors` (torch/numpy/python RNG states of
 each process) and `state.json` (step, position in the epoch, curves, optimizer and scheduler
-scalars, the config, and a sha256 of every file). Each folder is written beside its final name and
-renamed into place, so a folder that exists is complete; a damaged newest folder raises
+scalars, the config, and a sha256 of every file). Each folder is written beside its final name,
+under a temporary name of its own (`.step-N.<host>-<pid>-<random>.tmp`, the same on every rank),
+fsynced and swapped into place, so a folder that exists is complete; a damaged newest folder raises
 `CheckpointError` naming the file instead of silently restarting. `checkpoint_dir/best/` holds the
-weights of the best dev epoch. Nothing is read with pickle.
+weights of the best dev epoch. Nothing is read with pickle. While `train` runs, rank 0 holds the
+folder's lock (`checkpoint_dir/.lock`): a second process training into the same folder waits, then
+resumes from the first one's checkpoints, and `remove_unlocked_siblings` leaves the folder alone.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 
-from dagster_ir.storage.atomic import atomic_path
+from dagster_ir.storage.atomic import atomic_path, replace_directory, sync_tree, temp_name, umask
+from dagster_ir.storage.locks import folder_lock
 
 Batch = Sequence[Any] | Mapping[str, torch.Tensor]
 LossFn = Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, Mapping[str, float]]]
@@ -321,10 +325,9 @@ def _save_checkpoint(
     """Write step folder atomically (every rank its RNG file, rank 0 the rest); prune old folders."""
     rank, world_size = world()
     final = root / f"step-{progress.step:08d}"
-    tmp = root / f".{final.name}.tmp"
+    tmp = _shared_temp_name(final)
     if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        tmp.mkdir(parents=True, mode=0o777 & ~umask())
     _barrier()
     rng_tensors, rng_meta = _rng_state()
     save_file(rng_tensors, str(tmp / f"rng-{rank}.safetensors"), metadata=rng_meta)
@@ -342,13 +345,20 @@ def _save_checkpoint(
             "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir())},
         }
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=1), encoding="utf-8")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        sync_tree(tmp)
+        replace_directory(tmp, final)  # an existing folder of that step is swapped out, never missing
         for old in checkpoint_folders(root)[: -config.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
     _barrier()
     return final
+
+
+def _shared_temp_name(final: Path) -> Path:
+    """A temporary name unique to this run, chosen by rank 0 and the same on every rank."""
+    name = [temp_name(final).name if world()[0] == 0 else None]
+    if world()[1] > 1:
+        torch.distributed.broadcast_object_list(name, src=0)
+    return final.with_name(name[0])
 
 
 def _read_state(folder: Path) -> dict:
@@ -488,9 +498,14 @@ def train(
     resume: bool = True,
 ) -> TrainResult:
     """Train `model` in place (see the module docstring); resume from `checkpoint_dir` when it holds a run."""
+    rank, _ = init_distributed(config.device)
+    with folder_lock(checkpoint_dir) if rank == 0 else nullcontext():
+        return _train(model, make_batches, loss_fn, config, Path(checkpoint_dir), on_log, evaluate, resume)
+
+
+def _train(model, make_batches, loss_fn, config: TrainConfig, root: Path, on_log, evaluate, resume) -> TrainResult:
     started = time.monotonic()
-    root = Path(checkpoint_dir)
-    rank, world_size = init_distributed(config.device)
+    rank = world()[0]
     device = _device(config)
     model.to(device)
     model.train()

@@ -5,6 +5,10 @@ pooling rule and an optional L2 normalisation; `encode` reproduces them with `Au
 so sentence-transformers is not needed at run time. The default model is the bundled
 all-MiniLM-L6-v2 (mean pooling, normalised, 256 tokens), read from disk: HF_HUB_OFFLINE=1 works.
 
+`encode_corpus_to` writes a manifest beside the embeddings (model, pooling, normalisation, length);
+`check_query_encoder` refuses to encode queries with another model or normalisation than the
+documents'. Weights are read from safetensors only (never a pickled `pytorch_model.bin`).
+
 `dense_search` is exact inner-product search, blockwise, with ties broken by corpus position.
 """
 
@@ -25,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from dagster_ir.schemas import CORPUS, RUN, validate
-from dagster_ir.storage.atomic import atomic_path
+from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 
 
 def bundled_model_path() -> str:
@@ -72,7 +76,7 @@ def _load_encoder(model: str, device: str) -> _Encoder:
     from transformers import AutoModel, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
-    network = AutoModel.from_pretrained(model).to(device).eval()
+    network = AutoModel.from_pretrained(model, use_safetensors=True).to(device).eval()
     return _Encoder(tokenizer, network, _pooling_mode(model))
 
 
@@ -176,12 +180,39 @@ def encode_corpus_to(
     ids = pl.concat(doc_ids) if doc_ids else pl.Series("doc_id", [], dtype=pl.String)
     with atomic_path(doc_ids_path(path)) as tmp:
         ids.to_frame("doc_id").write_parquet(tmp)
+    manifest = {"model": config.model, "pooling": _pooling_mode(config.model), "normalize": config.normalize,
+                "max_length": config.max_length, "dim": dim, "n_docs": n_docs}
+    write_text_atomic(manifest_path(path), json.dumps(manifest, indent=1) + "\n")
     return EncodedCorpus(path, doc_ids_path(path), n_docs, dim, time.perf_counter() - started)
 
 
 def doc_ids_path(embeddings_path: str | os.PathLike[str]) -> Path:
     """The Parquet file that names the rows of an embeddings .npy file."""
     return Path(embeddings_path).with_suffix(".doc_ids.parquet")
+
+
+def manifest_path(embeddings_path: str | os.PathLike[str]) -> Path:
+    """The JSON file that says how an embeddings .npy file was encoded."""
+    return Path(embeddings_path).with_suffix(".manifest.json")
+
+
+def corpus_encoder(embeddings_path: str | os.PathLike[str]) -> DenseConfig:
+    """The encoder settings the documents of `embeddings_path` were embedded with (its manifest)."""
+    path = manifest_path(embeddings_path)
+    if not path.is_file():
+        raise ValueError(f"{embeddings_path}: no manifest ({path}); encode the corpus again")
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return DenseConfig(model=manifest["model"], max_length=manifest["max_length"], normalize=manifest["normalize"])
+
+
+def check_query_encoder(embeddings_path: str | os.PathLike[str], config: DenseConfig) -> None:
+    """Raise ValueError unless queries encoded with `config` live in the documents' vector space."""
+    documents = corpus_encoder(embeddings_path)
+    for name in ("model", "normalize"):
+        ours, theirs = getattr(config, name), getattr(documents, name)
+        if ours != theirs:
+            raise ValueError(f"{embeddings_path}: queries would be encoded by {name}={ours!r}, "
+                             f"the documents were by {name}={theirs!r}")
 
 
 def load_corpus_embeddings(path: str | os.PathLike[str]) -> tuple[np.ndarray, pl.Series]:

@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from dagster_ir.schemas import CORPUS, QUERIES, RUN, empty, validate
-from dagster_ir.storage.atomic import atomic_path
+from dagster_ir.storage.atomic import atomic_path, writer_tag
 
 # --- configuration ------------------------------------------------------------------------------
 
@@ -164,7 +164,8 @@ def build_index(
     frames = [corpus] if isinstance(corpus, pl.DataFrame) else corpus
     index_dir = Path(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
-    scratch = tempfile.TemporaryDirectory(prefix=f".{index_dir.name}.jsonl.", dir=index_dir.parent)
+    scratch = tempfile.TemporaryDirectory(prefix=f".{index_dir.name}.jsonl.{writer_tag()}-", suffix=".tmp",
+                                          dir=index_dir.parent)  # named so that clean_orphans finds it after a kill
     with scratch as tmp:
         collection_dir = Path(tmp)
         _write_json_collection(frames, collection_dir, n_files=threads)

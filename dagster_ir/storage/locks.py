@@ -57,18 +57,27 @@ def partition_lock_path(data_dir: str | os.PathLike[str], asset_key: str, partit
     return Path(data_dir, LOCKS_DIR, f"{name}.lock")
 
 
+FOLDER_LOCK = ".lock"
+
+
 @contextmanager
 def folder_lock(folder: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold `<folder>.lock` while working in `folder` (see `remove_unlocked_siblings`)."""
+    """Hold `<folder>/.lock` while working in `folder` (waits for another holder first).
+
+    A training run holds its checkpoint folder's lock, so a second process training into the
+    same folder waits and then resumes from (or finds done) the first one's work, and
+    `remove_unlocked_siblings` never deletes a folder in use.
+    """
     folder = Path(folder)
-    with file_lock(folder.with_name(folder.name + ".lock"), None):
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder / FOLDER_LOCK, None):
         yield
 
 
 def remove_unlocked_siblings(folder: str | os.PathLike[str]) -> list[Path]:
     """Remove the other folders beside `folder` (older settings' work) that no process is using.
 
-    A folder whose `<name>.lock` is held (a run training into it right now) stays.
+    A folder whose `.lock` is held (a run training into it right now) stays.
     """
     from dagster_ir.storage.atomic import remove
 
@@ -79,8 +88,7 @@ def remove_unlocked_siblings(folder: str | os.PathLike[str]) -> list[Path]:
     for other in folder.parent.iterdir():
         if other.name == folder.name or not other.is_dir() or other.name.startswith("."):
             continue
-        lock = other.with_name(other.name + ".lock")
-        with file_lock(lock, 0) as acquired:
+        with file_lock(other / FOLDER_LOCK, 0) as acquired:
             if acquired:
                 remove(other)
                 removed.append(other)

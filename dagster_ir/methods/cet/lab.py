@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +62,7 @@ from dagster_ir.methods.cet.baselines import (
 )
 from dagster_ir.negatives.sampling import NegativeConfig, false_negative_share, sample_negatives
 from dagster_ir.schemas import QRELS, RUN, validate
+from dagster_ir.storage.locks import remove_unlocked_siblings
 from dagster_ir.storage.parquet import frame_version
 
 STATE_DIR = "training_state"
@@ -273,13 +273,10 @@ def _fingerprint(spec: RankerSpec, negatives: pl.DataFrame) -> str:
 
 
 def _state_dir(ranker_dir: Path, fingerprint: str) -> Path:
-    """ranker_dir/training_state/<fingerprint>, other fingerprints' (stale) states removed."""
-    root = ranker_dir / STATE_DIR
-    if root.is_dir():
-        for old in root.iterdir():
-            if old.name != fingerprint:
-                shutil.rmtree(old, ignore_errors=True)
-    return root / fingerprint
+    """ranker_dir/training_state/<fingerprint>, other fingerprints' (stale) states removed unless in use."""
+    folder = ranker_dir / STATE_DIR / fingerprint
+    remove_unlocked_siblings(folder)
+    return folder
 
 
 def _dev_evaluator(data: LabData, config: LabConfig) -> Callable[[torch.nn.Module], float]:

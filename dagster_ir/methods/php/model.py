@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,11 +54,13 @@ class PhpModel(torch.nn.Module):
         super().__init__()
         self.scorer = scorer
         self.mlm_head = mlm_head
+        self.mlm_head_source: str | None = None  # where the head's weights came from (from_pretrained)
 
     @classmethod
     def from_pretrained(cls, path: str, config: PhpConfig, seed: int = 0) -> PhpModel:
         """Scorer from `path` (backbone or stage folder); MLM head from the folder's head file, a BERT
-        checkpoint's `cls.predictions`, or new (seeded) - none when mlm_weight is 0."""
+        checkpoint's `cls.predictions`, or new (seeded, with a warning) - none when mlm_weight is 0.
+        `mlm_head_source` says which."""
         scorer = CrossEncoder.from_pretrained(path, max_length=config.max_length,
                                               max_query_length=config.max_query_length, seed=seed)
         if config.mlm_weight == 0:
@@ -67,8 +70,14 @@ class PhpModel(torch.nn.Module):
             torch.manual_seed(seed)
             head = MlmHead(hidden, scorer.model.get_input_embeddings().weight.shape[0],
                            eps=getattr(scorer.model.config, "layer_norm_eps", 1e-12))
-        _load_head_weights(head, backbone_path(path))
-        return cls(scorer, head)
+        source = _load_head_weights(head, backbone_path(path))
+        if source is None:
+            source = f"new (seed {seed})"
+            warnings.warn(f"{path}: no MLM head weights (no {MLM_HEAD_FILE}, no cls.predictions in its "
+                          f"model.safetensors): the MLM head starts at random (seed {seed})", stacklevel=2)
+        model = cls(scorer, head)
+        model.mlm_head_source = source
+        return model
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, mlm_labels=None):
         """(scores (N,), MLM loss or None)."""
@@ -101,8 +110,8 @@ class PhpModel(torch.nn.Module):
         return folder
 
 
-def _load_head_weights(head: MlmHead, path: str) -> None:
-    """Copy MLM head weights from `path`'s head file or a BERT checkpoint when there are any."""
+def _load_head_weights(head: MlmHead, path: str) -> str | None:
+    """Copy MLM head weights from `path`'s head file or a BERT checkpoint; say which (None: neither)."""
     from safetensors import safe_open
 
     folder = Path(path)
@@ -111,16 +120,18 @@ def _load_head_weights(head: MlmHead, path: str) -> None:
         from safetensors.torch import load_file
 
         head.load_state_dict(load_file(str(own)))
-        return
+        return str(own)
     if not model_file.is_file():
         model_file = _hub_file(path)
     if model_file is None:
-        return
+        return None
     with safe_open(str(model_file), "pt") as handle:
         available = set(handle.keys())
         found = {ours: next((n for n in names if n in available), None) for ours, names in _BERT_HEAD_KEYS.items()}
         if all(found.values()):
             head.load_state_dict({ours: handle.get_tensor(name) for ours, name in found.items()})
+            return f"{model_file} (cls.predictions)"
+    return None
 
 
 def _hub_file(name: str) -> Path | None:

@@ -124,3 +124,13 @@ def test_fold_assignment_is_60_20_20():
         test_ids = set(assigned.filter(pl.col("role") == "test")["query_id"])
         assert test_ids == set(frame.filter(pl.col("fold") == i)["query_id"])
     assert set(ROLES) == {"train", "validation", "test"}
+
+
+def test_a_split_that_selects_no_query_is_an_error():
+    from dagster_ir.collections import split_query_ids
+
+    splits = pl.DataFrame({"query_id": ["a", "b", "c"], "split": ["test", "dev", "test"], "fold": [0, 1, 2]})
+    assert split_query_ids(splits, "test", where="x").to_list() == ["a", "c"]
+    assert split_query_ids(splits, "all", where="x").to_list() == ["a", "b", "c"]
+    with pytest.raises(ValueError, match=r"reranked_runs: no queries in split 'tset' \(splits with queries: \['dev', 'test'\]"):
+        split_query_ids(splits, "tset", where="reranked_runs")

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from dagster_ir.neural.training import (
     shuffled_batches,
     train,
 )
+from dagster_ir.storage.locks import is_locked
 
 
 class Toy(torch.nn.Module):
@@ -183,3 +185,28 @@ def test_bad_inputs_get_clear_errors(tmp_path):
         train(Toy(), lambda epoch, rng: [], _mse, _config(), tmp_path)
     with pytest.raises(TypeError, match="sized"):
         train(Toy(), lambda epoch, rng: iter([[]]), _mse, _config(), tmp_path)
+
+
+def test_checkpoint_folders_get_temporary_names_of_their_own(tmp_path, monkeypatch):
+    """No fixed `.step-N.tmp`: a concurrent run's folder is never removed or written into."""
+    import re
+
+    from dagster_ir.neural import training
+
+    foreign = tmp_path / ".step-00000005.tmp"  # what another run's temp folder used to be called
+    (foreign / "busy").mkdir(parents=True)
+    seen, locked = [], []
+    real_save = training.save_file
+
+    def save_file(tensors, filename, metadata=None):
+        seen.append(Path(filename).parent.name)
+        return real_save(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(training, "save_file", save_file)
+    train(Toy(), _make_batches(8), _mse, _config(epochs=1), tmp_path,
+          on_log=lambda step, logs: locked.append(is_locked(tmp_path / ".lock")))
+    assert seen and all(re.fullmatch(r"\.step-\d{8}\.[0-9a-f]{8}-\d+-\w+\.tmp", name) for name in seen)
+    assert (foreign / "busy").is_dir()  # left alone
+    assert locked and all(locked)  # the folder is locked while the run trains in it
+    assert not is_locked(tmp_path / ".lock")
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["step-00000004", "step-00000005"]

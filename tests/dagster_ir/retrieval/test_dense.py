@@ -11,6 +11,8 @@ import pytest
 from dagster_ir.retrieval import dense
 from dagster_ir.retrieval.dense import (
     DenseConfig,
+    check_query_encoder,
+    corpus_encoder,
     dense_search,
     encode,
     encode_corpus_to,
@@ -142,4 +144,36 @@ def test_encode_corpus_round_trip_in_chunks(
     assert ids.to_list() == ["d1", "d2", "d3"]
     expected = encode(["Wing\nlift", "drag", "x"], DenseConfig())
     np.testing.assert_allclose(matrix, expected, atol=1e-6)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.doc_ids.parquet", "emb.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.doc_ids.parquet", "emb.manifest.json", "emb.npy"]
+
+
+def test_queries_must_be_encoded_like_the_documents(tmp_path: Path) -> None:
+    corpus = pl.DataFrame({"doc_id": ["d1"], "title": [""], "text": ["lift"]})
+    path = encode_corpus_to(tmp_path / "emb.npy", corpus, DenseConfig(max_length=64)).embeddings_path
+    encoder = corpus_encoder(path)
+    assert encoder.model == DenseConfig().model and encoder.normalize and encoder.max_length == 64
+    check_query_encoder(path, DenseConfig())  # the same model; a query length of its own is fine
+    other = tmp_path / "other-model"
+    other.mkdir()
+    with pytest.raises(ValueError, match=r"emb\.npy: .*encoded by .*other-model.*documents were by model=.*minilm"):
+        check_query_encoder(path, DenseConfig(model=str(other)))
+    with pytest.raises(ValueError, match="normalize"):
+        check_query_encoder(path, DenseConfig(normalize=False))
+    (tmp_path / "emb.manifest.json").unlink()
+    with pytest.raises(ValueError, match=r"no manifest"):
+        check_query_encoder(path, DenseConfig())
+
+
+def test_models_are_loaded_from_safetensors_only(tmp_path: Path) -> None:
+    """A folder whose weights are a pickle (pytorch_model.bin) is refused, never unpickled."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "pickled"
+    shutil.copytree(DenseConfig().model, folder)
+    torch.save(load_file(str(folder / "model.safetensors")), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(OSError, match="model.safetensors"):
+        encode(["x"], DenseConfig(model=str(folder)))

@@ -1,6 +1,7 @@
 """PHP model and stages: loss parts, MLM head sources, stage chaining, skipped stages."""
 
 import json
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -70,9 +71,19 @@ def test_mlm_head_comes_from_a_bert_checkpoint_when_it_has_one(tmp_path):
     BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
     load_tokenizer().save_pretrained(tmp_path / "mlm")
     source = load_file(str(tmp_path / "mlm" / "model.safetensors"))
-    head = PhpModel.from_pretrained(str(tmp_path / "mlm"), CONFIG).mlm_head
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a head was found: no warning
+        model = PhpModel.from_pretrained(str(tmp_path / "mlm"), CONFIG)
+    head = model.mlm_head
+    assert "cls.predictions" in model.mlm_head_source
     assert torch.equal(head.dense.weight, source["cls.predictions.transform.dense.weight"])
     assert torch.equal(head.layer_norm.bias, source["cls.predictions.transform.LayerNorm.bias"])
+
+
+def test_a_checkpoint_without_an_mlm_head_says_the_head_starts_at_random(tiny):
+    with pytest.warns(UserWarning, match=r"no MLM head weights .*starts at random \(seed 5\)"):
+        model = PhpModel.from_pretrained(tiny, CONFIG, seed=5)
+    assert model.mlm_head_source == "new (seed 5)"
 
 
 def test_stages_chain_and_save_folders_plain_transformers_loads(tiny, tmp_path):
