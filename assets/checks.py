@@ -3,6 +3,7 @@
 import dagster as dg
 import polars as pl
 
+from assets.partitions import collection_partitions
 from assets.retrieval import candidate_runs, negatives
 
 
@@ -13,7 +14,8 @@ def _result(problems: dict[str, int]) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset_check(asset=candidate_runs, blocking=True)
+# Partitioned like their assets: a check reads the collection it checks, not every collection's table.
+@dg.asset_check(asset=candidate_runs, blocking=True, partitions_def=collection_partitions)
 def candidate_runs_are_valid(candidate_runs: pl.DataFrame) -> dg.AssetCheckResult:
     """No duplicate (run, query, doc), finite scores, ranks 1..n without gaps per (run, query)."""
     duplicates = candidate_runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().sum()).item()
@@ -27,7 +29,8 @@ def candidate_runs_are_valid(candidate_runs: pl.DataFrame) -> dg.AssetCheckResul
     return _result({"duplicate_rows": duplicates, "non_finite_scores": non_finite, "rank_gaps": gaps})
 
 
-@dg.asset_check(asset=negatives, blocking=True, additional_ins={"qrels": dg.AssetIn()})
+@dg.asset_check(asset=negatives, blocking=True, partitions_def=collection_partitions,
+                additional_ins={"qrels": dg.AssetIn()})
 def negatives_are_not_positives(negatives: pl.DataFrame, qrels: pl.DataFrame) -> dg.AssetCheckResult:
     """No sampled negative is a labelled positive of its query."""
     positives = qrels.filter(pl.col("relevance") > 0).select("query_id", neg_doc_id="doc_id")

@@ -275,13 +275,13 @@ def observe_sources(
     defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict, *, log: Callable[[str], None] = print
 ) -> None:
     """Observe every observable source asset (their data versions are what staleness compares)."""
-    sources = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition) and a.is_observable]
-    if not sources:
-        return
-    result = observe(sources, instance=instance, resources=resources, raise_on_error=False,
-                     run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
-    if not result.success:
-        log(f"observing the source assets failed: {failure_message(result)}")
+    sources = [a for a in defs.assets or []
+               if isinstance(a, dg.AssetsDefinition | dg.SourceAsset) and a.is_observable]
+    for source in sources:  # one run each: a run holds one partitions definition
+        result = observe([source], instance=instance, resources=resources, raise_on_error=False,
+                         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        if not result.success:
+            log(f"observing {source.key.to_user_string()} failed: {failure_message(result)}")
 
 
 def mark_dead_runs_failed(instance: dg.DagsterInstance) -> list[str]:

@@ -33,3 +33,36 @@ def parallel_job() -> dg.JobDefinition:
         jobs=[dg.define_asset_job("parallel", executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2}))],
     )
     return defs.resolve_job_def("parallel")
+
+
+# --- two `update` processes on one data directory (tests/assets/test_updates.py) ----------------
+
+
+def _count(name: str) -> None:
+    with open(os.path.join(os.environ["COUNT_DIR"], "counted.txt"), "a") as log:
+        log.write(name + "\n")
+
+
+@dg.asset(code_version="1")
+def counted() -> pl.DataFrame:
+    """Counted: slow, and logs each computation."""
+    time.sleep(3.0)  # long enough for the other process to arrive while it runs
+    _count("counted")
+    return pl.DataFrame({"i": [1, 2]})
+
+
+@dg.asset(code_version="1")
+def derived(counted: pl.DataFrame) -> pl.DataFrame:
+    """Derived from counted; logs each computation."""
+    time.sleep(1.0)
+    _count("derived")
+    return counted.with_columns(j=pl.col("i") * 2)
+
+
+def counting_defs(data_dir: str) -> tuple[dg.Definitions, dict]:
+    from assets.resources import DataDirResource
+
+    os.environ["COUNT_DIR"] = data_dir
+    os.makedirs(data_dir, exist_ok=True)
+    resources = {"io_manager": PolarsParquetIOManager(data_dir=data_dir), "data": DataDirResource(path=data_dir)}
+    return dg.Definitions(assets=[counted, derived], resources=resources), resources

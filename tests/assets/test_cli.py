@@ -1,6 +1,6 @@
 """The command line in process: argument routing, refusals with clear one-line errors, remove-dump."""
 
-import json
+import os
 
 import dagster as dg
 import polars as pl
@@ -67,3 +67,25 @@ def test_remove_dump_unregisters_it_and_drops_its_partitions(data, capsys):
     assert not extract.exists()
     assert main(["--data", str(data), "remove-dump", key]) == 1
     assert "no dump registered" in capsys.readouterr().err
+
+
+def test_runs_whose_process_died_are_marked_failed(tmp_path):
+    import subprocess
+    import sys
+
+    from assets.updates import HOST_TAG, PID_TAG, mark_dead_runs_failed
+    from dagster_ir.storage.atomic import host_tag
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        def started(pid, host):
+            run = dg.DagsterRun(job_name="update", status=dg.DagsterRunStatus.STARTED,
+                                tags={PID_TAG: str(pid), HOST_TAG: host})
+            return instance.add_run(run).run_id
+
+        killed, alive, elsewhere = started(dead.pid, host_tag()), started(os.getpid(), host_tag()), started(dead.pid, "ffffffff")
+        assert mark_dead_runs_failed(instance) == [killed]
+        status = {run_id: instance.get_run_by_id(run_id).status for run_id in (killed, alive, elsewhere)}
+    assert status == {killed: dg.DagsterRunStatus.FAILURE, alive: dg.DagsterRunStatus.STARTED,
+                      elsewhere: dg.DagsterRunStatus.STARTED}
