@@ -133,7 +133,7 @@ def _summary(root: Path) -> None:
     for row in latest.iter_rows(named=True):
         print(f"  {row['asset_key']:<22} {row['partition'][:40]:<40} {row['rows']:>9} rows  {row['path']}")
     print(f"\nData directory:  {root}")
-    print(f"Catalog:         duckdb {root / 'catalog.duckdb'} \"select * from wiki_link_graph limit 5\"")
+    print(f"Catalog:         cd {root} && duckdb catalog.duckdb \"select * from wiki_link_graph limit 5\"")
     print("Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)")
 
 

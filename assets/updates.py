@@ -83,19 +83,17 @@ class _State:
         }
         self.tables = _parquet_assets(defs, self.resources)
 
-    def statuses(self, keys=None, partition: str | None | type = ...) -> dict[Key, StaleStatus]:
-        """Status of every selected asset partition (or of `keys` in `partition`), files included."""
+    def statuses(self, only: tuple[list[dg.AssetKey], str | None] | None = None) -> dict[Key, StaleStatus]:
+        """Status of every selected asset partition (or of `only` = (keys, partition)), files included."""
         view = AssetGraphView(
             temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
             instance=self.instance,
             asset_graph=self.graph,
         )
         resolver = CachingStaleStatusResolver(instance=self.instance, asset_graph=self.graph, loading_context=view)
-        statuses = {}
-        for key in keys if keys is not None else self.selected:
-            for pk in self.partitions[key]:
-                if partition is ... or pk == partition:
-                    statuses[(key, pk)] = resolver.get_status(key, pk) if pk is not None else resolver.get_status(key)
+        wanted = [(k, p) for k in self.selected for p in self.partitions[k]] if only is None else [
+            (k, only[1]) for k in only[0] if only[1] in self.partitions[k]]
+        statuses = {(k, p): resolver.get_status(k, p) if p is not None else resolver.get_status(k) for k, p in wanted}
         if self.root is None:
             return statuses
         for (key, pk), status in statuses.items():
@@ -228,7 +226,7 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
         if state.root is not None:
             for key in together:
                 stack.enter_context(file_lock(partition_lock_path(state.root, key.to_user_string(), partition), None))
-        now = state.statuses(together, partition)
+        now = state.statuses((together, partition))
         stale = [k for k in keys if now.get((k, partition)) != StaleStatus.FRESH]
         attempted.update((k, partition) for k in together)
         done = [(k, partition) for k in keys if k not in stale]

@@ -124,18 +124,18 @@ def test_changes_outside_the_code_make_exactly_their_readers_stale(tmp_path):
     (tmp_path / "ext.trec").write_text("".join(f"{i} Q0 one{i} 1 2.0 ext\n" for i in range(len(WORDS))))
     config = ("collections:\n" + _local_collection(tmp_path, "one", WORDS) + _local_collection(tmp_path, "two", WORDS)
               + "runs:\n  one:\n    ext: ext.trec\n")
-    result = _run(tmp_path, f"""
-        out = {{}}
+    result = _run(tmp_path, """
+        out = {}
         groups = ("collections", "retrieval")
         out["first"] = update(*groups)
         out["fresh"] = stale(*groups)
         (root / "tables" / "candidate_runs" / "two" / "data.parquet").unlink()
         out["deleted"] = stale(*groups)
-        Path("ext.trec").write_text("".join(f"{{i}} Q0 one{{(i + 1) % 8}} 1 3.0 ext\\n" for i in range(8)))
+        Path("ext.trec").write_text("".join(f"{i} Q0 one{(i + 1) % 8} 1 3.0 ext\\n" for i in range(8)))
         out["run_file"] = stale(*groups)
         config = Path("dagster-ir.yaml").read_text()
-        at = config.rindex("seed: 1}}")  # collection two's split seed
-        Path("dagster-ir.yaml").write_text(config[:at] + "seed: 2}}" + config[at + len("seed: 1}}"):])
+        at = config.rindex("seed: 1}")  # collection two's split seed
+        Path("dagster-ir.yaml").write_text(config[:at] + "seed: 2}" + config[at + len("seed: 1}"):])
         out["yaml"] = stale(*groups)
         out["second"] = update(*groups)
         out["after"] = stale(*groups)
