@@ -3,6 +3,10 @@
 One document per collection, in sections shaped like the papers' tables, each with its own baseline:
 first-stage retrieval (vs BM25), PHP rerankers (vs BERT), Model 1 fusion (vs BM25, Table 2), GHRM
 (vs BM25; nDCG@20, P@20) and the CET pooling-bias lab (vs naive, Table 1, and vs the best baseline).
+
+Trained runs arrive from every training unit of the collection (`assets.partitions.units_in`):
+each (run, seed) is evaluated over the queries its folds scored, the significance tests compare
+per-query values averaged over seeds, and a table gives the mean and spread over seeds.
 """
 
 from dataclasses import dataclass
@@ -10,9 +14,10 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
-from assets.evaluation import ReportSettings, inline_figures, restrict_to_split
+from assets.evaluation import ReportSettings, inline_figures, report_title, restrict_to_split
 from assets.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
-from assets.partitions import collection_partitions
+from assets.partitions import collection_partitions, units_in
+from assets.project import collection_specs
 from assets.resources import DataDirResource
 from dagster_ir.evaluation import (
     DEFAULT_MEASURES,
@@ -21,8 +26,10 @@ from dagster_ir.evaluation import (
     ReportFigure,
     SignificanceConfig,
     aggregate,
+    average_seeds,
     build_report,
-    evaluate_run,
+    evaluate_seeds,
+    seed_spread,
     recall_curve,
     recall_curve_plot,
     write_report,
@@ -59,7 +66,8 @@ SECTIONS = (
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1", deps=["model1_runs"])
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2", deps=["model1_runs"],
+          ins=units_in("reranked_runs"))
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -75,21 +83,22 @@ def model_report(
     """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
     inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
               "ghrm_runs": ghrm_runs, "cet_runs": cet_runs}
-    runs = pl.concat([run.select("query_id", "doc_id", "score", "rank", "run_name") for run in inputs.values()])
-    if runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().any()).item():
-        clashes = runs.filter(pl.struct("run_name", "query_id", "doc_id").is_duplicated())["run_name"].unique().to_list()
-        raise ValueError(f"model_report: run names used by more than one input: {clashes}")
-    runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report")
+    runs = pl.concat([_with_seed(run) for run in inputs.values()])
+    if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
+        clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
+        raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
+    protocol = collection_specs()[context.partition_key].protocol.kind
+    runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report", protocol)
     measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
-    per_query = evaluate_run(runs, qrels, measures)
+    per_seed = evaluate_seeds(runs, qrels, measures)
+    per_query, spread = average_seeds(per_seed), seed_spread(per_seed)
     significance = config.significance()
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
-    sections = _sections(per_query, inputs, significance, recall)
-    judged = qrels["query_id"].n_unique()
+    sections = _sections(per_query, inputs, significance, recall, spread)
     explained = data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
-    book = ReportBook.of(f"{context.partition_key}: {config.split} queries ({judged} judged)", sections, appendices)
+    book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
     summary = aggregate(per_query)
     context.add_output_metadata(
@@ -104,8 +113,16 @@ def model_report(
     return per_query
 
 
-def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure) -> list:
-    """One report per section whose runs are present, plus CET against its best baseline."""
+def _with_seed(run: pl.DataFrame) -> pl.DataFrame:
+    """RUN columns plus `seed` (the training unit's; null for a run that was not trained per seed)."""
+    seed = pl.col("seed").cast(pl.Int64) if "seed" in run.columns else pl.lit(None, dtype=pl.Int64).alias("seed")
+    return run.select("query_id", "doc_id", "score", "rank", "run_name", seed)
+
+
+def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure,
+              spread: pl.DataFrame | None = None) -> list:
+    """One report per section whose runs are present, plus CET against its best baseline; `spread`
+    (mean and sd over seeds) adds a seed table to a section whose runs have several seeds."""
     reports = []
     config = ReportConfig(significance=significance)
     for section in SECTIONS:
@@ -119,13 +136,14 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
         notes = f"{notes} {section.note}".strip()
         extra = [recall] if section.inputs == ("candidate_runs",) else []
         reports.append(build_report(rows, section.baseline, list(section.measures), section.title, notes,
-                                    config, extra_figures=extra))
+                                    config, extra_figures=extra, spread=spread))
         if section.baseline == "naive":
             best = best_baseline(rows, "RR@10")
             if best is not None:
                 notes = f"Paired two-sided t-test against the best baseline by RR@10, {best}."
                 reports.append(build_report(rows, best, list(section.measures),
-                                            f"CET: pooling bias, against the best baseline ({best})", notes, config))
+                                            f"CET: pooling bias, against the best baseline ({best})", notes, config,
+                                            spread=spread))
     return reports
 
 
