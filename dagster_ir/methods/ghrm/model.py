@@ -42,7 +42,7 @@ class ModelConfig:
     pooling: bool = True  # False: GHRM-nopool
     rate: float = 0.8  # share of nodes RSAP keeps per block; 1.0: GHRM-soft
     top_k: int = 40  # k of the k-max readout
-    mlp_hidden: tuple[int, ...] = (32,)  # f's hidden layers (not given in the paper)
+    mlp_hidden: tuple[int, ...] = (64, 32)  # f's hidden layers (not in the paper; the authors' code: 64, 32)
 
     def __post_init__(self) -> None:
         if self.blocks < 0:
@@ -71,15 +71,15 @@ def variant_config(config: ModelConfig, variant: str) -> ModelConfig:
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    """Training and reranking. Paper: Adam lr 1e-3, 300 epochs of 32 batches of 16 + 16 pairs, BM25 top 150."""
+    """Training and reranking. Paper: Adam, constant lr 1e-3, 300 epochs of 32 batches of 16 + 16 pairs, BM25 top 150."""
 
     epochs: int = 300
     batches_per_epoch: int = 32
-    pairs_per_batch: int = 16  # each pair is one positive and one negative document of a query
+    pairs_per_batch: int = 16  # distinct training queries per batch, each with one positive and one negative
     lr: float = 1e-3
+    schedule: str = "constant"  # the learning rate over training: "constant" (the paper) or "linear" decay to 0
     seed: int = 42
-    train_depth: int = 150  # training pairs come from the BM25 top `train_depth` (see ghrm_protocol)
-    negatives_per_positive: int = 20  # size of the pool each epoch samples its pairs from
+    train_depth: int = 150  # positives and negatives come from the BM25 top `train_depth` (see `protocol`)
     rerank_depth: int = 150  # validation and test rerank the BM25 top `rerank_depth`
     selection_measure: str = "nDCG@20"  # the epoch with the best mean on the validation fold is kept
     eval_batch_size: int = 256
@@ -88,12 +88,13 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         if self.threads < 0:
             raise ValueError(f"TrainingConfig.threads must be >= 0, got {self.threads}")
-        for name in ("epochs", "batches_per_epoch", "pairs_per_batch", "train_depth",
-                     "negatives_per_positive", "rerank_depth", "eval_batch_size"):
+        for name in ("epochs", "batches_per_epoch", "pairs_per_batch", "train_depth", "rerank_depth", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainingConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ValueError(f"TrainingConfig.lr must be > 0, got {self.lr}")
+        if self.schedule not in ("constant", "linear"):
+            raise ValueError(f"TrainingConfig.schedule must be 'constant' or 'linear', got {self.schedule!r}")
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,9 @@ PROFILES: dict[str, GHRMConfig] = {
     # words are kept. One thread: the graphs are small, so a step is several times faster on one
     # thread than on two when another asset shares the cores (13 ms against 150 ms measured).
     "demo": GHRMConfig(
-        inputs=InputConfig(doc_words=120, query_words=4, min_count=5, remove_stopwords=True),
+        inputs=InputConfig(doc_words=120, query_words=4, min_count=5),
         model=ModelConfig(top_k=20),
-        training=TrainingConfig(epochs=10, batches_per_epoch=32, lr=1e-2, train_depth=30,
-                                negatives_per_positive=10, rerank_depth=30, threads=1),
+        training=TrainingConfig(epochs=10, batches_per_epoch=32, lr=1e-2, train_depth=30, rerank_depth=30, threads=1),
     ),
     # Robust04's lengths; ClueWeb09-B used doc_words=500, query_words=5
     "paper": GHRMConfig(),
