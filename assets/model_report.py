@@ -3,6 +3,12 @@
 One document per collection, in sections shaped like the papers' tables, each with its own baseline:
 first-stage retrieval (vs BM25), PHP rerankers (vs BERT), Model 1 fusion (vs BM25, Table 2), GHRM
 (vs BM25; nDCG@20, P@20) and the CET pooling-bias lab (vs naive, Table 1, and vs the best baseline).
+
+Sections are computed on the report's `split` (default `test`), except those marked `every_query`:
+a cross-validated method scores every query with the model whose test fold held it, and its paper
+averages over all the test folds, so such a section is computed over every judged query its own runs
+answer (each exactly once: a query held by two folds is an error), and shows a reference run only
+where it answers all of them.
 """
 
 from dataclasses import dataclass
@@ -43,6 +49,8 @@ class Section:
     measures: tuple[str, ...]
     extra_runs: tuple[str, ...] = ()  # runs of other inputs shown for reference (e.g. bm25)
     note: str = ""  # a sentence printed under the title
+    every_query: bool = False  # over every judged query its own runs answer (all test folds), not the split
+    figure: tuple[str, str] = ()  # (asset, file): a PNG under data/files/<asset>/<collection>/ shown if present
 
 
 TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper): "
@@ -53,13 +61,15 @@ SECTIONS = (
     Section("PHP: BERT and PHP rerankers of BM25's top-k", ("reranked_runs",), "bert", tuple(TABLE_MEASURES), ("bm25",),
             TOP_K_NOTE),
     Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"), ("bm25", "bert")),
-    Section("GHRM (5 folds rotated 60/20/20)", ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert")),
+    Section("GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
+            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert"), every_query=True,
+            figure=("ghrm_sweeps", "sweeps.png")),
     Section("CET: pooling bias (Table 1), against naive", ("cet_runs",), "naive", tuple(TABLE_MEASURES), ("dense",),
             TOP_K_NOTE),
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1", deps=["model1_runs"])
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2", deps=["model1_runs", "ghrm_sweeps"])
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -79,13 +89,15 @@ def model_report(
     if runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().any()).item():
         clashes = runs.filter(pl.struct("run_name", "query_id", "doc_id").is_duplicated())["run_name"].unique().to_list()
         raise ValueError(f"model_report: run names used by more than one input: {clashes}")
+    every = (runs, qrels)  # what the every_query sections read
     runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report")
     measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
     per_query = evaluate_run(runs, qrels, measures)
     significance = config.significance()
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
-    sections = _sections(per_query, inputs, significance, recall)
+    figures = {s.title: _figure_file(data.root().joinpath("files", s.figure[0], context.partition_key, s.figure[1])) for s in SECTIONS if s.figure}
+    sections = _sections(per_query, inputs, significance, recall, every, {k: [v] for k, v in figures.items() if v})
     judged = qrels["query_id"].n_unique()
     explained = data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
@@ -104,20 +116,68 @@ def model_report(
     return per_query
 
 
-def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure) -> list:
-    """One report per section whose runs are present, plus CET against its best baseline."""
+def _figure_file(path) -> ReportFigure | None:
+    """A PNG an upstream asset left for the report (its sibling .txt holds the caption), if present."""
+    if not path.is_file():
+        return None
+    caption = path.with_suffix(".txt")
+    text = caption.read_text(encoding="utf-8").strip() if caption.is_file() else path.stem
+    return ReportFigure(path.stem, text, path.read_bytes())
+
+
+def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame, qrels: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """Per-query values of an `every_query` section over every judged query its own runs answer, and a note.
+
+    Each query counts once per run: a run that answers a query from two folds (column `fold`) is an
+    error. A reference run (`extra_runs`) is shown only if it answers every one of those queries.
+    """
+    own = pl.concat([inputs[i].select("run_name", "query_id", *(["fold"] if "fold" in inputs[i].columns else []))
+                     for i in section.inputs], how="diagonal_relaxed")
+    if "fold" in own.columns:
+        twice = own.group_by("run_name", "query_id").agg(pl.col("fold").n_unique()).filter(pl.col("fold") > 1)
+        if twice.height:
+            raise ValueError(f"model_report: {section.inputs} score {twice.height} queries from more than one fold "
+                             f"(e.g. {twice.row(0)[:2]}); a cross-validated run scores each query once")
+    held = qrels.filter(pl.col("query_id").is_in(own["query_id"].unique().implode()))
+    judged = held["query_id"].unique()
+    names = own["run_name"].unique(maintain_order=True).to_list()
+    left_out = []
+    for name in section.extra_runs:
+        answered = runs.filter(pl.col("run_name") == name)["query_id"].unique()
+        if name in names or answered.len() == 0:
+            continue
+        (names if judged.is_in(answered.implode()).all() else left_out).append(name)
+    chosen = runs.filter(pl.col("run_name").is_in(names) & pl.col("query_id").is_in(judged.implode()))
+    rows = evaluate_run(chosen, held, list(section.measures))
+    folds = own["fold"].n_unique() if "fold" in own.columns else 1
+    note = f"Over all {judged.len()} judged queries of {folds} test folds, each scored once."
+    if left_out:
+        note += f" Not shown: {', '.join(left_out)} (scored on some of these queries only)."
+    return rows, note
+
+
+def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure,
+              every: tuple[pl.DataFrame, pl.DataFrame] | None = None, figures: dict | None = None) -> list:
+    """One report per section whose runs are present, plus CET against its best baseline.
+
+    `every` (runs, qrels of all queries) feeds the `every_query` sections; without it they use `per_query`.
+    `figures` maps a section title to extra figures shown with it.
+    """
     reports = []
     config = ReportConfig(significance=significance)
     for section in SECTIONS:
         own = [n for i in section.inputs for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()]
-        present = set(per_query["run_name"].unique().to_list())
+        table, fold_note = per_query, ""
+        if section.every_query and every is not None and own:
+            table, fold_note = every_query_rows(section, inputs, *every)
+        present = set(table["run_name"].unique().to_list())
         names = own + [n for n in section.extra_runs if n not in own and n in present]
         if not own or section.baseline not in names or len(names) < 2:
             continue  # a method whose runs are absent gets no section
-        rows = per_query.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+        rows = table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
         notes = f"Paired two-sided t-test against {section.baseline}; {significance.correction} correction."
-        notes = f"{notes} {section.note}".strip()
-        extra = [recall] if section.inputs == ("candidate_runs",) else []
+        notes = f"{notes} {fold_note} {section.note}".strip()
+        extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
         reports.append(build_report(rows, section.baseline, list(section.measures), section.title, notes,
                                     config, extra_figures=extra))
         if section.baseline == "naive":
