@@ -6,7 +6,9 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import collection_partitions
+from assets.project import collection_specs
 from assets.resources import DataDirResource
+from dagster_ir.collections import report_query_ids
 from dagster_ir.evaluation import (
     DEFAULT_MEASURES,
     ReportConfig,
@@ -27,7 +29,9 @@ class ReportSettings(dg.Config):
     """Which queries and measures; the significance settings map onto SignificanceConfig."""
 
     measures: list[str] = list(DEFAULT_MEASURES)
-    split: str = "test"  # "test", "dev", ... or "all": the queries the report is computed on
+    # "test", "dev", ... or "all": the queries the report is computed on. Under `protocol: cv` the
+    # test queries are every query (each lies in exactly one rotation's test fold).
+    split: str = "test"
     correction: str = "none"  # "none" | "bonferroni" | "holm"
     alpha: float = 0.05
     bootstrap_resamples: int = 10_000
@@ -45,12 +49,17 @@ class EvaluationReportConfig(ReportSettings):
 
 
 def restrict_to_split(
-    runs: pl.DataFrame, qrels: pl.DataFrame, query_splits: pl.DataFrame, split: str, asset: str
+    runs: pl.DataFrame, qrels: pl.DataFrame, query_splits: pl.DataFrame, split: str, asset: str,
+    protocol: str = "fixed",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Runs and qrels of the queries in `split` ("all" keeps every query)."""
+    """Runs and qrels of the queries in `split` ("all" keeps every query; "test" under the cv
+    protocol keeps every query too, since each is in one rotation's test fold)."""
     if split == "all":
         return runs, qrels
-    chosen = query_splits.filter(pl.col("split") == split)["query_id"]
+    if split == "test":
+        chosen = pl.Series("query_id", report_query_ids(query_splits, protocol), dtype=pl.String)
+    else:
+        chosen = query_splits.filter(pl.col("split") == split)["query_id"]
     if chosen.len() == 0:
         raise ValueError(f"{asset}: no queries in split {split!r}")
     keep = pl.col("query_id").is_in(chosen.implode())
@@ -67,7 +76,8 @@ def evaluation_report(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """Per-query ir_measures values of every run (catalog view) and a Markdown/HTML report against the baseline."""
-    runs, qrels = restrict_to_split(candidate_runs, qrels, query_splits, config.split, "evaluation_report")
+    protocol = collection_specs()[context.partition_key].protocol.kind
+    runs, qrels = restrict_to_split(candidate_runs, qrels, query_splits, config.split, "evaluation_report", protocol)
     per_query = evaluate_run(runs, qrels, config.measures)
     significance = config.significance()
     curves = recall_curve(runs, qrels)
@@ -75,7 +85,7 @@ def evaluation_report(
         per_query,
         baseline=config.baseline,
         measures=config.measures,
-        title=f"{context.partition_key}: {config.split} queries ({qrels['query_id'].n_unique()} judged)",
+        title=report_title(context.partition_key, config.split, protocol, qrels),
         notes=f"Paired two-sided t-test against {config.baseline}; {significance.correction} correction.",
         config=ReportConfig(significance=significance),
         extra_figures=[ReportFigure.from_figure("recall", "Recall by depth", recall_curve_plot(curves))],
@@ -92,6 +102,12 @@ def evaluation_report(
         }
     )
     return per_query
+
+
+def report_title(collection: str, split: str, protocol: str, qrels: pl.DataFrame) -> str:
+    """"<collection>: <which> queries (<n> judged)", saying when the test queries are every test fold."""
+    which = "test-fold (every)" if split == "test" and protocol == "cv" else split
+    return f"{collection}: {which} queries ({qrels['query_id'].n_unique()} judged)"
 
 
 def inline_figures(report) -> str:

@@ -4,11 +4,16 @@ One document per collection, in sections shaped like the papers' tables, each wi
 first-stage retrieval (vs BM25), PHP rerankers (vs BERT), Model 1 fusion (vs BM25, Table 2), GHRM
 (vs BM25; nDCG@20, P@20) and the CET pooling-bias lab (vs naive, Table 1, and vs the best baseline).
 
-Sections are computed on the report's `split` (default `test`), except those marked `every_query`:
-a cross-validated method scores every query with the model whose test fold held it, and its paper
-averages over all the test folds, so such a section is computed over every judged query its own runs
-answer (each exactly once: a query held by two folds is an error), and shows a reference run only
-where it answers all of them.
+Trained runs arrive from every training unit of the collection (`assets.partitions.units_in`):
+each (run, seed) is evaluated over the queries its folds scored, the significance tests compare
+per-query values averaged over seeds, and a table gives the mean and spread over seeds.
+
+Sections are computed on the report's `split` (default `test`; every query under `protocol: cv`),
+except those marked `every_query`: a method that rotates its own folds (GHRM's `ghrm_runs`) scores
+every query with the model whose test fold held it, and its paper averages over all the test folds,
+so such a section is computed over every judged query its own runs answer (each exactly once per
+seed: a query held by two folds is an error), and shows a reference run only where it answers all
+of them.
 """
 
 from dataclasses import dataclass
@@ -16,9 +21,10 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
-from assets.evaluation import ReportSettings, inline_figures, restrict_to_split
+from assets.evaluation import ReportSettings, inline_figures, report_title, restrict_to_split
 from assets.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
-from assets.partitions import collection_partitions
+from assets.partitions import collection_partitions, units_in
+from assets.project import collection_specs
 from assets.resources import DataDirResource
 from dagster_ir.evaluation import (
     DEFAULT_MEASURES,
@@ -27,8 +33,10 @@ from dagster_ir.evaluation import (
     ReportFigure,
     SignificanceConfig,
     aggregate,
+    average_seeds,
     build_report,
-    evaluate_run,
+    evaluate_seeds,
+    seed_spread,
     recall_curve,
     recall_curve_plot,
     write_report,
@@ -69,7 +77,8 @@ SECTIONS = (
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2", deps=["model1_runs", "ghrm_sweeps"])
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="3", deps=["model1_runs", "ghrm_sweeps"],
+          ins=units_in("reranked_runs"))
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -85,23 +94,26 @@ def model_report(
     """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
     inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
               "ghrm_runs": ghrm_runs, "cet_runs": cet_runs}
-    runs = pl.concat([run.select("query_id", "doc_id", "score", "rank", "run_name") for run in inputs.values()])
-    if runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().any()).item():
-        clashes = runs.filter(pl.struct("run_name", "query_id", "doc_id").is_duplicated())["run_name"].unique().to_list()
-        raise ValueError(f"model_report: run names used by more than one input: {clashes}")
+    runs = pl.concat([_with_seed(run) for run in inputs.values()])
+    if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
+        clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
+        raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
+    protocol = collection_specs()[context.partition_key].protocol.kind
     every = (runs, qrels)  # what the every_query sections read
-    runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report")
+    runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report", protocol)
     measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
-    per_query = evaluate_run(runs, qrels, measures)
+    per_seed = evaluate_seeds(runs, qrels, measures)
+    per_query, spread = average_seeds(per_seed), seed_spread(per_seed)
     significance = config.significance()
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
-    figures = {s.title: _figure_file(data.root().joinpath("files", s.figure[0], context.partition_key, s.figure[1])) for s in SECTIONS if s.figure}
-    sections = _sections(per_query, inputs, significance, recall, every, {k: [v] for k, v in figures.items() if v})
-    judged = qrels["query_id"].n_unique()
+    figures = {s.title: _figure_file(data.root().joinpath("files", s.figure[0], context.partition_key, s.figure[1]))
+               for s in SECTIONS if s.figure}
+    sections = _sections(per_query, inputs, significance, recall, spread, every=every,
+                         figures={k: [v] for k, v in figures.items() if v})
     explained = data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
-    book = ReportBook.of(f"{context.partition_key}: {config.split} queries ({judged} judged)", sections, appendices)
+    book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
     summary = aggregate(per_query)
     context.add_output_metadata(
@@ -116,6 +128,12 @@ def model_report(
     return per_query
 
 
+def _with_seed(run: pl.DataFrame) -> pl.DataFrame:
+    """RUN columns plus `seed` (the training unit's; null for a run that was not trained per seed)."""
+    seed = pl.col("seed").cast(pl.Int64) if "seed" in run.columns else pl.lit(None, dtype=pl.Int64).alias("seed")
+    return run.select("query_id", "doc_id", "score", "rank", "run_name", seed)
+
+
 def _figure_file(path) -> ReportFigure | None:
     """A PNG an upstream asset left for the report (its sibling .txt holds the caption), if present."""
     if not path.is_file():
@@ -125,19 +143,25 @@ def _figure_file(path) -> ReportFigure | None:
     return ReportFigure(path.stem, text, path.read_bytes())
 
 
-def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame, qrels: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """Per-query values of an `every_query` section over every judged query its own runs answer, and a note.
+def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
+                     qrels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """Seed-averaged per-query values of an `every_query` section over every judged query its own runs
+    answer, their spread over seeds, and a note.
 
-    Each query counts once per run: a run that answers a query from two folds (column `fold`) is an
-    error. A reference run (`extra_runs`) is shown only if it answers every one of those queries.
+    Each query counts once per run and seed: a run that answers a query from two folds (column
+    `fold`) is an error. A reference run (`extra_runs`) is shown only if it answers every one of those
+    queries.
     """
-    own = pl.concat([inputs[i].select("run_name", "query_id", *(["fold"] if "fold" in inputs[i].columns else []))
-                     for i in section.inputs], how="diagonal_relaxed")
+    keys = ["run_name", "query_id", "fold", "seed"]
+    own = pl.concat([inputs[i].select([k for k in keys if k in inputs[i].columns]) for i in section.inputs],
+                    how="diagonal_relaxed")
     if "fold" in own.columns:
-        twice = own.group_by("run_name", "query_id").agg(pl.col("fold").n_unique()).filter(pl.col("fold") > 1)
+        by = [k for k in ("run_name", "seed", "query_id") if k in own.columns]
+        twice = own.group_by(by).agg(pl.col("fold").n_unique()).filter(pl.col("fold") > 1)
         if twice.height:
             raise ValueError(f"model_report: {section.inputs} score {twice.height} queries from more than one fold "
-                             f"(e.g. {twice.row(0)[:2]}); a cross-validated run scores each query once")
+                             f"(e.g. {twice.select('run_name', 'query_id').row(0)}); a cross-validated run "
+                             "scores each query once")
     held = qrels.filter(pl.col("query_id").is_in(own["query_id"].unique().implode()))
     judged = held["query_id"].unique()
     names = own["run_name"].unique(maintain_order=True).to_list()
@@ -148,28 +172,30 @@ def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame, qrels: 
             continue
         (names if judged.is_in(answered.implode()).all() else left_out).append(name)
     chosen = runs.filter(pl.col("run_name").is_in(names) & pl.col("query_id").is_in(judged.implode()))
-    rows = evaluate_run(chosen, held, list(section.measures))
+    per_seed = evaluate_seeds(chosen, held, list(section.measures))
     folds = own["fold"].n_unique() if "fold" in own.columns else 1
     note = f"Over all {judged.len()} judged queries of {folds} test folds, each scored once."
     if left_out:
         note += f" Not shown: {', '.join(left_out)} (scored on some of these queries only)."
-    return rows, note
+    return average_seeds(per_seed), seed_spread(per_seed), note
 
 
 def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure,
-              every: tuple[pl.DataFrame, pl.DataFrame] | None = None, figures: dict | None = None) -> list:
-    """One report per section whose runs are present, plus CET against its best baseline.
+              spread: pl.DataFrame | None = None, *, every: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+              figures: dict | None = None) -> list:
+    """One report per section whose runs are present, plus CET against its best baseline; `spread`
+    (mean and sd over seeds) adds a seed table to a section whose runs have several seeds.
 
-    `every` (runs, qrels of all queries) feeds the `every_query` sections; without it they use `per_query`.
-    `figures` maps a section title to extra figures shown with it.
+    `every` (runs with `seed`, qrels, of all queries) feeds the `every_query` sections; without it they
+    use `per_query`. `figures` maps a section title to extra figures shown with it.
     """
     reports = []
     config = ReportConfig(significance=significance)
     for section in SECTIONS:
         own = [n for i in section.inputs for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()]
-        table, fold_note = per_query, ""
+        table, section_spread, fold_note = per_query, spread, ""
         if section.every_query and every is not None and own:
-            table, fold_note = every_query_rows(section, inputs, *every)
+            table, section_spread, fold_note = every_query_rows(section, inputs, *every)
         present = set(table["run_name"].unique().to_list())
         names = own + [n for n in section.extra_runs if n not in own and n in present]
         if not own or section.baseline not in names or len(names) < 2:
@@ -179,13 +205,14 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
         notes = f"{notes} {fold_note} {section.note}".strip()
         extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
         reports.append(build_report(rows, section.baseline, list(section.measures), section.title, notes,
-                                    config, extra_figures=extra))
+                                    config, extra_figures=extra, spread=section_spread))
         if section.baseline == "naive":
             best = best_baseline(rows, "RR@10")
             if best is not None:
                 notes = f"Paired two-sided t-test against the best baseline by RR@10, {best}."
                 reports.append(build_report(rows, best, list(section.measures),
-                                            f"CET: pooling bias, against the best baseline ({best})", notes, config))
+                                            f"CET: pooling bias, against the best baseline ({best})", notes, config,
+                                            spread=spread))
     return reports
 
 

@@ -1,7 +1,12 @@
 """PHP assets: pre-training examples, the three PHP stages, ablations, fine-tuned cross-encoders, reranked runs.
 
 php_groups -> php_examples -> php_hp -> php_shp -> php_mrds (-> php_ablations)
-negatives + (backbone | php stage | ablation) -> cross_encoder (per collection) -> reranked_runs
+negatives + (backbone | php stage | ablation) -> cross_encoder (per training unit) -> reranked_runs (per unit)
+
+`cross_encoder` and `reranked_runs` are partitioned by training unit (collection, fold, seed; see
+`assets.partitions`): each unit fine-tunes on its training queries' negatives, chooses the epoch on
+its validation queries and reranks its test queries, so under `protocol: cv` the five folds' runs
+together cover every query. Seed s shifts every seed of the settings by s.
 
 Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFILES` and
 `dagster_ir.neural.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
@@ -22,9 +27,10 @@ from typing import Optional
 import dagster as dg
 import polars as pl
 
-from assets.partitions import collection_partitions
+from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
+from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
 from dagster_ir.neural import finetune
 from dagster_ir.neural.backbone import backbone_path
@@ -116,12 +122,11 @@ class CrossEncoderSettings(_TrainOverrides):
 
 
 class RerankSettings(dg.Config):
-    """Which candidate run, how deep, on which queries; scoring batch and device."""
+    """Which candidate run and how deep (the unit's test queries); scoring batch and device."""
 
     profile: str = "demo"
     candidate: str = "bm25"
     depth: Optional[int] = None  # None: the profile's (demo 20, paper 100)
-    split: str = "test"  # the report's queries; "all" for every query
     batch_size: int = 64
     device: str = "cpu"
     bf16: bool = False
@@ -305,7 +310,8 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame) -> 
                      "(add ablations to php_ablations' variants first)")
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
     config: CrossEncoderSettings,
@@ -321,10 +327,13 @@ def cross_encoder(
     php_mrds: pl.DataFrame,
     php_ablations: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Cross-encoders fine-tuned with LCE on the collection's negatives, from the backbone and from PHP."""
-    domain = config.to_domain()
+    """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone and from PHP."""
+    unit = training_unit(context)
+    roles = unit_queries(query_splits, unit)
+    domain = offset_seeds(config.to_domain(), unit.seed)
+    negatives = negatives.filter(pl.col("query_id").is_in(roles.train))
     stages = {frame["stage"][0]: frame["path"][0] for frame in (php_hp, php_shp, php_mrds)}
-    dev_ids = query_splits.filter(pl.col("split") == "dev")["query_id"].to_list()
+    dev_ids = roles.validation
     evaluate = None
     select = config.select_on_dev if config.select_on_dev is not None else domain.train.epochs > 1
     if select and dev_ids:
@@ -346,17 +355,19 @@ def cross_encoder(
                      "examples": n_examples, "steps": result.steps, "seconds": result.seconds,
                      "examples_per_s": result.examples_per_s, "best_epoch": result.best_epoch,
                      "dev_score": result.dev_scores[result.best_epoch] if result.dev_scores else None,
-                     "seed": domain.train.seed})
-    manifest = pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64})
+                     "train_seed": domain.train.seed})
+    manifest = tag_unit(pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64}), unit)
     context.add_output_metadata({
         "loss_curves": _curves_markdown(curves, f"fine-tuning on {context.partition_key}"),
+        "train_queries": len(roles.train), "validation_queries": len(roles.validation), "seed": domain.train.seed,
         **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
     })
     return manifest
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits"))
 def reranked_runs(
     context: dg.AssetExecutionContext,
     config: RerankSettings,
@@ -366,16 +377,15 @@ def reranked_runs(
     corpus: pl.LazyFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """The candidate run's top-k reranked by every fine-tuned cross-encoder (run_name: bert, php, php-...)."""
+    """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...)."""
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 
     run = candidate_runs.filter(pl.col("run_name") == config.candidate)
     if run.height == 0:
         raise ValueError(f"reranked_runs: no candidate run named {config.candidate!r}")
-    if config.split != "all":
-        chosen = query_splits.filter(pl.col("split") == config.split)["query_id"]
-        run = run.filter(pl.col("query_id").is_in(chosen.implode()))
+    unit = training_unit(context)
+    run = run.filter(pl.col("query_id").is_in(unit_queries(query_splits, unit).test))
     docs = corpus.join(run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
     runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth()}
     for name, path in cross_encoder.select("run_name", "path").iter_rows():
@@ -385,7 +395,7 @@ def reranked_runs(
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
     context.add_output_metadata(metadata)
-    return pl.concat(runs) if runs else pl.DataFrame(schema=run.schema)
+    return tag_unit(pl.concat(runs) if runs else pl.DataFrame(schema=run.schema), unit)
 
 
 @dg.asset_check(asset=php_examples, blocking=True)

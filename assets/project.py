@@ -1,7 +1,9 @@
 """The project's configuration file, read once when the Definitions are built.
 
 `$DAGSTER_IR_CONFIG`, else `./dagster-ir.yaml` if present, else the built-in default (wiki-car).
-The configured collections become the static partitions of every collection asset; the optional
+The configured collections become the static partitions of every collection asset, their training
+units (collection, fold, seed; see `dagster_ir.collections.protocol`) the static partitions of
+every trained method asset; the optional
 top-level `runs:` mapping names external TREC run files to import per collection:
 
     runs:
@@ -13,7 +15,7 @@ import os
 from functools import cache
 from pathlib import Path
 
-from dagster_ir.collections import load_collections_config
+from dagster_ir.collections import TrainingUnit, load_collections_config, units_of
 from dagster_ir.collections.config import DEFAULT_CONFIG_FILE, load_run_imports
 
 CONFIG_ENV = "DAGSTER_IR_CONFIG"
@@ -31,6 +33,13 @@ def config_path() -> Path | None:
 def collection_specs() -> dict:
     """Collection specs by name (the partition keys)."""
     return load_collections_config(config_path())
+
+
+@cache
+def training_units() -> dict[str, TrainingUnit]:
+    """Every collection's training units by partition key, collections in name order."""
+    specs = collection_specs()
+    return {unit.key: unit for name in sorted(specs) for unit in units_of(specs[name])}
 
 
 @cache

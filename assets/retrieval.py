@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import collection_partitions
-from assets.project import run_imports
+from assets.project import collection_specs, run_imports
 from assets.resources import DataDirResource
 from dagster_ir.negatives import NegativeConfig, sample_negatives
 from dagster_ir.retrieval.dense import DenseConfig, dense_search, encode, encode_corpus_to, load_corpus_embeddings
@@ -121,7 +121,7 @@ class NegativesConfig(dg.Config):
     seed: int = 42
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
 def negatives(
     context: dg.AssetExecutionContext,
     config: NegativesConfig,
@@ -129,12 +129,20 @@ def negatives(
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Negatives per training query (train/model split) sampled from a named candidate run, seeded."""
+    """Negatives per training query sampled from a named candidate run, seeded (train/model; under cv every query).
+
+    Under `protocol: cv` every query trains some rotation's model, so every query gets negatives;
+    each trained asset keeps those of its unit's training queries. Sampling is per (query, positive),
+    so a query's negatives do not depend on which other queries are sampled.
+    """
     run = candidate_runs.filter(pl.col("run_name") == config.run_name)
     if run.height == 0:
         raise ValueError(f"negatives: no candidate run named {config.run_name!r} "
                          f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
-    train = query_splits.filter(pl.col("split") == "train/model")["query_id"]
+    if collection_specs()[context.partition_key].protocol.kind == "cv":
+        train = query_splits["query_id"]
+    else:
+        train = query_splits.filter(pl.col("split") == "train/model")["query_id"]
     domain = NegativeConfig(strategy=config.strategy, depth=config.depth,
                             n_per_positive=config.n_per_positive, seed=config.seed)
     sample = sample_negatives(run, qrels.filter(pl.col("query_id").is_in(train.implode())), train, domain)

@@ -67,7 +67,7 @@ def update_all(
     log: Callable[[str], None] = print,
     log_level: str = "WARNING",
     selection: dg.AssetSelection | None = None,
-    max_rounds: int = 20,
+    max_rounds: int = 40,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first."""
     graph = defs.resolve_asset_graph()

@@ -1,7 +1,9 @@
 """Collections as CORPUS / QUERIES / QRELS frames: wiki-car, Cranfield, ir_datasets ids, local files.
 
 `load_collections_config` reads which collections the project uses, `load_collection` loads one,
-`split_queries` assigns query splits and folds.
+`split_queries` assigns query splits and folds, `units_of` lists a collection's training units
+(collection, fold, seed) under its protocol and `unit_queries` gives a unit's train, validation,
+fusion and test queries.
 """
 
 from dagster_ir.collections.config import (
@@ -15,6 +17,7 @@ from dagster_ir.collections.config import (
     default_collections,
     load_collection,
     load_collections_config,
+    units_of,
 )
 from dagster_ir.collections.cranfield import CranfieldFormatError, read_cranfield
 from dagster_ir.collections.irds import IrdsError, load_irds
@@ -24,6 +27,18 @@ from dagster_ir.collections.local import (
     load_local,
     read_corpus,
     read_topics,
+)
+from dagster_ir.collections.protocol import (
+    PROTOCOLS,
+    UNIT_COLUMNS,
+    Protocol,
+    TrainingUnit,
+    UnitQueries,
+    offset_seeds,
+    report_query_ids,
+    tag_unit,
+    training_units,
+    unit_queries,
 )
 from dagster_ir.collections.splits import SplitConfig, fold_assignment, fold_roles, split_queries
 from dagster_ir.collections.wikicar import WikiCarConfig, build_wiki_car
@@ -38,7 +53,12 @@ __all__ = [
     "IrdsError",
     "IrdsSpec",
     "LocalSpec",
+    "PROTOCOLS",
+    "Protocol",
     "SplitConfig",
+    "TrainingUnit",
+    "UNIT_COLUMNS",
+    "UnitQueries",
     "WikiCarConfig",
     "WikiCarSpec",
     "build_wiki_car",
@@ -50,8 +70,14 @@ __all__ = [
     "load_collections_config",
     "load_irds",
     "load_local",
+    "offset_seeds",
     "read_corpus",
     "read_cranfield",
     "read_topics",
+    "report_query_ids",
     "split_queries",
+    "tag_unit",
+    "training_units",
+    "unit_queries",
+    "units_of",
 ]

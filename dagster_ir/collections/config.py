@@ -19,10 +19,14 @@ They are listed in a YAML file, `dagster-ir.yaml` at the project root by default
         qrels: data/robust04/qrels.txt
         topic_field: title                            # optional
         split: {test: 0.3, dev: 0.0, seed: 1}         # optional, any SplitConfig field
+        protocol: cv                                  # optional: cv (k-fold) | fixed
+        seeds: [0, 1, 2]                              # optional: each trained method once per seed
 
 Relative paths are resolved against the folder of the YAML file. Every collection may carry a
 `split` mapping of `SplitConfig` fields; wiki-car splits group by `article_id` unless told
-otherwise. Other top-level keys of the file are left to other readers. Without a file the built-in
+otherwise. `protocol` (see collections.protocol) says how trained methods are evaluated: `cv`
+(k-fold cross-validation over `split.folds`, the default for every kind but wiki-car) or `fixed`
+(train/model, dev, test; wiki-car's default); `seeds` lists the seed offsets (default [0]). Other top-level keys of the file are left to other readers. Without a file the built-in
 default is the wiki-car collection alone. A bad file raises `CollectionConfigError` naming the file
 and the field (`collections.<name>.<field>`).
 """
@@ -43,6 +47,7 @@ import yaml
 from dagster_ir.collections.cranfield import read_cranfield
 from dagster_ir.collections.irds import load_irds
 from dagster_ir.collections.local import load_local
+from dagster_ir.collections.protocol import PROTOCOLS, Protocol, TrainingUnit, training_units
 from dagster_ir.collections.splits import SplitConfig
 from dagster_ir.collections.wikicar import DEFAULT_SKIP_HEADINGS, GROUP_COLUMN, WikiCarConfig, build_wiki_car
 
@@ -63,6 +68,7 @@ class WikiCarSpec:
     name: str
     wiki_car: WikiCarConfig = WikiCarConfig()
     split: SplitConfig = SplitConfig(group_by=GROUP_COLUMN)
+    protocol: Protocol = Protocol("fixed")
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class IrdsSpec:
     name: str
     dataset: str
     split: SplitConfig = SplitConfig()
+    protocol: Protocol = Protocol()
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ class LocalSpec:
     qrels: Path
     topic_field: str = "title"
     split: SplitConfig = SplitConfig()
+    protocol: Protocol = Protocol()
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,7 @@ class CranfieldSpec:
     name: str
     path: Path
     split: SplitConfig = SplitConfig()
+    protocol: Protocol = Protocol()
 
 
 CollectionSpec = WikiCarSpec | IrdsSpec | LocalSpec | CranfieldSpec
@@ -110,6 +119,11 @@ class Collection(NamedTuple):
     corpus: Iterator[pl.DataFrame]
     queries: pl.DataFrame
     qrels: pl.DataFrame
+
+
+def units_of(spec: CollectionSpec) -> list[TrainingUnit]:
+    """The training units of a collection under its protocol (see collections.protocol)."""
+    return training_units(spec.name, spec.protocol, spec.split.folds)
 
 
 def default_collections() -> dict[str, CollectionSpec]:
@@ -173,11 +187,12 @@ def _parse_spec(name: str, entry: Any, fields: _Fields) -> CollectionSpec:
     if not isinstance(kind, str) or kind not in SPEC_TYPES:
         raise fields.error("kind", f"expected one of {sorted(SPEC_TYPES)}, found {kind!r}")
     spec_type = SPEC_TYPES[kind]
-    known = {"kind", "split", *_KEYS[spec_type]}
+    known = {"kind", "split", "protocol", "seeds", *_KEYS[spec_type]}
     unknown = sorted(str(key) for key in set(entry) - known)
     if unknown:
         raise fields.error(unknown[0], f"unknown field for kind {kind!r} (known: {sorted(known)})")
-    return _BUILDERS[spec_type](name, entry, fields)
+    spec = _BUILDERS[spec_type](name, entry, fields)
+    return dataclasses.replace(spec, protocol=_protocol(entry, fields, spec.protocol))
 
 
 def _string(entry: dict, key: str, fields: _Fields, default: str | None = None) -> str:
@@ -219,6 +234,19 @@ def _check_split_value(key: str, value: Any, fields: _Fields) -> None:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     if not ok:
         raise fields.error(key, f"wrong type {type(value).__name__} ({value!r})")
+
+
+def _protocol(entry: dict, fields: _Fields, default: Protocol) -> Protocol:
+    kind = entry.get("protocol", default.kind)
+    if kind not in PROTOCOLS:
+        raise fields.error("protocol", f"expected one of {list(PROTOCOLS)}, found {kind!r}")
+    seeds = entry.get("seeds", list(default.seeds))
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise fields.error("seeds", f"expected a non-empty list of integers, found {seeds!r}")
+    try:
+        return Protocol(kind, tuple(seeds))
+    except ValueError as error:
+        raise fields.error("seeds", str(error)) from None
 
 
 def _wiki_car(name: str, entry: dict, fields: _Fields) -> WikiCarSpec:

@@ -24,6 +24,7 @@ from dagster_ir.evaluation.report import (
     build_report,
     write_report,
 )
+from dagster_ir.evaluation.seeds import SEED_SPREAD, average_seeds, evaluate_seeds, seed_spread
 from dagster_ir.evaluation.significance import (
     SignificanceConfig,
     adjust_p_values,
@@ -40,13 +41,16 @@ __all__ = [
     "ReportConfig",
     "ReportFigure",
     "ReportFiles",
+    "SEED_SPREAD",
     "SignificanceConfig",
     "adjust_p_values",
     "aggregate",
+    "average_seeds",
     "bootstrap_ci",
     "build_report",
     "compare_to_baseline",
     "evaluate_run",
+    "evaluate_seeds",
     "figure_to_png_bytes",
     "measure_names",
     "paired_ttest",
@@ -54,6 +58,7 @@ __all__ = [
     "per_query_difference_plot",
     "recall_curve",
     "recall_curve_plot",
+    "seed_spread",
     "trec_eval_order",
     "write_report",
 ]

@@ -27,6 +27,7 @@ from dagster_ir.evaluation.tables import (
     difference_table,
     interval_table,
     results_table,
+    seed_table,
 )
 from dagster_ir.schemas import PER_QUERY_EVAL, validate
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
@@ -85,6 +86,19 @@ class Report:
     comparison: pl.DataFrame  # schemas.COMPARISON_EVAL rows
     figures: tuple[ReportFigure, ...]
     config: ReportConfig
+    spread: pl.DataFrame | None = None  # SEED_SPREAD rows (evaluation.seeds), shown when a run has several seeds
+
+    def seed_table(self) -> Table | None:
+        """Mean and spread over seeds, or None when no run was trained under more than one seed."""
+        if self.spread is None or self.spread.height == 0 or int(self.spread["seeds"].max()) < 2:
+            return None
+        runs = self.comparison["run_name"].unique(maintain_order=True).to_list()
+        return seed_table(self.spread, runs, self.baseline, list(self.measures), self.config.decimals)
+
+    def all_tables(self) -> tuple[Table, ...]:
+        """The tables in the order they are shown: results, intervals, differences, seeds (if any)."""
+        seeds = self.seed_table()
+        return self.tables() + ((seeds,) if seeds is not None else ())
 
     def tables(self, best_note: str = "Best value per measure in bold.") -> tuple[Table, Table, Table]:
         """The results table (its caption ending with `best_note`), the interval and difference tables."""
@@ -97,7 +111,7 @@ class Report:
         """Markdown; figures link to `figure_dir`/<name>.png (as `write_report` lays them out), or
         are left out when `figure_dir` is None."""
         parts = [f"# {self.title}"] + ([self.notes] if self.notes else [])
-        for number, table in enumerate(self.tables(), start=1):
+        for number, table in enumerate(self.all_tables(), start=1):
             parts.append(_markdown_table(table, number))
         if figure_dir is not None and self.figures:
             parts.append("## Figures")
@@ -113,7 +127,7 @@ class Report:
         body = [f"<{heading}>{html.escape(self.title)}</{heading}>"]
         if self.notes:
             body.append(f"<p class='notes'>{html.escape(self.notes)}</p>")
-        body += [_html_table(table, number) for number, table in enumerate(self.tables(), start=1)]
+        body += [_html_table(table, number) for number, table in enumerate(self.all_tables(), start=1)]
         body += [_html_figure(figure) for figure in self.figures]
         return "\n".join(body)
 
@@ -123,6 +137,9 @@ class Report:
         parts = [self.title, _text_table(results), results.caption]
         if differences.rows:
             parts += [_text_table(differences), differences.caption]
+        seeds = self.seed_table()
+        if seeds is not None:
+            parts += [_text_table(seeds), seeds.caption]
         if self.notes:
             parts.append(self.notes)
         return "\n\n".join(parts) + "\n"
@@ -136,12 +153,14 @@ def build_report(
     notes: str = "",
     config: ReportConfig = ReportConfig(),
     extra_figures: Sequence[ReportFigure] = (),
+    spread: pl.DataFrame | None = None,
 ) -> Report:
     """Compare every run of `per_query` (PER_QUERY_EVAL rows) with `baseline` on `measures`.
 
     `measures` default to those present, in order of appearance. `extra_figures` (e.g. recall
     curves, `ReportFigure.from_figure("recall", ..., recall_curve_plot(...))`) follow the
-    per-query difference plots.
+    per-query difference plots. `spread` (SEED_SPREAD rows, `evaluation.seed_spread`) adds a table
+    of the mean and spread over seeds when a run has several; pass seed-averaged `per_query`.
     """
     validate(per_query, PER_QUERY_EVAL, "per-query evaluation")
     comparison = compare_to_baseline(per_query, baseline, list(measures) if measures else None, config.significance)
@@ -150,7 +169,10 @@ def build_report(
     names = [figure.name for figure in figures]
     if len(set(names)) != len(names):
         raise ValueError(f"figure names must differ (they name files): {names}")
-    return Report(title, notes, baseline, chosen, comparison, figures, config)
+    if spread is not None:
+        spread = spread.filter(pl.col("run_name").is_in(comparison["run_name"].unique().implode())
+                               & pl.col("measure").is_in(list(chosen)))
+    return Report(title, notes, baseline, chosen, comparison, figures, config, spread)
 
 
 @dataclass(frozen=True, eq=False)

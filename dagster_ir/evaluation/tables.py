@@ -100,6 +100,28 @@ def difference_table(
     return Table(caption, ("Run", *measures), tuple(rows))
 
 
+def seed_table(spread: pl.DataFrame, runs: list[str], baseline: str, measures: list[str], decimals: int) -> Table:
+    """Per run and measure, the mean over seeds of the per-seed means, +- their sample sd, and the
+    number of seeds (SEED_SPREAD rows of `dagster_ir.evaluation.seeds`)."""
+    rows = []
+    for run in runs:
+        cells = []
+        for measure in measures:
+            found = spread.filter((pl.col("run_name") == run) & (pl.col("measure") == measure))
+            if found.height == 0:
+                cells.append(Cell("n/a"))
+                continue
+            row = found.row(0, named=True)
+            sd = "" if row["sd"] is None else f" ± {row['sd']:.{decimals}f}"
+            cells.append(Cell(f"{_number(row['mean'], decimals)}{sd} ({row['seeds']})",
+                              detail=f"min {_number(row['min'], decimals)}, max {_number(row['max'], decimals)}"))
+        rows.append((_label(run, baseline), tuple(cells)))
+    caption = ("Mean over seeds of each seed's mean, ± the sample standard deviation over seeds (number of "
+               "seeds); a run trained once per seed varies with the seed, an untrained run does not. "
+               "The tests above compare per-query values averaged over seeds.")
+    return Table(caption, ("Run", *measures), tuple(rows))
+
+
 def _row(comparison: pl.DataFrame, run: str, measure: str) -> dict:
     rows = comparison.filter((pl.col("run_name") == run) & (pl.col("measure") == measure))
     if rows.height != 1:

@@ -55,7 +55,8 @@ def test_the_ghrm_section_covers_every_query_exactly_once():
     assert section.every_query
     inputs = {"ghrm_runs": ghrm, "candidate_runs": bm25, "reranked_runs": _runs(), "fusion_runs": _runs(), "cet_runs": _runs()}
     runs = pl.concat([ghrm.drop("fold"), bm25, bert])
-    rows, note = every_query_rows(section, inputs, runs, qrels)
+    rows, spread, note = every_query_rows(section, inputs, runs, qrels)
+    assert spread["seeds"].unique().to_list() == [1]
     counted = rows.group_by("run_name", "measure").agg(pl.len(), pl.col("query_id").n_unique().alias("distinct"))
     assert sorted(counted["run_name"].unique()) == ["bm25", "ghrm"]  # bert answers 2 of the 9: left out
     assert counted["len"].to_list() == [9] * counted.height and counted["distinct"].to_list() == [9] * counted.height
@@ -67,9 +68,8 @@ def test_the_ghrm_section_covers_every_query_exactly_once():
     split_rows = evaluate_run(runs.filter(pl.col("query_id").is_in(queries[:2])), qrels.head(2), ["nDCG@20", "P@20"])
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
     figure = ReportFigure("sweeps", "sweeps", b"\x89PNG")
-    (report,) = [r for r in _sections(split_rows, inputs,
-                                      SignificanceConfig(n_resamples=100), recall, (runs, qrels),
-                                      {section.title: [figure]})
+    (report,) = [r for r in _sections(split_rows, inputs, SignificanceConfig(n_resamples=100), recall,
+                                      every=(runs, qrels), figures={section.title: [figure]})
                  if r.title == section.title]
     assert report.comparison.filter(pl.col("run_name") == "ghrm")["n_queries"].unique().to_list() == [9]
     assert "sweeps" in [f.name for f in report.figures]
@@ -78,3 +78,34 @@ def test_the_ghrm_section_covers_every_query_exactly_once():
     twice = pl.concat([ghrm, ghrm.filter(pl.col("query_id") == "q0").with_columns(fold=pl.lit(3, pl.Int32))])
     with pytest.raises(ValueError, match="more than one fold"):
         every_query_rows(section, {**inputs, "ghrm_runs": twice}, runs, qrels)
+
+    # two seeds, each over every query: still one (seed-averaged) value per query, and a spread of 2 seeds
+    seeded = pl.concat([ghrm.with_columns(seed=pl.lit(s, pl.Int64)) for s in (0, 1)])
+    seeded_runs = pl.concat([seeded.drop("fold"), bm25.with_columns(seed=pl.lit(None, pl.Int64))])
+    rows, spread, _ = every_query_rows(section, {**inputs, "ghrm_runs": seeded}, seeded_runs, qrels)
+    assert rows.group_by("run_name", "measure").len()["len"].to_list() == [9] * 4
+    assert spread.filter(pl.col("run_name") == "ghrm")["seeds"].unique().to_list() == [2]
+
+
+def test_sections_show_the_spread_over_seeds_when_a_run_has_several():
+    from dagster_ir.evaluation import seed_spread
+
+    measures = ["RR@10", "RR@100", "nDCG@10", "nDCG@100", "nDCG@20", "P@20", "AP", "R@100", "R@1000"]
+    rows = [(run, f"q{i}", m, v + 0.1 * i, seed) for run, v, seeds in (("bm25", 0.3, [None]), ("dense", 0.4, [None]),
+                                                                      ("bert", 0.5, [0, 1]), ("php", 0.6, [0, 1]))
+            for seed in seeds for i in range(3) for m in measures]
+    per_seed = pl.DataFrame(rows, schema={**PER_QUERY_EVAL, "seed": pl.Int64}, orient="row")
+    per_seed = per_seed.with_columns(value=pl.col("value") + pl.col("seed").fill_null(0) * 0.02)
+    per_query = per_seed.group_by("run_name", "query_id", "measure", maintain_order=True).agg(pl.col("value").mean())
+    inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php"),
+              "fusion_runs": _runs(), "ghrm_runs": _runs(), "cet_runs": _runs()}
+    recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
+    reports = _sections(per_query.select(list(PER_QUERY_EVAL)), inputs, SignificanceConfig(n_resamples=100), recall,
+                        seed_spread(per_seed))
+    php_section = next(r for r in reports if r.title.startswith("PHP"))
+    table = php_section.seed_table()
+    cells = {label: cells[0].text for label, cells in table.rows}
+    assert cells["php"] == "0.7100 ± 0.0141 (2)" and cells["bm25"] == "0.4000 (1)"
+    assert "± the sample standard deviation" in php_section.to_terminal()
+    first_stage = next(r for r in reports if r.title == "First-stage retrieval")
+    assert first_stage.seed_table() is None  # no run there has several seeds

@@ -170,13 +170,14 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
         assert not held_out & set(examples["article_id"]) and not held_out & set(examples["pos_id"])
         hp = pretrained.asset_materializations_for_node("php_hp")[0].metadata
         assert hp["steps"].value > 0 and "loss_curve" in hp and hp["seed"].value == 42
-        tuned = dg.materialize(everything, selection=["cross_encoder", "reranked_runs"], partition_key="wiki-car",
+        tuned = dg.materialize(everything, selection=["cross_encoder", "reranked_runs"], partition_key="wiki-car/seed-0",
                                resources=resources(str(root)), instance=instance,
-                               run_config={"ops": {"cross_encoder": {"config": ce_config},
-                                                   "reranked_runs": {"config": {"split": "all"}}}})
+                               run_config={"ops": {"cross_encoder": {"config": ce_config}}})
         assert tuned.success
     manifest = tuned.asset_value("cross_encoder")
     assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm"]
     assert manifest["dev_score"].is_not_null().all()  # two epochs: selected on dev
-    reranked = Catalog(root).query("select run_name, query_id, count(*) as n from reranked_runs group by 1, 2")
+    assert manifest["train_seed"].to_list() == [42] * 3 and manifest["seed"].to_list() == [0] * 3
+    reranked = Catalog(root).query("select run_name, query_id, seed, count(*) as n from reranked_runs group by all")
     assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm"} and (reranked["n"] == len(TOPICS)).all()
+    assert set(reranked["query_id"]) == {"g/q"} and set(reranked["seed"]) == {0}  # the unit's test queries only
