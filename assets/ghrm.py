@@ -9,8 +9,11 @@ query: each query is reranked by the model of the rotation whose test fold holds
 select `list(dagster_ir.schemas.RUN)` before concatenating with other runs). The report's split then
 picks its queries. Checkpoints (safetensors) lie under `files/ghrm/<collection>/<code+settings
 hash>/<variant>/fold-<i>/`; a re-materialization with the same settings and vectors resumes or
-reuses them. `ghrm_sweeps` leaves `sweeps.png` (and its caption) under `files/ghrm_sweeps/<collection>/`
-for the methods report's GHRM section.
+reuses them.
+
+`ghrm_sweeps` is partitioned by training unit (collection, fold, seed; see `assets.partitions`):
+each unit sweeps the grid on its training queries and scores its validation queries only; the
+methods report merges the units into the sweeps' figure of its GHRM section.
 """
 
 import base64
@@ -24,7 +27,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from assets.partitions import collection_partitions
+from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.resources import DataDirResource
 from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
 from dagster_ir.methods.ghrm.protocol import (
@@ -38,13 +41,13 @@ from dagster_ir.methods.ghrm.protocol import (
     run_folds,
 )
 from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
-from dagster_ir.methods.ghrm.sweeps import SweepConfig, choose, run_sweeps, sweep_figure, sweep_means
+from dagster_ir.methods.ghrm.sweeps import SweepConfig, choose, run_sweep, sweep_figure, sweep_means
 from dagster_ir.methods.ghrm.text import TextConfig
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
 from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
+from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
-from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 
 GROUP = "ghrm"
 CODE_VERSION = "2"
@@ -267,24 +270,24 @@ def ghrm_runs_are_complete(ghrm_runs: pl.DataFrame) -> dg.AssetCheckResult:
 class GHRMSweepsAssetConfig(GHRMSettings):
     """GHRMSettings (the point the sweeps vary one parameter around) plus the grid.
 
-    `sweep_profile` ("demo" | "paper") gives the grid and rotations; `rates`, `blocks_grid`, `top_ks`
-    and `folds` override them (an empty list skips that sweep).
+    `sweep_profile` ("demo" | "paper") gives the grid; `rates`, `blocks_grid` and `top_ks` override
+    it (an empty list skips that sweep).
     """
 
     sweep_profile: str = "demo"
     rates: Optional[list[float]] = None
     blocks_grid: Optional[list[int]] = None
     top_ks: Optional[list[int]] = None
-    folds: Optional[list[int]] = None
 
     def to_sweep(self) -> SweepConfig:
         if self.sweep_profile not in SWEEP_PROFILES:
             raise ValueError(f"unknown sweep profile {self.sweep_profile!r} (have {sorted(SWEEP_PROFILES)})")
-        given = _given(rate=self.rates, blocks=self.blocks_grid, top_k=self.top_ks, folds=self.folds)
+        given = _given(rate=self.rates, blocks=self.blocks_grid, top_k=self.top_ks)
         return replace(SWEEP_PROFILES[self.sweep_profile], **{k: tuple(v) for k, v in given.items()})
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION,
+          ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "word2vec"))
 def ghrm_sweeps(
     context: dg.AssetExecutionContext,
     config: GHRMSweepsAssetConfig,
@@ -296,34 +299,28 @@ def ghrm_sweeps(
     candidate_runs: pl.DataFrame,
     word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
-    """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5, scored on validation folds only."""
-    domain, sweep = config.to_domain(), config.to_sweep()
+    """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
+    unit = training_unit(context)
+    roles = unit_queries(query_splits, unit)
+    domain, sweep = offset_seeds(config.to_domain(), unit.seed), config.to_sweep()
     started = time.monotonic()
     _, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
-    root = data.files("ghrm", context.partition_key, f"v{CODE_VERSION}-{fingerprint(domain, inputs, query_splits)}", "sweeps")
-    results = run_sweeps(inputs, query_splits, domain, sweep, root)
+    root = data.files("ghrm_sweeps", unit.key, f"v{CODE_VERSION}-{fingerprint(domain, inputs, query_splits)}")
+    results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root)
     measure = domain.training.selection_measure
     chosen = choose(results, measure)
-    figure = sweep_figure(results, chosen, sweep.measures)
-    folder = data.files("ghrm_sweeps", context.partition_key)
-    png = figure_to_png_bytes(figure)
-    with atomic_path(folder / "sweeps.png") as tmp:
-        tmp.write_bytes(png)
-    caption = (f"GHRM sweeps (Figures 3-5): validation {', '.join(sweep.measures)}, mean of rotations "
-               f"{sorted(results['fold'].unique().to_list())}; ringed: the value chosen by {measure} "
-               f"({', '.join(f'{k}={v:g}' for k, v in chosen.items())}). Test folds are never scored.")
-    write_text_atomic(folder / "sweeps.txt", caption)
-    means = sweep_means(results)
+    png = figure_to_png_bytes(sweep_figure(results, chosen, sweep.measures))
     context.add_output_metadata({
         "chosen": dg.MetadataValue.json(chosen),
-        "validation means": dg.MetadataValue.md(_markdown(means)),
+        "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
         "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
-        "grid points x rotations": results.select("parameter", "value", "fold").unique().height,
+        "train_queries": len(roles.train), "validation_queries": len(roles.validation),
         "seconds": round(time.monotonic() - started, 1),
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
         "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
+        "checkpoints": dg.MetadataValue.path(str(root)),
     })
-    return results
+    return tag_unit(results, unit)
 
 
 def _markdown(frame: pl.DataFrame) -> str:

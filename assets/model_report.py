@@ -42,6 +42,8 @@ from dagster_ir.evaluation import (
     write_report,
 )
 from dagster_ir.methods.cet.report import best_baseline
+from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
+from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
 
 GROUP = "methods_report"
 TABLE_MEASURES = ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]  # the PHP and CET papers' columns
@@ -58,7 +60,6 @@ class Section:
     extra_runs: tuple[str, ...] = ()  # runs of other inputs shown for reference (e.g. bm25)
     note: str = ""  # a sentence printed under the title
     every_query: bool = False  # over every judged query its own runs answer (all test folds), not the split
-    figure: tuple[str, str] = ()  # (asset, file): a PNG under data/files/<asset>/<collection>/ shown if present
 
 
 TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper): "
@@ -70,15 +71,14 @@ SECTIONS = (
             TOP_K_NOTE),
     Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"), ("bm25", "bert")),
     Section("GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
-            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert"), every_query=True,
-            figure=("ghrm_sweeps", "sweeps.png")),
+            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert"), every_query=True),
     Section("CET: pooling bias (Table 1), against naive", ("cet_runs",), "naive", tuple(TABLE_MEASURES), ("dense",),
             TOP_K_NOTE),
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="3", deps=["model1_runs", "ghrm_sweeps"],
-          ins=units_in("reranked_runs"))
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="3", deps=["model1_runs"],
+          ins=units_in("reranked_runs", "ghrm_sweeps"))
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -88,6 +88,7 @@ def model_report(
     fusion_runs: pl.DataFrame,
     ghrm_runs: pl.DataFrame,
     cet_runs: pl.DataFrame,
+    ghrm_sweeps: pl.DataFrame,
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
@@ -107,10 +108,8 @@ def model_report(
     significance = config.significance()
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
-    figures = {s.title: _figure_file(data.root().joinpath("files", s.figure[0], context.partition_key, s.figure[1]))
-               for s in SECTIONS if s.figure}
-    sections = _sections(per_query, inputs, significance, recall, spread, every=every,
-                         figures={k: [v] for k, v in figures.items() if v})
+    figures = {GHRM_SECTION: [sweeps_figure(ghrm_sweeps)]} if ghrm_sweeps.height else {}
+    sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures)
     explained = data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
     book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
@@ -134,13 +133,13 @@ def _with_seed(run: pl.DataFrame) -> pl.DataFrame:
     return run.select("query_id", "doc_id", "score", "rank", "run_name", seed)
 
 
-def _figure_file(path) -> ReportFigure | None:
-    """A PNG an upstream asset left for the report (its sibling .txt holds the caption), if present."""
-    if not path.is_file():
-        return None
-    caption = path.with_suffix(".txt")
-    text = caption.read_text(encoding="utf-8").strip() if caption.is_file() else path.stem
-    return ReportFigure(path.stem, text, path.read_bytes())
+def sweeps_figure(ghrm_sweeps: pl.DataFrame) -> ReportFigure:
+    """GHRM's sweeps over every unit (Figures 3-5 on validation queries), the chosen values ringed."""
+    measure = GHRM_SELECTION_MEASURE
+    measures = ghrm_sweeps["measure"].unique(maintain_order=True).to_list()
+    chosen = choose(ghrm_sweeps, measure)
+    return ReportFigure.from_figure("ghrm_sweeps", sweep_caption(ghrm_sweeps, chosen, measure, measures),
+                                    sweep_figure(ghrm_sweeps, chosen, measures))
 
 
 def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
@@ -215,5 +214,8 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
                                             spread=spread))
     return reports
 
+
+GHRM_SECTION = next(s.title for s in SECTIONS if s.inputs == ("ghrm_runs",))
+GHRM_SELECTION_MEASURE = GHRMTraining().selection_measure  # what the sweeps choose by, as GHRM picks epochs
 
 model_report_assets = [model_report]

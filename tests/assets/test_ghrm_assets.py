@@ -69,16 +69,18 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     checkpoints = list((tmp_path / "files" / "ghrm" / "wiki-car").glob("v*/ghrm/fold-1/best/model.safetensors"))
     assert len(checkpoints) == 1
 
-    sweeps = ghrm_sweeps(context=dg.build_asset_context(partition_key="wiki-car"),
+    # wiki-car's unit (fixed split): trains on train/model, scores dev (folds 3) and never test
+    fixed = splits.with_columns(split=pl.col("fold").replace_strict({0: "train/model", 1: "train/model", 2: "train/model",
+                                                                     3: "dev", 4: "test"}, return_dtype=pl.String))
+    sweeps = ghrm_sweeps(context=dg.build_asset_context(partition_key="wiki-car/seed-0"),
                          config=GHRMSweepsAssetConfig(min_count=1, epochs=1, batches_per_epoch=2, top_k=3, train_depth=8,
-                                                      rerank_depth=6, rates=[0.5, 1.0], blocks_grid=[], top_ks=[2],
-                                                      folds=[0]),
-                         data=data, corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits,
+                                                      rerank_depth=6, rates=[0.5, 1.0], blocks_grid=[], top_ks=[2]),
+                         data=data, corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=fixed,
                          candidate_runs=run, word2vec=manifest)
-    assert sweeps.schema == pl.Schema(SWEEP_RESULTS)
+    assert sweeps.schema == pl.Schema({**SWEEP_RESULTS, "fold": pl.Int32, "seed": pl.Int64})
     assert sorted(set(sweeps.select("parameter", "value").iter_rows())) == [("rate", 0.5), ("rate", 1.0), ("top_k", 2.0)]
-    assert (tmp_path / "files" / "ghrm_sweeps" / "wiki-car" / "sweeps.png").read_bytes()[:4] == b"\x89PNG"
-    assert "Test folds are never scored" in (tmp_path / "files" / "ghrm_sweeps" / "wiki-car" / "sweeps.txt").read_text()
+    assert sweeps["seed"].unique().to_list() == [0] and sweeps["fold"].null_count() == sweeps.height
+    assert len(list((tmp_path / "files" / "ghrm_sweeps" / "wiki-car" / "seed-0").glob("v*/*/best/model.safetensors"))) == 3
 
     # vectors trained on other text settings than GHRM reads are refused, naming both
     raw = word2vec(context=context, config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1, lemmatize=False), data=data,

@@ -2,7 +2,7 @@ import matplotlib.figure
 import polars as pl
 import pytest
 
-from assets.model_report import SECTIONS, _sections, every_query_rows
+from assets.model_report import SECTIONS, _sections, every_query_rows, sweeps_figure
 from dagster_ir.evaluation import ReportFigure, SignificanceConfig, evaluate_run
 from dagster_ir.schemas import PER_QUERY_EVAL
 
@@ -109,3 +109,14 @@ def test_sections_show_the_spread_over_seeds_when_a_run_has_several():
     assert "± the sample standard deviation" in php_section.to_terminal()
     first_stage = next(r for r in reports if r.title == "First-stage retrieval")
     assert first_stage.seed_table() is None  # no run there has several seeds
+
+
+def test_the_sweeps_figure_merges_every_unit():
+    rows = [("rate", rate, measure, value + 0.1 * fold, 3, fold, 0)
+            for fold in (0, 1) for rate, value in ((0.4, 0.2), (0.8, 0.3)) for measure in ("nDCG@20", "P@20")]
+    table = pl.DataFrame(rows, schema={"parameter": pl.String, "value": pl.Float64, "measure": pl.String,
+                                       "validation": pl.Float64, "best_epoch": pl.Int32, "fold": pl.Int32,
+                                       "seed": pl.Int64}, orient="row")
+    figure = sweeps_figure(table)
+    assert figure.png[:4] == b"\x89PNG"
+    assert "mean of 2 training unit(s)" in figure.caption and "rate=0.8" in figure.caption

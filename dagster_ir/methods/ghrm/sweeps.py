@@ -1,13 +1,15 @@
 """The paper's hyperparameter studies (section 4.4, Figures 3-5), chosen on validation folds only.
 
 Figure 3 varies the pooling rate, Figure 4 the number of blocks T and Figure 5 the k of the k-max
-readout, each with the other settings at GHRM's defaults. `run_sweeps` does the same on a grid: for
-every value and every rotation of the folds it trains GHRM on the training folds, picks the epoch
-on the validation fold (as `protocol.train_ghrm` always does) and records the validation fold's
-measures at that epoch. The test folds are never scored: the paper says its hyperparameters were
-tuned on the validation set, so the sweep is the tuning, and `choose` picks per parameter the value
-with the best mean over the rotations' validation folds. (The paper's figures plot test scores; a
-figure of validation scores is what can be drawn without looking at test.)
+readout, each with the other settings at GHRM's defaults. `run_sweep` does the same on a grid for
+one training unit (a rotation of the folds under cross-validation, the train/model and dev splits
+under a fixed split; see `dagster_ir.collections.protocol`): for every value it trains GHRM on the
+unit's training queries, picks the epoch on its validation queries (as `protocol.train_ghrm` always
+does) and records the validation measures at that epoch. Test queries are never scored: the paper
+says its hyperparameters were tuned on the validation set, so the sweep is the tuning, and `choose`
+picks per parameter the value with the best mean over the units' validation queries. (The paper's
+figures plot test scores; a figure of validation scores is what can be drawn without looking at
+test.)
 
 A setting that several sweeps share (the defaults appear in all three) is trained once.
 """
@@ -23,25 +25,23 @@ from pathlib import Path
 
 import polars as pl
 
-from dagster_ir.collections import fold_assignment
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.ghrm.model import GHRMConfig, ModelConfig
-from dagster_ir.methods.ghrm.protocol import GHRMData, torch_threads, rerank, train_ghrm
-from dagster_ir.schemas import QUERY_SPLITS, validate
+from dagster_ir.methods.ghrm.protocol import GHRMData, rerank, torch_threads, train_ghrm
 
 PARAMETERS = {"rate": "pooling rate", "blocks": "number of blocks T", "top_k": "k of the k-max readout"}
-SWEEP_RESULTS = {"parameter": pl.String, "value": pl.Float64, "fold": pl.Int32, "measure": pl.String,
-                 "validation": pl.Float64, "best_epoch": pl.Int32}
+# one unit's rows; the asset adds the unit's fold and seed
+SWEEP_RESULTS = {"parameter": pl.String, "value": pl.Float64, "measure": pl.String, "validation": pl.Float64,
+                 "best_epoch": pl.Int32}
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """The grid (paper: rate 0.4-1.0, T 0-4, k 10-70) and which rotations to run (None: all)."""
+    """The grid (paper: rate 0.4-1.0, T 0-4, k 10-70) and the measures recorded."""
 
     rate: tuple[float, ...] = (0.4, 0.6, 0.8, 1.0)
     blocks: tuple[int, ...] = (0, 1, 2, 3)
     top_k: tuple[int, ...] = (10, 20, 40, 70)
-    folds: tuple[int, ...] | None = None
     measures: tuple[str, ...] = ("nDCG@20", "P@20")
 
     def __post_init__(self) -> None:
@@ -56,8 +56,8 @@ class SweepConfig:
 
 
 PROFILES: dict[str, SweepConfig] = {
-    # about 12 trainings x 2 rotations at the demo profile's size; see the README for its time
-    "demo": SweepConfig(rate=(0.4, 0.8, 1.0), blocks=(0, 1, 2), top_k=(10, 20, 40), folds=(0, 1)),
+    # 7 trainings per unit at the demo profile's size (the defaults rate 0.8, T 2, k 20 shared)
+    "demo": SweepConfig(rate=(0.4, 0.8, 1.0), blocks=(0, 1, 2), top_k=(10, 20, 40)),
     "paper": SweepConfig(rate=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0), blocks=(0, 1, 2, 3, 4),
                          top_k=(10, 20, 30, 40, 50, 60, 70)),
 }
@@ -73,48 +73,47 @@ def _setting_name(model: ModelConfig) -> str:
     return hashlib.sha256(json.dumps(dataclasses.asdict(model), sort_keys=True).encode()).hexdigest()[:10]
 
 
-def run_sweeps(
-    data: GHRMData, splits: pl.DataFrame, config: GHRMConfig, sweep: SweepConfig, checkpoint_root: str | Path
+def run_sweep(
+    data: GHRMData,
+    train_queries: Sequence[str],
+    validation_queries: Sequence[str],
+    config: GHRMConfig,
+    sweep: SweepConfig,
+    checkpoint_root: str | Path,
 ) -> pl.DataFrame:
-    """SWEEP_RESULTS rows: every grid point x rotation, its chosen epoch and validation measures.
+    """SWEEP_RESULTS rows: every grid point's chosen epoch and validation measures.
 
-    Checkpoints go to `checkpoint_root/<setting hash>/fold-<i>` (resumed when present).
+    Checkpoints go to `checkpoint_root/<setting hash>` (resumed when present).
     """
-    validate(splits, QUERY_SPLITS, "query_splits")
-    k = int(splits["fold"].max()) + 1
-    folds = list(range(k)) if sweep.folds is None else list(sweep.folds)
-    trained: dict[tuple[str, int], list[tuple[str, float, int]]] = {}
+    if not validation_queries:
+        raise ValueError("run_sweep: no validation queries; the sweep chooses on them")
+    trained: dict[str, list[tuple[str, float, int]]] = {}
     rows = []
     with torch_threads(config.training.threads):
         for name, value, model in sweep_settings(config.model, sweep):
-            setting = dataclasses.replace(config, model=model)
-            for fold in folds:
-                key = (_setting_name(model), fold)
-                if key not in trained:
-                    trained[key] = _validate_one(data, splits, setting, fold, k, sweep.measures,
-                                                 Path(checkpoint_root) / key[0] / f"fold-{fold}")
-                rows += [(name, value, fold, measure, score, epoch) for measure, score, epoch in trained[key]]
+            key = _setting_name(model)
+            if key not in trained:
+                trained[key] = _validate_one(data, dataclasses.replace(config, model=model), train_queries,
+                                             validation_queries, sweep.measures, Path(checkpoint_root) / key)
+            rows += [(name, value, measure, score, epoch) for measure, score, epoch in trained[key]]
     return pl.DataFrame(rows, schema=SWEEP_RESULTS, orient="row")
 
 
-def _validate_one(data: GHRMData, splits: pl.DataFrame, config: GHRMConfig, fold: int, k: int,
+def _validate_one(data: GHRMData, config: GHRMConfig, train: Sequence[str], validation: Sequence[str],
                   measures: Sequence[str], folder: Path) -> list[tuple[str, float, int]]:
-    """Train rotation `fold` and score its validation queries with the chosen epoch's weights."""
-    roles = fold_assignment(splits, fold, folds=k)
-    train = roles.filter(pl.col("role") == "train")["query_id"].to_list()
-    validation = roles.filter(pl.col("role") == "validation")["query_id"].to_list()
+    """Train one setting and score the validation queries with the chosen epoch's weights."""
     model, result = train_ghrm(data, config, "ghrm", train, validation, folder)
     run = rerank(model, data, validation, config.training.rerank_depth, "ghrm", config.training.eval_batch_size)
-    judged = data.qrels.filter(pl.col("query_id").is_in(pl.Series(validation, dtype=pl.String).implode()))
+    judged = data.qrels.filter(pl.col("query_id").is_in(pl.Series(list(validation), dtype=pl.String).implode()))
     values = evaluate_run(run, judged, list(measures))
     means = values.group_by("measure").agg(pl.col("value").mean())
     return [(m, float(v), result.best_epoch) for m, v in means.sort("measure").iter_rows()]
 
 
 def sweep_means(results: pl.DataFrame) -> pl.DataFrame:
-    """Mean validation value per (parameter, value, measure) over the rotations, sorted by value."""
+    """Mean validation value per (parameter, value, measure) over the units' rows, sorted by value."""
     return (results.group_by("parameter", "value", "measure")
-            .agg(pl.col("validation").mean().alias("mean"), pl.len().alias("folds"))
+            .agg(pl.col("validation").mean().alias("mean"), pl.len().alias("units"))
             .sort("parameter", "measure", "value"))
 
 
@@ -148,7 +147,16 @@ def sweep_figure(results: pl.DataFrame, chosen: dict[str, float], measures: Sequ
                 ax.plot(at["value"].to_list(), at["mean"].to_list(), marker="o", markersize=12, fillstyle="none",
                         color="black", linestyle="none")
         ax.set_xlabel(PARAMETERS[parameter])
-        ax.set_ylabel("validation (mean of folds)")
+        ax.set_ylabel("validation (mean of units)")
         ax.legend()
     figure.tight_layout()
     return figure
+
+
+def sweep_caption(results: pl.DataFrame, chosen: dict[str, float], measure: str, measures: Sequence[str]) -> str:
+    """What `sweep_figure` shows, in a sentence."""
+    keys = [c for c in ("fold", "seed") if c in results.columns]
+    units = results.select(keys).unique().height if keys else 1
+    return (f"GHRM sweeps (Figures 3-5): validation {', '.join(measures)}, mean of {units} training unit(s); "
+            f"ringed: the value chosen by {measure} ({', '.join(f'{k}={v:g}' for k, v in chosen.items())}). "
+            "Test queries are never scored.")
