@@ -1,7 +1,8 @@
-"""GHRM assets: word2vec vectors per collection, and GHRM's reranked runs under the fold protocol.
+"""GHRM assets: word2vec vectors per collection, GHRM's reranked runs under the fold protocol, and
+the paper's hyperparameter sweeps (Figures 3-5) chosen on validation folds.
 
-corpus -> word2vec (CBOW vectors, word2vec binary file + manifest)
-corpus, queries, qrels, query_splits, candidate_runs, word2vec -> ghrm_runs
+corpus -> word2vec (CBOW vectors over the preprocessed text, word2vec binary file + manifest)
+corpus, queries, qrels, query_splits, candidate_runs, word2vec -> ghrm_runs, ghrm_sweeps
 
 `ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft") over every
 query: each query is reranked by the model of the rotation whose test fold holds it (column `fold`;
@@ -9,6 +10,10 @@ select `list(dagster_ir.schemas.RUN)` before concatenating with other runs). The
 picks its queries. Checkpoints (safetensors) lie under `files/ghrm/<collection>/<code+settings
 hash>/<variant>/fold-<i>/`; a re-materialization with the same settings and vectors resumes or
 reuses them.
+
+`ghrm_sweeps` is partitioned by training unit (collection, fold, seed; see `assets.partitions`):
+each unit sweeps the grid on its training queries and scores its validation queries only; the
+methods report merges the units into the sweeps' figure of its GHRM section.
 """
 
 import base64
@@ -22,16 +27,30 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from assets.partitions import collection_partitions
+from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.resources import DataDirResource
 from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
-from dagster_ir.methods.ghrm.protocol import corpus_texts, fingerprint, fold_run, mean_measure, prepare_data, run_folds
+from dagster_ir.methods.ghrm.protocol import (
+    GHRMData,
+    corpus_texts,
+    fingerprint,
+    fold_means,
+    fold_run,
+    mean_measure,
+    prepare_data,
+    run_folds,
+)
+from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
+from dagster_ir.methods.ghrm.sweeps import SweepConfig, choose, run_sweep, sweep_figure, sweep_means
+from dagster_ir.methods.ghrm.text import TextConfig
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
 from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
+from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
+from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
 
 GROUP = "ghrm"
-CODE_VERSION = "1"
+CODE_VERSION = "2"
 
 
 def _given(**values) -> dict:
@@ -47,13 +66,17 @@ class Word2VecAssetConfig(dg.Config):
     min_count: Optional[int] = None
     epochs: Optional[int] = None
     seed: Optional[int] = None
+    remove_stopwords: Optional[bool] = None  # the text settings; GHRM's must match them
+    lemmatize: Optional[bool] = None
     path: str = ""  # a word2vec file (binary, or text ending .txt/.vec) to use instead of training
 
     def to_domain(self) -> Word2VecConfig:
         if self.profile not in WORD2VEC_PROFILES:
             raise ValueError(f"unknown word2vec profile {self.profile!r} (have {sorted(WORD2VEC_PROFILES)})")
-        return replace(WORD2VEC_PROFILES[self.profile], **_given(dim=self.dim, window=self.window, min_count=self.min_count,
-                                                                 epochs=self.epochs, seed=self.seed))
+        base = WORD2VEC_PROFILES[self.profile]
+        text = replace(base.text, **_given(remove_stopwords=self.remove_stopwords, lemmatize=self.lemmatize))
+        return replace(base, text=text, **_given(dim=self.dim, window=self.window, min_count=self.min_count,
+                                                 epochs=self.epochs, seed=self.seed))
 
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
@@ -74,49 +97,83 @@ def word2vec(
         "config": dg.MetadataValue.json(asdict(domain)), "file": dg.MetadataValue.path(str(path)),
     })
     return pl.DataFrame({"path": [str(path)], "words": [len(vectors)], "dim": [vectors.vector_size],
-                         "source": [source], "seed": [domain.seed], "epochs": [domain.epochs]})
+                         "source": [source], "seed": [domain.seed], "epochs": [domain.epochs],
+                         "remove_stopwords": [domain.text.remove_stopwords], "lemmatize": [domain.text.lemmatize]})
 
 
-class GHRMAssetConfig(dg.Config):
+class GHRMSettings(dg.Config):
     """Maps onto `dagster_ir.methods.ghrm.model.GHRMConfig`: a profile ("demo" | "paper") plus overrides.
 
     None keeps the profile's value. `doc_words`/`query_words` are the per-collection truncation
-    (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B). `folds` restricts the rotations run.
+    (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B). `remove_stopwords`/`lemmatize` must match the
+    word2vec asset's.
     """
 
     profile: str = "demo"
-    variants: list[str] = list(VARIANTS)
     candidate_run: str = "bm25"
-    folds: Optional[list[int]] = None
     doc_words: Optional[int] = None
     query_words: Optional[int] = None
     min_count: Optional[int] = None
     window: Optional[int] = None
+    self_loop: Optional[float] = None
     remove_stopwords: Optional[bool] = None
+    lemmatize: Optional[bool] = None
     blocks: Optional[int] = None
     rate: Optional[float] = None
     top_k: Optional[int] = None
     epochs: Optional[int] = None
     batches_per_epoch: Optional[int] = None
+    pairs_per_batch: Optional[int] = None
     lr: Optional[float] = None
+    schedule: Optional[str] = None
     seed: Optional[int] = None
     train_depth: Optional[int] = None
     rerank_depth: Optional[int] = None
 
     def to_domain(self) -> GHRMConfig:
         base = profile(self.profile)
+        text = replace(base.inputs.text, **_given(remove_stopwords=self.remove_stopwords, lemmatize=self.lemmatize))
+        return GHRMConfig(
+            inputs=replace(base.inputs, text=text, **_given(doc_words=self.doc_words, query_words=self.query_words,
+                                                            min_count=self.min_count, window=self.window,
+                                                            self_loop=self.self_loop)),
+            model=replace(base.model, **_given(blocks=self.blocks, rate=self.rate, top_k=self.top_k)),
+            training=replace(base.training, **_given(epochs=self.epochs, batches_per_epoch=self.batches_per_epoch,
+                                                     pairs_per_batch=self.pairs_per_batch, lr=self.lr,
+                                                     schedule=self.schedule, seed=self.seed,
+                                                     train_depth=self.train_depth, rerank_depth=self.rerank_depth)),
+        )
+
+
+class GHRMAssetConfig(GHRMSettings):
+    """GHRMSettings plus the variants to train and the rotations to run (`folds`, default all)."""
+
+    variants: list[str] = list(VARIANTS)
+    folds: Optional[list[int]] = None
+
+    def to_domain(self) -> GHRMConfig:
         unknown = sorted(set(self.variants) - set(VARIANTS))
         if unknown or not self.variants:
             raise ValueError(f"GHRMAssetConfig.variants: unknown {unknown} or empty (choose from {sorted(VARIANTS)})")
-        return GHRMConfig(
-            inputs=replace(base.inputs, **_given(doc_words=self.doc_words, query_words=self.query_words,
-                                                 min_count=self.min_count, window=self.window,
-                                                 remove_stopwords=self.remove_stopwords)),
-            model=replace(base.model, **_given(blocks=self.blocks, rate=self.rate, top_k=self.top_k)),
-            training=replace(base.training, **_given(epochs=self.epochs, batches_per_epoch=self.batches_per_epoch,
-                                                     lr=self.lr, seed=self.seed, train_depth=self.train_depth,
-                                                     rerank_depth=self.rerank_depth)),
-        )
+        return super().to_domain()
+
+
+def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, candidate_runs, word2vec) -> tuple:
+    """(the candidate run, GHRMData) after checking the vectors were trained on text read as GHRM reads it."""
+    run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
+    if run.height == 0:
+        raise ValueError(f"ghrm: no candidate run {config.candidate_run!r} "
+                         f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
+    if word2vec["source"][0] == "trained":
+        if "lemmatize" not in word2vec.columns:
+            raise ValueError("ghrm: the word2vec manifest predates text preprocessing; materialize word2vec again")
+        trained = TextConfig(bool(word2vec["remove_stopwords"][0]), bool(word2vec["lemmatize"][0]))
+        if trained != domain.inputs.text:
+            raise ValueError(f"ghrm: word2vec was trained on text read with {trained}, GHRM reads {domain.inputs.text}; "
+                             "give word2vec and GHRM the same remove_stopwords and lemmatize")
+    data = prepare_data(corpus, queries.select("query_id", "text"), qrels, run.select(list(RUN)),
+                        load_vectors(word2vec["path"][0]), domain)
+    return run, data
 
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
@@ -133,13 +190,8 @@ def ghrm_runs(
 ) -> pl.DataFrame:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation."""
     domain = config.to_domain()
-    run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
-    if run.height == 0:
-        raise ValueError(f"ghrm_runs: no candidate run {config.candidate_run!r} "
-                         f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
     started = time.monotonic()
-    inputs = prepare_data(corpus, queries.select("query_id", "text"), qrels, run.select(list(RUN)),
-                          load_vectors(word2vec["path"][0]), domain)
+    run, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
     root = data.files("ghrm", context.partition_key, f"v{CODE_VERSION}-{fingerprint(domain, inputs, query_splits)}")
     runs, metadata, curves = [], {"vocabulary": len(inputs.vocabulary)}, {}
     for variant in config.variants:
@@ -166,6 +218,7 @@ def _variant_metadata(variant: str, results, variant_run: pl.DataFrame, first_st
     return {
         f"{variant} nDCG@20": round(mean_measure(variant_run, qrels, query_ids, "nDCG@20"), 4),
         f"{variant} P@20": round(mean_measure(variant_run, qrels, query_ids, "P@20"), 4),
+        f"{variant} nDCG@20 per test fold": [round(v, 4) for v in fold_means(variant_run, qrels, "nDCG@20")],
         f"{variant} best epochs": [r.result.best_epoch for r in results],
         f"{variant} validation best": [round(max(r.result.dev_scores), 4) for r in results],
         f"{variant} final loss": [round(float(np.mean(r.result.loss_curve[-10:])), 4) for r in results],
@@ -212,5 +265,69 @@ def ghrm_runs_are_complete(ghrm_runs: pl.DataFrame) -> dg.AssetCheckResult:
     )
 
 
-ghrm_assets = [word2vec, ghrm_runs]
+
+
+class GHRMSweepsAssetConfig(GHRMSettings):
+    """GHRMSettings (the point the sweeps vary one parameter around) plus the grid.
+
+    `sweep_profile` ("demo" | "paper") gives the grid; `rates`, `blocks_grid` and `top_ks` override
+    it (an empty list skips that sweep).
+    """
+
+    sweep_profile: str = "demo"
+    rates: Optional[list[float]] = None
+    blocks_grid: Optional[list[int]] = None
+    top_ks: Optional[list[int]] = None
+
+    def to_sweep(self) -> SweepConfig:
+        if self.sweep_profile not in SWEEP_PROFILES:
+            raise ValueError(f"unknown sweep profile {self.sweep_profile!r} (have {sorted(SWEEP_PROFILES)})")
+        given = _given(rate=self.rates, blocks=self.blocks_grid, top_k=self.top_ks)
+        return replace(SWEEP_PROFILES[self.sweep_profile], **{k: tuple(v) for k, v in given.items()})
+
+
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION,
+          ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "word2vec"))
+def ghrm_sweeps(
+    context: dg.AssetExecutionContext,
+    config: GHRMSweepsAssetConfig,
+    data: DataDirResource,
+    corpus: pl.LazyFrame,
+    queries: pl.DataFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+    candidate_runs: pl.DataFrame,
+    word2vec: pl.DataFrame,
+) -> pl.DataFrame:
+    """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
+    unit = training_unit(context)
+    roles = unit_queries(query_splits, unit)
+    domain, sweep = offset_seeds(config.to_domain(), unit.seed), config.to_sweep()
+    started = time.monotonic()
+    _, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
+    root = data.files("ghrm_sweeps", unit.key, f"v{CODE_VERSION}-{fingerprint(domain, inputs, query_splits)}")
+    results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root)
+    measure = domain.training.selection_measure
+    chosen = choose(results, measure)
+    png = figure_to_png_bytes(sweep_figure(results, chosen, sweep.measures))
+    context.add_output_metadata({
+        "chosen": dg.MetadataValue.json(chosen),
+        "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
+        "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
+        "train_queries": len(roles.train), "validation_queries": len(roles.validation),
+        "seconds": round(time.monotonic() - started, 1),
+        "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
+        "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
+        "checkpoints": dg.MetadataValue.path(str(root)),
+    })
+    return tag_unit(results, unit)
+
+
+def _markdown(frame: pl.DataFrame) -> str:
+    header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join([header, *rows])
+
+
+ghrm_assets = [word2vec, ghrm_runs, ghrm_sweeps]
 ghrm_checks = [ghrm_runs_are_complete]

@@ -7,6 +7,13 @@ first-stage retrieval (vs BM25), PHP rerankers (vs BERT), Model 1 fusion (vs BM2
 Trained runs arrive from every training unit of the collection (`assets.partitions.units_in`):
 each (run, seed) is evaluated over the queries its folds scored, the significance tests compare
 per-query values averaged over seeds, and a table gives the mean and spread over seeds.
+
+Sections are computed on the report's `split` (default `test`; every query under `protocol: cv`),
+except those marked `every_query`: a method that rotates its own folds (GHRM's `ghrm_runs`) scores
+every query with the model whose test fold held it, and its paper averages over all the test folds,
+so such a section is computed over every judged query its own runs answer (each exactly once per
+seed: a query held by two folds is an error), and shows a reference run only where it answers all
+of them.
 """
 
 from dataclasses import dataclass
@@ -35,6 +42,8 @@ from dagster_ir.evaluation import (
     write_report,
 )
 from dagster_ir.methods.cet.report import best_baseline
+from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
+from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
 
 GROUP = "methods_report"
 TABLE_MEASURES = ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]  # the PHP and CET papers' columns
@@ -50,6 +59,7 @@ class Section:
     measures: tuple[str, ...]
     extra_runs: tuple[str, ...] = ()  # runs of other inputs shown for reference (e.g. bm25)
     note: str = ""  # a sentence printed under the title
+    every_query: bool = False  # over every judged query its own runs answer (all test folds), not the split
 
 
 TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper): "
@@ -60,14 +70,15 @@ SECTIONS = (
     Section("PHP: BERT and PHP rerankers of BM25's top-k", ("reranked_runs",), "bert", tuple(TABLE_MEASURES), ("bm25",),
             TOP_K_NOTE),
     Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"), ("bm25", "bert")),
-    Section("GHRM (5 folds rotated 60/20/20)", ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert")),
+    Section("GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
+            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert"), every_query=True),
     Section("CET: pooling bias (Table 1), against naive", ("cet_runs",), "naive", tuple(TABLE_MEASURES), ("dense",),
             TOP_K_NOTE),
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2", deps=["model1_runs"],
-          ins=units_in("reranked_runs"))
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="3", deps=["model1_runs"],
+          ins=units_in("reranked_runs", "ghrm_sweeps"))
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -77,6 +88,7 @@ def model_report(
     fusion_runs: pl.DataFrame,
     ghrm_runs: pl.DataFrame,
     cet_runs: pl.DataFrame,
+    ghrm_sweeps: pl.DataFrame,
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
@@ -88,6 +100,7 @@ def model_report(
         clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
         raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
     protocol = collection_specs()[context.partition_key].protocol.kind
+    every = (runs, qrels)  # what the every_query sections read
     runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report", protocol)
     measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
     per_seed = evaluate_seeds(runs, qrels, measures)
@@ -95,7 +108,8 @@ def model_report(
     significance = config.significance()
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
-    sections = _sections(per_query, inputs, significance, recall, spread)
+    figures = {GHRM_SECTION: [sweeps_figure(ghrm_sweeps)]} if ghrm_sweeps.height else {}
+    sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures)
     explained = data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
     book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
@@ -119,24 +133,78 @@ def _with_seed(run: pl.DataFrame) -> pl.DataFrame:
     return run.select("query_id", "doc_id", "score", "rank", "run_name", seed)
 
 
+def sweeps_figure(ghrm_sweeps: pl.DataFrame) -> ReportFigure:
+    """GHRM's sweeps over every unit (Figures 3-5 on validation queries), the chosen values ringed."""
+    measure = GHRM_SELECTION_MEASURE
+    measures = ghrm_sweeps["measure"].unique(maintain_order=True).to_list()
+    chosen = choose(ghrm_sweeps, measure)
+    return ReportFigure.from_figure("ghrm_sweeps", sweep_caption(ghrm_sweeps, chosen, measure, measures),
+                                    sweep_figure(ghrm_sweeps, chosen, measures))
+
+
+def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
+                     qrels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """Seed-averaged per-query values of an `every_query` section over every judged query its own runs
+    answer, their spread over seeds, and a note.
+
+    Each query counts once per run and seed: a run that answers a query from two folds (column
+    `fold`) is an error. A reference run (`extra_runs`) is shown only if it answers every one of those
+    queries.
+    """
+    keys = ["run_name", "query_id", "fold", "seed"]
+    own = pl.concat([inputs[i].select([k for k in keys if k in inputs[i].columns]) for i in section.inputs],
+                    how="diagonal_relaxed")
+    if "fold" in own.columns:
+        by = [k for k in ("run_name", "seed", "query_id") if k in own.columns]
+        twice = own.group_by(by).agg(pl.col("fold").n_unique()).filter(pl.col("fold") > 1)
+        if twice.height:
+            raise ValueError(f"model_report: {section.inputs} score {twice.height} queries from more than one fold "
+                             f"(e.g. {twice.select('run_name', 'query_id').row(0)}); a cross-validated run "
+                             "scores each query once")
+    held = qrels.filter(pl.col("query_id").is_in(own["query_id"].unique().implode()))
+    judged = held["query_id"].unique()
+    names = own["run_name"].unique(maintain_order=True).to_list()
+    left_out = []
+    for name in section.extra_runs:
+        answered = runs.filter(pl.col("run_name") == name)["query_id"].unique()
+        if name in names or answered.len() == 0:
+            continue
+        (names if judged.is_in(answered.implode()).all() else left_out).append(name)
+    chosen = runs.filter(pl.col("run_name").is_in(names) & pl.col("query_id").is_in(judged.implode()))
+    per_seed = evaluate_seeds(chosen, held, list(section.measures))
+    folds = own["fold"].n_unique() if "fold" in own.columns else 1
+    note = f"Over all {judged.len()} judged queries of {folds} test folds, each scored once."
+    if left_out:
+        note += f" Not shown: {', '.join(left_out)} (scored on some of these queries only)."
+    return average_seeds(per_seed), seed_spread(per_seed), note
+
+
 def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure,
-              spread: pl.DataFrame | None = None) -> list:
+              spread: pl.DataFrame | None = None, *, every: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+              figures: dict | None = None) -> list:
     """One report per section whose runs are present, plus CET against its best baseline; `spread`
-    (mean and sd over seeds) adds a seed table to a section whose runs have several seeds."""
+    (mean and sd over seeds) adds a seed table to a section whose runs have several seeds.
+
+    `every` (runs with `seed`, qrels, of all queries) feeds the `every_query` sections; without it they
+    use `per_query`. `figures` maps a section title to extra figures shown with it.
+    """
     reports = []
     config = ReportConfig(significance=significance)
     for section in SECTIONS:
         own = [n for i in section.inputs for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()]
-        present = set(per_query["run_name"].unique().to_list())
+        table, section_spread, fold_note = per_query, spread, ""
+        if section.every_query and every is not None and own:
+            table, section_spread, fold_note = every_query_rows(section, inputs, *every)
+        present = set(table["run_name"].unique().to_list())
         names = own + [n for n in section.extra_runs if n not in own and n in present]
         if not own or section.baseline not in names or len(names) < 2:
             continue  # a method whose runs are absent gets no section
-        rows = per_query.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+        rows = table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
         notes = f"Paired two-sided t-test against {section.baseline}; {significance.correction} correction."
-        notes = f"{notes} {section.note}".strip()
-        extra = [recall] if section.inputs == ("candidate_runs",) else []
+        notes = f"{notes} {fold_note} {section.note}".strip()
+        extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
         reports.append(build_report(rows, section.baseline, list(section.measures), section.title, notes,
-                                    config, extra_figures=extra, spread=spread))
+                                    config, extra_figures=extra, spread=section_spread))
         if section.baseline == "naive":
             best = best_baseline(rows, "RR@10")
             if best is not None:
@@ -146,5 +214,8 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
                                             spread=spread))
     return reports
 
+
+GHRM_SECTION = next(s.title for s in SECTIONS if s.inputs == ("ghrm_runs",))
+GHRM_SELECTION_MEASURE = GHRMTraining().selection_measure  # what the sweeps choose by, as GHRM picks epochs
 
 model_report_assets = [model_report]

@@ -3,7 +3,8 @@ resume bit-identically, model selection on a dev score, DDP under `torchrun`, bf
 
 API
 ---
-`TrainConfig`  frozen settings: lr, warmup_ratio, weight_decay, epochs, batch_size (the *global*
+`TrainConfig`  frozen settings: lr, warmup_ratio, schedule ("linear" decay to 0, or "constant"
+    after the warm-up), weight_decay, epochs, batch_size (the *global*
     batch: examples per optimizer step over all processes), grad_accumulation, max_steps (optional
     cap), seed, checkpoint_every (steps; 0 = at epoch ends only), keep_checkpoints, max_grad_norm,
     bf16 (autocast), device ("cpu", "cuda"; under torchrun "cuda" means this process's GPU),
@@ -86,6 +87,7 @@ class TrainConfig:
 
     lr: float = 1e-5
     warmup_ratio: float = 0.1
+    schedule: str = "linear"  # after the warm-up: "linear" decay to 0 at the last step, or "constant"
     weight_decay: float = 0.01
     epochs: int = 1
     batch_size: int = 24  # global: examples per optimizer step over all processes
@@ -107,6 +109,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.warmup_ratio must lie in [0, 1], got {self.warmup_ratio}")
         if self.lr <= 0 or self.weight_decay < 0:
             raise ValueError(f"TrainConfig: lr must be > 0 and weight_decay >= 0 (got {self.lr}, {self.weight_decay})")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule must be one of {sorted(SCHEDULES)}, got {self.schedule!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"TrainConfig.max_steps must be >= 1 or None, got {self.max_steps}")
         if self.checkpoint_every < 0:
@@ -223,6 +227,15 @@ def linear_schedule(total_steps: int, warmup_ratio: float) -> Callable[[int], fl
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
     return factor
+
+
+def constant_schedule(total_steps: int, warmup_ratio: float) -> Callable[[int], float]:
+    """LR factor: linear warm-up over ceil(ratio * total) steps, then 1."""
+    warmup = math.ceil(total_steps * warmup_ratio)
+    return lambda step: (step + 1) / warmup if step < warmup else 1.0
+
+
+SCHEDULES = {"linear": linear_schedule, "constant": constant_schedule}
 
 
 # --- checkpoints ----------------------------------------------------------------------------
@@ -380,8 +393,9 @@ def _read_state(folder: Path) -> dict:
 
 def _check_config(state: dict, config: TrainConfig, folder: Path) -> None:
     saved = state.get("config", {})
+    # a field added since the checkpoint was written counts as its default
     changed = [f.name for f in fields(config)
-               if f.name not in _RESUMABLE_CHANGES and saved.get(f.name) != getattr(config, f.name)]
+               if f.name not in _RESUMABLE_CHANGES and saved.get(f.name, f.default) != getattr(config, f.name)]
     if changed:
         raise CheckpointError(f"{folder / STATE_FILE}: the checkpoint was trained with other settings "
                               f"({', '.join(f'{n}={saved.get(n)!r}' for n in changed)}); use a fresh checkpoint_dir")
@@ -513,7 +527,7 @@ def _train(model, make_batches, loss_fn, config: TrainConfig, root: Path, on_log
     first = _epoch_batches(make_batches, config, 0)
     per_epoch = len(first)
     total = min(per_epoch * config.epochs, config.max_steps or per_epoch * config.epochs)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(total, config.warmup_ratio))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, SCHEDULES[config.schedule](total, config.warmup_ratio))
     _seed_everything(config.seed + 1000 * rank)
     newest = latest_checkpoint(root) if resume else None
     progress = _load_checkpoint(newest, model, optimizer, scheduler, config) if newest else _Progress()

@@ -5,9 +5,20 @@ import numpy as np
 import polars as pl
 import pytest
 
-from assets.ghrm import GHRMAssetConfig, Word2VecAssetConfig, ghrm_runs, ghrm_runs_are_complete, word2vec
+from assets.ghrm import (
+    GHRMAssetConfig,
+    GHRMSweepsAssetConfig,
+    Word2VecAssetConfig,
+    ghrm_runs,
+    ghrm_runs_are_complete,
+    ghrm_sweeps,
+    word2vec,
+)
 from assets.resources import DataDirResource
 from dagster_ir.methods.ghrm.model import PROFILES
+from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
+from dagster_ir.methods.ghrm.sweeps import SWEEP_RESULTS
+from dagster_ir.methods.ghrm.text import TextConfig
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
 
@@ -58,6 +69,27 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     checkpoints = list((tmp_path / "files" / "ghrm" / "wiki-car").glob("v*/ghrm/fold-1/best/model.safetensors"))
     assert len(checkpoints) == 1
 
+    # wiki-car's unit (fixed split): trains on train/model, scores dev (folds 3) and never test
+    fixed = splits.with_columns(split=pl.col("fold").replace_strict({0: "train/model", 1: "train/model", 2: "train/model",
+                                                                     3: "dev", 4: "test"}, return_dtype=pl.String))
+    sweeps = ghrm_sweeps(context=dg.build_asset_context(partition_key="wiki-car/seed-0"),
+                         config=GHRMSweepsAssetConfig(min_count=1, epochs=1, batches_per_epoch=2, top_k=3, train_depth=8,
+                                                      rerank_depth=6, rates=[0.5, 1.0], blocks_grid=[], top_ks=[2]),
+                         data=data, corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=fixed,
+                         candidate_runs=run, word2vec=manifest)
+    assert sweeps.schema == pl.Schema({**SWEEP_RESULTS, "fold": pl.Int32, "seed": pl.Int64})
+    assert sorted(set(sweeps.select("parameter", "value").iter_rows())) == [("rate", 0.5), ("rate", 1.0), ("top_k", 2.0)]
+    assert sweeps["seed"].unique().to_list() == [0] and sweeps["fold"].null_count() == sweeps.height
+    assert len(list((tmp_path / "files" / "ghrm_sweeps" / "wiki-car" / "seed-0").glob("v*/*/best/model.safetensors"))) == 3
+
+    # vectors trained on other text settings than GHRM reads are refused, naming both
+    raw = word2vec(context=context, config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1, lemmatize=False), data=data,
+                   corpus=corpus.lazy())
+    with pytest.raises(ValueError, match="lemmatize"):
+        ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
+                  corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
+                  word2vec=raw)
+
 
 def test_check_fails_on_duplicates_and_non_finite_scores():
     good = pl.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": [1.0, 0.5], "rank": [1, 2],
@@ -77,3 +109,21 @@ def test_configs_map_onto_the_profiles():
     with pytest.raises(ValueError, match="profile"):
         GHRMAssetConfig(profile="huge").to_domain()
     assert Word2VecAssetConfig(profile="paper").to_domain().dim == 300
+    assert Word2VecAssetConfig(lemmatize=False).to_domain().text == TextConfig(lemmatize=False)
+    overrides = GHRMAssetConfig(lemmatize=False, self_loop=1.0, schedule="linear", pairs_per_batch=8).to_domain()
+    assert overrides.inputs.text == TextConfig(lemmatize=False) and overrides.inputs.self_loop == 1.0
+    assert (overrides.training.schedule, overrides.training.pairs_per_batch) == ("linear", 8)
+    assert GHRMSweepsAssetConfig().to_sweep() == SWEEP_PROFILES["demo"]
+    assert GHRMSweepsAssetConfig(top_ks=[5], folds=[2]).to_sweep().top_k == (5,)
+    with pytest.raises(ValueError, match="sweep profile"):
+        GHRMSweepsAssetConfig(sweep_profile="huge").to_sweep()
+
+
+def test_paper_profile_trains_as_the_authors():
+    """No self-loops, stop words out and lemmas, MLP 64-32, constant Adam lr 1e-3, 32 batches of 16 queries."""
+    paper = PROFILES["paper"]
+    assert paper.inputs.self_loop == 0.0 and paper.inputs.text == TextConfig(remove_stopwords=True, lemmatize=True)
+    assert paper.model.mlp_hidden == (64, 32) and (paper.model.blocks, paper.model.rate, paper.model.top_k) == (2, 0.8, 40)
+    training = paper.training
+    assert (training.lr, training.schedule, training.epochs, training.batches_per_epoch, training.pairs_per_batch) == (
+        1e-3, "constant", 300, 32, 16)

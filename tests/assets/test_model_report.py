@@ -1,8 +1,9 @@
 import matplotlib.figure
 import polars as pl
+import pytest
 
-from assets.model_report import _sections
-from dagster_ir.evaluation import ReportFigure, SignificanceConfig
+from assets.model_report import SECTIONS, _sections, every_query_rows, sweeps_figure
+from dagster_ir.evaluation import ReportFigure, SignificanceConfig, evaluate_run
 from dagster_ir.schemas import PER_QUERY_EVAL
 
 
@@ -24,8 +25,66 @@ def test_sections_pick_their_runs_and_baselines():
     assert shown["PHP: BERT and PHP rerankers of BM25's top-k"] == ("bert", ["bert", "bm25", "php"])
     assert shown["CET: pooling bias (Table 1), against naive"] == ("naive", ["cet", "dense", "naive", "zhan"])
     assert shown["CET: pooling bias, against the best baseline (zhan)"][0] == "zhan"
-    assert shown["GHRM (5 folds rotated 60/20/20)"] == ("bm25", ["bert", "bm25", "ghrm"])  # ql absent here
+    ghrm_title = next(s.title for s in SECTIONS if s.inputs == ("ghrm_runs",))
+    assert shown[ghrm_title] == ("bm25", ["bert", "bm25", "ghrm"])  # ql absent here
     assert not any("Model 1" in title for title in shown)  # no runs, no section
+
+
+def _ranked(run_name: str, query_ids: list[str], relevant_first: bool, folds: dict | None = None) -> pl.DataFrame:
+    """Two documents per query, the relevant one ("r") first or second."""
+    rows = []
+    for q in query_ids:
+        order = ["r", "n"] if relevant_first else ["n", "r"]
+        rows += [(q, f"{q}-{d}", 2.0 - i, i + 1, run_name) for i, d in enumerate(order)]
+    run = pl.DataFrame(rows, schema=["query_id", "doc_id", "score", "rank", "run_name"], orient="row")
+    if folds is not None:
+        run = run.with_columns(fold=pl.col("query_id").replace_strict(folds, return_dtype=pl.Int32))
+    return run.cast({"rank": pl.Int32})
+
+
+def test_the_ghrm_section_covers_every_query_exactly_once():
+    """Ten queries over five test folds: every judged query once per run, whatever the report's split."""
+    queries = [f"q{i}" for i in range(10)]
+    folds = {q: i // 2 for i, q in enumerate(queries)}
+    ghrm = _ranked("ghrm", queries, relevant_first=True, folds=folds)
+    bm25 = _ranked("bm25", queries, relevant_first=False)
+    bert = _ranked("bert", queries[:2], relevant_first=True)  # reranks the test split only
+    qrels = pl.DataFrame({"query_id": queries[:9], "doc_id": [f"{q}-r" for q in queries[:9]], "relevance": [1] * 9},
+                         schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32})  # q9 unjudged
+    section = next(s for s in SECTIONS if s.inputs == ("ghrm_runs",))
+    assert section.every_query
+    inputs = {"ghrm_runs": ghrm, "candidate_runs": bm25, "reranked_runs": _runs(), "fusion_runs": _runs(), "cet_runs": _runs()}
+    runs = pl.concat([ghrm.drop("fold"), bm25, bert])
+    rows, spread, note = every_query_rows(section, inputs, runs, qrels)
+    assert spread["seeds"].unique().to_list() == [1]
+    counted = rows.group_by("run_name", "measure").agg(pl.len(), pl.col("query_id").n_unique().alias("distinct"))
+    assert sorted(counted["run_name"].unique()) == ["bm25", "ghrm"]  # bert answers 2 of the 9: left out
+    assert counted["len"].to_list() == [9] * counted.height and counted["distinct"].to_list() == [9] * counted.height
+    ndcg = rows.filter(pl.col("measure") == "nDCG@20")
+    assert ndcg.filter(pl.col("run_name") == "ghrm")["value"].to_list() == [1.0] * 9
+    assert "9 judged queries of 5 test folds" in note and "bert" in note
+
+    # the section in the book: its table is over all 9, though the report's split holds 2 queries
+    split_rows = evaluate_run(runs.filter(pl.col("query_id").is_in(queries[:2])), qrels.head(2), ["nDCG@20", "P@20"])
+    recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
+    figure = ReportFigure("sweeps", "sweeps", b"\x89PNG")
+    (report,) = [r for r in _sections(split_rows, inputs, SignificanceConfig(n_resamples=100), recall,
+                                      every=(runs, qrels), figures={section.title: [figure]})
+                 if r.title == section.title]
+    assert report.comparison.filter(pl.col("run_name") == "ghrm")["n_queries"].unique().to_list() == [9]
+    assert "sweeps" in [f.name for f in report.figures]
+
+    # a query scored by two folds' models is an error
+    twice = pl.concat([ghrm, ghrm.filter(pl.col("query_id") == "q0").with_columns(fold=pl.lit(3, pl.Int32))])
+    with pytest.raises(ValueError, match="more than one fold"):
+        every_query_rows(section, {**inputs, "ghrm_runs": twice}, runs, qrels)
+
+    # two seeds, each over every query: still one (seed-averaged) value per query, and a spread of 2 seeds
+    seeded = pl.concat([ghrm.with_columns(seed=pl.lit(s, pl.Int64)) for s in (0, 1)])
+    seeded_runs = pl.concat([seeded.drop("fold"), bm25.with_columns(seed=pl.lit(None, pl.Int64))])
+    rows, spread, _ = every_query_rows(section, {**inputs, "ghrm_runs": seeded}, seeded_runs, qrels)
+    assert rows.group_by("run_name", "measure").len()["len"].to_list() == [9] * 4
+    assert spread.filter(pl.col("run_name") == "ghrm")["seeds"].unique().to_list() == [2]
 
 
 def test_sections_show_the_spread_over_seeds_when_a_run_has_several():
@@ -50,3 +109,14 @@ def test_sections_show_the_spread_over_seeds_when_a_run_has_several():
     assert "± the sample standard deviation" in php_section.to_terminal()
     first_stage = next(r for r in reports if r.title == "First-stage retrieval")
     assert first_stage.seed_table() is None  # no run there has several seeds
+
+
+def test_the_sweeps_figure_merges_every_unit():
+    rows = [("rate", rate, measure, value + 0.1 * fold, 3, fold, 0)
+            for fold in (0, 1) for rate, value in ((0.4, 0.2), (0.8, 0.3)) for measure in ("nDCG@20", "P@20")]
+    table = pl.DataFrame(rows, schema={"parameter": pl.String, "value": pl.Float64, "measure": pl.String,
+                                       "validation": pl.Float64, "best_epoch": pl.Int32, "fold": pl.Int32,
+                                       "seed": pl.Int64}, orient="row")
+    figure = sweeps_figure(table)
+    assert figure.png[:4] == b"\x89PNG"
+    assert "mean of 2 training unit(s)" in figure.caption and "rate=0.8" in figure.caption

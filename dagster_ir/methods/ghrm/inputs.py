@@ -1,16 +1,19 @@
 """GHRM's inputs: from texts to padded batches of query-document graphs.
 
-Text. Words are `word2vec.words` (lower-cased letters and digits). The vocabulary holds the
-collection's words seen at least `min_count` times (paper: 10) that have a vector; other words are
-dropped before truncation, so a document keeps its first `doc_words` (N) known words and a query its
-first `query_words` (M). IDF is log(n_docs / df) over the collection.
+Text. Words are `text.tokens` under `InputConfig.text`: lower-cased, NLTK's stop words removed,
+each word replaced by its noun lemma (the paper's preprocessing, section 4.1.3; see `text`). The
+vocabulary holds the collection's words seen at least `min_count` times (paper: 10) that have a
+vector; other words are dropped before truncation, so a document keeps its first `doc_words` (N)
+known words and a query its first `query_words` (M). IDF is log(n_docs / df) over the collection.
 
 Graph (paper section 3.2). The nodes of a document's graph are its n unique words. Edge weights
 count co-occurrences in a sliding window: every window of `window` consecutive words (the whole
 document when it is shorter) adds 1 for each pair of positions in it holding different words, so
-two positions d < window apart count (window - d) times away from the ends. The adjacency is
-normalised as D^-1/2 (A + self_loop I) D^-1/2 with D the row sums. The paper's value on the
-diagonal was lost in the text; 1 (Kipf and Welling's self-loops, which it cites) is the default.
+two positions d < window apart count (window - d) times away from the ends. The diagonal is 0
+(eq. 2: A_ij = count(i, j) if i != j, 0 otherwise; the authors' code adds no self-loops either)
+and the adjacency is normalised as D^-1/2 A D^-1/2 with D the row sums; a node without neighbours
+keeps a zero row. `self_loop` > 0 puts that weight on the diagonal first (Kipf and Welling's
+renormalisation, which the paper cites), as an option.
 
 Node features depend on the query: S[i, j] = cos(e(node i), e(query term j)), an n x M matrix. The
 graph itself does not, so `GraphStore` builds each document's graph once and `collate` pads a
@@ -26,9 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from gensim.models import KeyedVectors
-from gensim.parsing.preprocessing import STOPWORDS
 
-from dagster_ir.methods.ghrm.word2vec import words
+from dagster_ir.methods.ghrm.text import TextConfig, tokens
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,9 @@ class InputConfig:
     doc_words: int = 300  # N: a document's first N known words
     query_words: int = 4  # M: a query's first M known words
     min_count: int = 10  # words seen fewer times in the collection are dropped
-    window: int = 5  # sliding co-occurrence window (not given in the paper)
-    self_loop: float = 1.0  # weight on A's diagonal before normalising (lost in the paper's text)
-    remove_stopwords: bool = False  # drop gensim's English stopwords (the paper does not)
+    window: int = 5  # sliding co-occurrence window (not given in the paper; the authors' code uses 5)
+    self_loop: float = 0.0  # weight on A's diagonal before normalising (eq. 2 and the authors: none)
+    text: TextConfig = TextConfig()  # stop words and lemmas; must match the word2vec vectors' settings
 
     def __post_init__(self) -> None:
         for name in ("doc_words", "query_words", "min_count"):
@@ -54,11 +56,12 @@ class InputConfig:
 
 @dataclass(frozen=True, eq=False)
 class Vocabulary:
-    """Word ids 1..V (0 pads), their IDF and unit-length vectors (row 0 is zero)."""
+    """Word ids 1..V (0 pads), their IDF and unit-length vectors (row 0 is zero); `text` says how texts are read."""
 
     words: tuple[str, ...]
     idf: np.ndarray  # float32 (V + 1,)
     vectors: np.ndarray  # float32 (V + 1, dim)
+    text: TextConfig
     index: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -71,7 +74,7 @@ class Vocabulary:
 
     def encode(self, text: str, max_words: int) -> np.ndarray:
         """Ids of the first `max_words` in-vocabulary words of `text` (int64, unpadded)."""
-        ids = [i for i in map(self.index.get, words(text)) if i is not None]
+        ids = [i for i in map(self.index.get, tokens(text, self.text)) if i is not None]
         return np.asarray(ids[:max_words], dtype=np.int64)
 
 
@@ -81,12 +84,11 @@ def build_vocabulary(texts: Iterable[str], vectors: KeyedVectors, config: InputC
     document_frequency: Counter[str] = Counter()
     n_docs = 0
     for text in texts:
-        tokens = words(text)
-        counts.update(tokens)
-        document_frequency.update(set(tokens))
+        seen = tokens(text, config.text)
+        counts.update(seen)
+        document_frequency.update(set(seen))
         n_docs += 1
-    stop = STOPWORDS if config.remove_stopwords else frozenset()
-    kept = sorted(w for w, c in counts.items() if c >= config.min_count and w in vectors.key_to_index and w not in stop)
+    kept = sorted(w for w, c in counts.items() if c >= config.min_count and w in vectors.key_to_index)
     if not kept:
         raise ValueError(f"build_vocabulary: no word occurs {config.min_count}+ times and has a vector")
     df = np.array([document_frequency[w] for w in kept], dtype=np.float64)
@@ -94,7 +96,7 @@ def build_vocabulary(texts: Iterable[str], vectors: KeyedVectors, config: InputC
     matrix = np.stack([vectors[w] for w in kept]).astype(np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     unit = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    return Vocabulary(tuple(kept), idf, np.vstack([np.zeros((1, unit.shape[1]), np.float32), unit]))
+    return Vocabulary(tuple(kept), idf, np.vstack([np.zeros((1, unit.shape[1]), np.float32), unit]), config.text)
 
 
 # --- graphs -------------------------------------------------------------------------------------
@@ -127,7 +129,7 @@ def window_counts(ids: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def normalise_adjacency(counts: np.ndarray, self_loop: float) -> np.ndarray:
-    """D^-1/2 (counts + self_loop I) D^-1/2, D the row sums; isolated nodes get zero rows."""
+    """D^-1/2 (counts + self_loop I) D^-1/2, D the row sums; nodes without edges get zero rows."""
     adjacency = counts + self_loop * np.eye(len(counts))
     degree = adjacency.sum(axis=1)
     scale = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=degree > 0)

@@ -5,25 +5,30 @@
 of `query_splits` (`fold_roles`: test fold i, validation fold i+1 mod k, training the rest; 60/20/20
 for k=5). Per rotation it
 
-1. draws a pool of (query, positive, negative) triples from the training queries only, from their
-   BM25 top `train_depth`: positives are its documents judged relevant, negatives the others
-   (`dagster_ir.negatives.sample_negatives`). This follows CEDR (MacAvaney et al. 2019), whose
-   setting the paper adopts; positives BM25 did not retrieve are left out, because they teach a
-   matching model the opposite of what reranking the top needs (on wiki-car BM25 itself orders
-   only 34% of such pairs correctly);
+1. gives every training query (and no other) its pools from its BM25 top `train_depth`: positives
+   are the documents judged relevant, negatives the others (`training_pools`). This follows CEDR
+   (MacAvaney et al. 2019), whose setting the paper adopts; positives BM25 did not retrieve are
+   left out, because they teach a matching model the opposite of what reranking the top needs (on
+   wiki-car BM25 itself orders only 34% of such pairs correctly); the authors' code draws its
+   positives from all the query's judged documents. Queries without a positive or a negative
+   there are not trained on (the authors' code drops queries without positives too);
 2. trains with the shared loop (`dagster_ir.neural.training.train`): each epoch is
-   `batches_per_epoch` batches of `pairs_per_batch` triples drawn from the pool (16 positive and
-   16 negative documents per batch by default), pairwise hinge loss, Adam (AdamW, no weight decay);
+   `batches_per_epoch` batches; a batch holds `pairs_per_batch` distinct training queries (drawn
+   with replacement only when there are fewer), each with one positive and one negative drawn
+   uniformly from its pools (`sample_batch`; the paper: 32 batches of 16 positive and 16
+   negative pairs, the authors' code draws them so); pairwise hinge loss; Adam with a constant
+   learning rate (AdamW without weight decay is Adam);
 3. after every epoch reranks the validation queries' BM25 top `rerank_depth` and scores
    `selection_measure` against their qrels; the best epoch's weights are kept. Test queries are
    never scored before this choice is made;
 4. reranks the test fold's candidates with the chosen weights.
 
 The test runs of the k rotations cover every query once; `run_folds` concatenates them into one run
-(RUN columns plus `fold`, the rotation whose test fold held the query).
+(RUN columns plus `fold`, the rotation whose test fold held the query), and `fold_evaluation`
+scores it as the paper reports: every query by the model whose test fold held it.
 
-Deviation from the paper: the shared loop decays the learning rate linearly to 0 over training
-(no warm-up here); the paper does not mention a schedule.
+The authors' code picks the epoch on the test fold's own queries; we pick it on the validation
+fold (the paper says its hyperparameters were tuned on validation), so test queries stay unseen.
 """
 
 from __future__ import annotations
@@ -47,13 +52,13 @@ from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
 from dagster_ir.methods.ghrm.inputs import GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
 from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
-from dagster_ir.negatives import NegativeConfig, sample_negatives
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN, validate
 from dagster_ir.storage.atomic import write_text_atomic
 
 CONFIG_FILE = "ghrm.json"
 Triple = tuple[str, str, str]  # (query_id, positive doc_id, negative doc_id)
+Pools = dict[str, tuple[list[str], list[str]]]  # query_id -> (positive doc_ids, negative doc_ids)
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,15 +168,31 @@ def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str
 # --- training -----------------------------------------------------------------------------------
 
 
-def training_triples(data: GHRMData, query_ids: Sequence[str], config: GHRMConfig) -> list[Triple]:
-    """The pool of (query, positive, negative) triples of `query_ids` that epochs sample from."""
-    training = config.training
-    negatives = NegativeConfig(strategy="random", depth=training.train_depth,
-                               n_per_positive=training.negatives_per_positive, seed=training.seed)
-    pool = top_k(data.candidates, training.train_depth)
-    retrieved = data.qrels.join(pool.select("query_id", "doc_id"), on=["query_id", "doc_id"], how="semi")
-    sample = sample_negatives(pool, retrieved, query_ids, negatives).negatives
-    return list(sample.select("query_id", "pos_doc_id", "neg_doc_id").iter_rows())
+def training_pools(data: GHRMData, query_ids: Sequence[str], config: GHRMConfig) -> Pools:
+    """Per query of `query_ids`: its judged-relevant and its other documents in the BM25 top `train_depth`.
+
+    Queries lacking either are left out; doc ids are sorted, so the pools do not depend on row order.
+    """
+    wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
+    pool = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), config.training.train_depth)
+    relevant = data.qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id", positive=pl.lit(True))
+    labelled = pool.join(relevant, on=["query_id", "doc_id"], how="left").with_columns(pl.col("positive").fill_null(False))
+    grouped = labelled.group_by("query_id").agg(
+        positives=pl.col("doc_id").filter(pl.col("positive")).sort(),
+        negatives=pl.col("doc_id").filter(~pl.col("positive")).sort(),
+    )
+    return {q: (list(p), list(n)) for q, p, n in grouped.sort("query_id").iter_rows() if len(p) and len(n)}
+
+
+def sample_batch(pools: Pools, size: int, rng: np.random.Generator) -> list[Triple]:
+    """`size` distinct queries of `pools` (with replacement only when fewer), one positive and one negative each."""
+    queries = sorted(pools)
+    picks = rng.choice(len(queries), size=size, replace=len(queries) < size)
+    batch = []
+    for i in picks:
+        positives, negatives = pools[queries[i]]
+        batch.append((queries[i], positives[rng.integers(len(positives))], negatives[rng.integers(len(negatives))]))
+    return batch
 
 
 def make_model(config: ModelConfig, query_words: int, seed: int) -> GHRM:
@@ -194,17 +215,16 @@ def train_ghrm(
     loop's checkpoints (resumed when they match) and `ghrm.json` (the settings to rebuild the model).
     """
     training = config.training
-    triples = training_triples(data, train_queries, config)
-    if not triples:
-        raise ValueError(f"train_ghrm: no training triples from {len(train_queries)} queries "
-                         "(no positives in the qrels, or no other candidates)")
+    pools = training_pools(data, train_queries, config)
+    if not pools:
+        raise ValueError(f"train_ghrm: none of the {len(train_queries)} training queries has both a judged-relevant "
+                         f"and another document in the BM25 top {training.train_depth}")
     model_config = variant_config(config.model, variant)
     model = make_model(model_config, data.inputs.query_words, training.seed)
     _write_model_config(Path(checkpoint_dir), model_config, data.inputs.query_words)
 
     def make_batches(epoch: int, rng: np.random.Generator) -> list[list[Triple]]:
-        picks = rng.integers(0, len(triples), size=(training.batches_per_epoch, training.pairs_per_batch))
-        return [[triples[i] for i in row] for row in picks]
+        return [sample_batch(pools, training.pairs_per_batch, rng) for _ in range(training.batches_per_epoch)]
 
     def loss_fn(module: torch.nn.Module, batch: Sequence[Triple]) -> tuple[torch.Tensor, dict[str, float]]:
         pairs = [(q, pos) for q, pos, _ in batch] + [(q, neg) for q, _, neg in batch]
@@ -216,7 +236,7 @@ def train_ghrm(
         run = rerank(module, data, validation_queries, training.rerank_depth, variant, training.eval_batch_size)
         return mean_measure(run, data.qrels, validation_queries, training.selection_measure)
 
-    loop = TrainConfig(lr=training.lr, warmup_ratio=0.0, weight_decay=0.0, epochs=training.epochs,
+    loop = TrainConfig(lr=training.lr, warmup_ratio=0.0, schedule=training.schedule, weight_decay=0.0, epochs=training.epochs,
                        batch_size=training.pairs_per_batch, seed=training.seed, max_grad_norm=None)
     result = train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate)
     return model, result
@@ -269,12 +289,12 @@ def run_folds(
     `folds` restricts the rotations run (default: all k). Checkpoints go to `checkpoint_root/fold-<i>`.
     """
     validate(splits, QUERY_SPLITS, "query_splits")
-    with _threads(config.training.threads):
+    with torch_threads(config.training.threads):
         return _run_folds(data, splits, config, variant, checkpoint_root, folds)
 
 
 @contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
+def torch_threads(n: int) -> Iterator[None]:
     """torch's intra-op thread count set to n (0: unchanged) for the block, then restored."""
     before = torch.get_num_threads()
     if n:
@@ -302,6 +322,21 @@ def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[Fo
 def fold_run(results: Sequence[FoldResult]) -> pl.DataFrame:
     """The rotations' test runs as one run over all their queries (RUN columns plus fold)."""
     return pl.concat([r.test_run for r in results]).sort(["query_id", "rank"])
+
+
+def fold_means(run: pl.DataFrame, qrels: pl.DataFrame, measure: str) -> list[float]:
+    """Mean `measure` over each test fold's judged queries of a `fold_run` (RUN plus fold), fold by fold.
+
+    The paper's number is the average of these; the report's mean over every query weights folds by size.
+    """
+    folds = run.group_by("query_id").agg(pl.col("fold").unique())
+    if (folds["fold"].list.len() > 1).any():
+        raise ValueError("fold_means: a query is scored by more than one fold's model")
+    means = []
+    for fold in sorted(run["fold"].unique().to_list()):
+        part = run.filter(pl.col("fold") == fold)
+        means.append(mean_measure(part, qrels, part["query_id"].unique().to_list(), measure))
+    return means
 
 
 def fingerprint(config: GHRMConfig, data: GHRMData, splits: pl.DataFrame) -> str:

@@ -1,8 +1,8 @@
 """Word embeddings for GHRM: CBOW word2vec trained on the collection with gensim, or loaded from a file.
 
-Words are what `words` returns: the lower-cased runs of letters and digits of a text (no stemming,
-no lemmatisation; GHRM's paper lemmatised with WordNet, which is not available offline). Vectors
-are stored in the word2vec binary format (`KeyedVectors.save_word2vec_format`), never as a pickle,
+Words are what `text.tokens` returns under the config's `text` settings: lower-cased, stop words
+out, noun lemmas (the paper's preprocessing; see `text`). GHRM must read its graphs with the same
+settings, so that every lemma has a vector. Vectors are stored in the word2vec binary format (`KeyedVectors.save_word2vec_format`), never as a pickle,
 so a file trained elsewhere (e.g. GoogleNews vectors) loads the same way.
 
 Training is deterministic for a given input order and seed when `workers` is 1 (gensim's threads
@@ -12,21 +12,14 @@ otherwise interleave updates nondeterministically).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gensim.models import KeyedVectors, Word2Vec
 
+from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.storage.atomic import atomic_path
-
-_WORD = re.compile(r"[^\W_]+")
-
-
-def words(text: str) -> list[str]:
-    """The lower-cased words of `text`: maximal runs of Unicode letters and digits."""
-    return _WORD.findall(text.lower())
 
 
 @dataclass(frozen=True)
@@ -40,6 +33,7 @@ class Word2VecConfig:
     negative: int = 5
     seed: int = 42
     workers: int = 1  # 1 keeps training deterministic
+    text: TextConfig = TextConfig()  # stop words and lemmas; must match GHRM's `InputConfig.text`
 
     def __post_init__(self) -> None:
         for name in ("dim", "window", "min_count", "epochs", "workers"):
@@ -58,12 +52,13 @@ PROFILES: dict[str, Word2VecConfig] = {
 class _Sentences:
     """A re-iterable stream of tokenised texts (gensim iterates once for the vocabulary, then per epoch)."""
 
-    def __init__(self, texts: Callable[[], Iterable[str]]) -> None:
+    def __init__(self, texts: Callable[[], Iterable[str]], config: TextConfig) -> None:
         self._texts = texts
+        self._config = config
 
     def __iter__(self) -> Iterator[list[str]]:
         for text in self._texts():
-            yield words(text)
+            yield tokens(text, self._config)
 
 
 def train_word2vec(texts: Sequence[str] | Callable[[], Iterable[str]], config: Word2VecConfig) -> KeyedVectors:
@@ -72,7 +67,7 @@ def train_word2vec(texts: Sequence[str] | Callable[[], Iterable[str]], config: W
     `texts` is a sequence of documents or a function returning a fresh iterable of them (for
     corpora streamed from disk; it is called once per pass).
     """
-    sentences = _Sentences(texts if callable(texts) else (lambda: texts))
+    sentences = _Sentences(texts if callable(texts) else (lambda: texts), config.text)
     model = Word2Vec(
         vector_size=config.dim,
         window=config.window,

@@ -12,6 +12,7 @@ from dagster_ir.neural.training import (
     CheckpointError,
     TrainConfig,
     checkpoint_folders,
+    constant_schedule,
     latest_checkpoint,
     linear_schedule,
     micro_batches,
@@ -67,6 +68,34 @@ def test_linear_schedule_warms_up_then_decays_to_zero():
     assert factor(9) == pytest.approx(1 / 8)
     assert factor(10) == 0.0
     assert linear_schedule(10, 0.0)(0) == 1.0
+
+
+def test_constant_schedule_warms_up_then_stays():
+    factor = constant_schedule(total_steps=10, warmup_ratio=0.2)
+    assert [factor(s) for s in (0, 1, 2, 9, 10)] == [0.5, 1.0, 1.0, 1.0, 1.0]
+    assert constant_schedule(10, 0.0)(0) == 1.0
+
+
+def test_constant_schedule_keeps_the_learning_rate(tmp_path):
+    lrs = []
+    train(Toy(), _make_batches(8), _mse, _config(warmup_ratio=0.0, schedule="constant", epochs=2), tmp_path / "c",
+          on_log=lambda s, logs: lrs.append(logs["lr"]))
+    assert lrs == [0.05] * 10
+    with pytest.raises(ValueError, match="schedule"):
+        TrainConfig(schedule="cosine")
+
+
+def test_a_checkpoint_written_before_a_new_field_resumes_with_its_default(tmp_path):
+    """state.json of an older run lacks `schedule`: it counts as the default ("linear"), not as a change."""
+    train(Toy(), _make_batches(8), _mse, _config(epochs=1), tmp_path)
+    state_file = latest_checkpoint(tmp_path) / "state.json"
+    state = json.loads(state_file.read_text())
+    del state["config"]["schedule"]
+    state_file.write_text(json.dumps(state))
+    result = train(Toy(), _make_batches(8), _mse, _config(epochs=1), tmp_path)
+    assert result.resumed_from == 5 and result.steps == 5
+    with pytest.raises(CheckpointError, match="schedule"):
+        train(Toy(), _make_batches(8), _mse, _config(epochs=1, schedule="constant"), tmp_path)
 
 
 def test_micro_batches_shard_like_distributed_sampler_then_split():

@@ -18,6 +18,7 @@ from dagster_ir.methods.ghrm.inputs import (
     normalise_adjacency,
     window_counts,
 )
+from dagster_ir.methods.ghrm.text import RAW, TextConfig
 
 
 def _counts_by_enumerating_windows(ids: list[int], window: int) -> dict[tuple[int, int], int]:
@@ -62,7 +63,12 @@ def test_window_counts_of_tiny_documents():
 
 
 def test_normalise_adjacency_by_hand():
-    # path a - b - c with weights 2 and 1, self-loops 1: A = [[1,2,0],[2,1,1],[0,1,1]], degrees 3, 4, 2
+    # path a - b - c with weights 2 and 1, no self-loops (the default): degrees 2, 3, 1
+    counts = np.array([[0.0, 2.0, 0.0], [2.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    expected = np.array([[0.0, 2 / np.sqrt(6), 0.0], [2 / np.sqrt(6), 0.0, 1 / np.sqrt(3)], [0.0, 1 / np.sqrt(3), 0.0]])
+    np.testing.assert_allclose(normalise_adjacency(counts, self_loop=InputConfig().self_loop), expected, rtol=1e-6)
+    assert np.all(np.diag(build_graph(np.array([1, 2, 1, 3]), InputConfig()).adjacency) == 0.0)
+    # with self-loops 1: A = [[1,2,0],[2,1,1],[0,1,1]], degrees 3, 4, 2
     counts = np.array([[0.0, 2.0, 0.0], [2.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
     expected = np.array(
         [
@@ -81,7 +87,7 @@ def test_self_loop_and_window_change_the_graph():
     ids = np.array([1, 2, 3, 4, 1, 5])
     base = build_graph(ids, InputConfig(window=2))
     assert not np.allclose(base.adjacency, build_graph(ids, InputConfig(window=4)).adjacency)
-    assert not np.allclose(base.adjacency, build_graph(ids, InputConfig(window=2, self_loop=0.0)).adjacency)
+    assert not np.allclose(base.adjacency, build_graph(ids, InputConfig(window=2, self_loop=1.0)).adjacency)
 
 
 def _vectors(words: list[str], rows: list[list[float]]) -> KeyedVectors:
@@ -93,13 +99,19 @@ def _vectors(words: list[str], rows: list[list[float]]) -> KeyedVectors:
 def test_vocabulary_min_count_idf_stopwords_and_unit_vectors():
     texts = ["Cat dog cat", "dog the bird", "the cat"]
     vectors = _vectors(["cat", "dog", "the", "bird"], [[3, 4], [1, 0], [0, 2], [5, 5]])
-    vocabulary = build_vocabulary(texts, vectors, InputConfig(min_count=2))
+    vocabulary = build_vocabulary(texts, vectors, InputConfig(min_count=2, text=RAW))
     assert vocabulary.words == ("cat", "dog", "the")  # bird is seen once
     np.testing.assert_allclose(vocabulary.idf, [0.0, np.log(3 / 2), np.log(3 / 2), np.log(3 / 2)], rtol=1e-6)
     np.testing.assert_allclose(vocabulary.vectors[1], [0.6, 0.8], rtol=1e-6)
     assert vocabulary.encode("The bird saw a CAT, a dog", max_words=2).tolist() == [3, 1]
-    without_stopwords = build_vocabulary(texts, vectors, InputConfig(min_count=2, remove_stopwords=True))
+    without_stopwords = build_vocabulary(texts, vectors, InputConfig(min_count=2))
     assert without_stopwords.words == ("cat", "dog")
+    assert without_stopwords.encode("The bird saw a CAT, a dog", max_words=2).tolist() == [1, 2]
+    # lemmas are counted together: "cats" and "cat" make one word seen twice
+    lemmatised = build_vocabulary(["cats dog", "cat"], vectors, InputConfig(min_count=2))
+    assert lemmatised.words == ("cat",)
+    assert build_vocabulary(["cats dog", "cat", "dog"], vectors,
+                            InputConfig(min_count=2, text=TextConfig(lemmatize=False))).words == ("dog",)
 
 
 def test_vocabulary_needs_a_known_word():
@@ -109,7 +121,7 @@ def test_vocabulary_needs_a_known_word():
 
 def _tiny_vocabulary() -> Vocabulary:
     unit = np.array([[0, 0], [1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
-    return Vocabulary(("a", "b", "c"), np.array([0, 1.0, 2.0, 3.0], dtype=np.float32), unit)
+    return Vocabulary(("a", "b", "c"), np.array([0, 1.0, 2.0, 3.0], dtype=np.float32), unit, RAW)
 
 
 def test_collate_pads_graphs_and_queries():

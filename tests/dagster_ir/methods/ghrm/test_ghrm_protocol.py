@@ -8,49 +8,29 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from gensim.models import KeyedVectors
 
 from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, TrainingConfig
 from dagster_ir.methods.ghrm.inputs import InputConfig
 from dagster_ir.methods.ghrm.protocol import (
     fingerprint,
+    fold_means,
     fold_run,
     load_ghrm,
     prepare_data,
     rerank,
     run_folds,
+    sample_batch,
     score_pairs,
-    training_triples,
+    training_pools,
 )
-from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
+from dagster_ir.methods.ghrm.text import RAW
+from dagster_ir.schemas import RUN
 
-WORDS = [f"w{i}" for i in range(12)]
 CONFIG = GHRMConfig(
-    inputs=InputConfig(doc_words=8, query_words=2, min_count=1, window=3),
+    inputs=InputConfig(doc_words=8, query_words=2, min_count=1, window=3, text=RAW),
     model=ModelConfig(top_k=3, mlp_hidden=(4,)),
-    training=TrainingConfig(epochs=3, batches_per_epoch=2, pairs_per_batch=4, train_depth=6,
-                            negatives_per_positive=3, rerank_depth=5, seed=1),
+    training=TrainingConfig(epochs=3, batches_per_epoch=2, pairs_per_batch=4, train_depth=6, rerank_depth=5, seed=1),
 )
-
-
-@pytest.fixture(scope="module")
-def collection():
-    """10 queries of two words, 40 documents, 2 relevant documents per query, a run of depth 8, 5 folds."""
-    rng = np.random.default_rng(0)
-    docs = {f"d{i}": " ".join(rng.choice(WORDS, size=10)) for i in range(40)}
-    corpus = pl.DataFrame({"doc_id": list(docs), "title": [""] * 40, "text": list(docs.values())}, schema={"doc_id": pl.String, "title": pl.String, "text": pl.String})
-    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(10)], "text": [f"w{i} w{i + 1}" for i in range(10)]}, schema=QUERIES)
-    run_rows, qrel_rows = [], []
-    for q in range(10):
-        ranked = rng.permutation(40)[:8]
-        run_rows += [(f"q{q}", f"d{d}", float(8 - r), r + 1, "bm25") for r, d in enumerate(ranked)]
-        qrel_rows += [(f"q{q}", f"d{ranked[1]}", 1), (f"q{q}", f"d{ranked[4]}", 1), (f"q{q}", f"d{ranked[0]}", 0)]
-    run = pl.DataFrame(run_rows, schema=RUN, orient="row")
-    qrels = pl.DataFrame(qrel_rows, schema=QRELS, orient="row")
-    splits = pl.DataFrame({"query_id": queries["query_id"], "split": ["test"] * 10, "fold": [q // 2 for q in range(10)]}, schema=QUERY_SPLITS)
-    vectors = KeyedVectors(vector_size=4)
-    vectors.add_vectors(WORDS, rng.normal(size=(len(WORDS), 4)).astype(np.float32))
-    return corpus, queries, qrels, run, splits, vectors
 
 
 @pytest.fixture(scope="module")
@@ -59,19 +39,40 @@ def data(collection):
     return prepare_data(corpus, queries, qrels, run, vectors, CONFIG)
 
 
-def test_training_triples_come_from_the_given_queries_and_the_top_of_the_run(data, collection):
+def test_training_pools_come_from_the_given_queries_and_the_top_of_the_run(data, collection):
     _, _, qrels, run, _, _ = collection
-    triples = training_triples(data, ["q0", "q3"], CONFIG)
-    assert {q for q, _, _ in triples} == {"q0", "q3"}
-    top = set(run.filter(pl.col("rank") <= CONFIG.training.train_depth).select("query_id", "doc_id").iter_rows())
+    pools = training_pools(data, ["q0", "q3"], CONFIG)
+    assert sorted(pools) == ["q0", "q3"]
     relevant = set(qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id").iter_rows())
-    for query, positive, negative in triples:
-        assert (query, positive) in relevant and (query, positive) in top
-        assert (query, negative) not in relevant and (query, negative) in top
-    # q0's relevant documents sit at ranks 2 and 5; with train_depth=4 only the first is a positive
-    assert {p for q, p, _ in triples if q == "q0"} == {_rank(run, "q0", 2), _rank(run, "q0", 5)}
+    for query, (positives, negatives) in pools.items():
+        top = run.filter((pl.col("query_id") == query) & (pl.col("rank") <= CONFIG.training.train_depth))["doc_id"]
+        assert sorted([*positives, *negatives]) == sorted(top.to_list())  # every top document, once
+        assert all((query, d) in relevant for d in positives) and not any((query, d) in relevant for d in negatives)
+    # q0's relevant documents sit at ranks 2 and 5 (rank 1 is judged 0: a negative)
+    assert pools["q0"][0] == sorted([_rank(run, "q0", 2), _rank(run, "q0", 5)])
+    assert _rank(run, "q0", 1) in pools["q0"][1]
     shallow = dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=4))
-    assert {p for _, p, _ in training_triples(data, ["q0"], shallow)} == {_rank(run, "q0", 2)}
+    assert training_pools(data, ["q0"], shallow)["q0"][0] == [_rank(run, "q0", 2)]
+    # a query with no relevant document in its top is not trained on
+    assert training_pools(data, ["q0"], dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=1))) == {}
+
+
+def test_a_batch_holds_distinct_queries_with_one_pair_each():
+    pools = {f"q{i}": ([f"p{i}a", f"p{i}b"], [f"n{i}a", f"n{i}b", f"n{i}c"]) for i in range(20)}
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        batch = sample_batch(pools, 16, rng)
+        assert len(batch) == 16 and len({q for q, _, _ in batch}) == 16
+        for query, positive, negative in batch:
+            assert positive in pools[query][0] and negative in pools[query][1]
+    # every positive and negative is drawn in time
+    drawn = [t for _ in range(200) for t in sample_batch(pools, 16, rng)]
+    assert {p for _, p, _ in drawn} == {p for ps, _ in pools.values() for p in ps}
+    assert {n for _, _, n in drawn} == {n for _, ns in pools.values() for n in ns}
+    # fewer queries than the batch: drawn with replacement, still one pair per slot
+    small = {q: pools[q] for q in ("q0", "q1", "q2")}
+    batch = sample_batch(small, 16, rng)
+    assert len(batch) == 16 and {q for q, _, _ in batch} == {"q0", "q1", "q2"}
 
 
 def _rank(run: pl.DataFrame, query: str, rank: int) -> str:
@@ -118,6 +119,16 @@ def test_folds_cover_every_query_once_with_disjoint_roles(data, collection, tmp_
         assert (r.checkpoint_dir / "best" / "model.safetensors").is_file()
     run = fold_run(results)
     assert run.group_by("query_id").agg(pl.col("fold").unique()).height == 10
+    means = fold_means(run, data.qrels, "P@20")
+    assert len(means) == 5
+    for fold, mean in enumerate(means):  # fold i's mean is over its two test queries only
+        part = run.filter(pl.col("fold") == fold)
+        assert sorted(part["query_id"].unique()) == [f"q{2 * fold}", f"q{2 * fold + 1}"]
+        hits = part.join(data.qrels.filter(pl.col("relevance") > 0), on=["query_id", "doc_id"]).height
+        assert mean == pytest.approx(hits / 20 / 2)
+    with pytest.raises(ValueError, match="more than one fold"):
+        fold_means(pl.concat([run, run.filter(pl.col("query_id") == "q0").with_columns(fold=pl.lit(4, pl.Int32))]),
+                   data.qrels, "P@20")
     assert run.filter(pl.col("query_id") == "q4")["fold"].unique().to_list() == [2]
     assert run.group_by("query_id").len()["len"].unique().to_list() == [5]
 

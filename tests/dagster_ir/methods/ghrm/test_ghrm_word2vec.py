@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec, words
+from dagster_ir.methods.ghrm.text import RAW, words
+from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
 
 TEXTS = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"] * 20
-SMALL = Word2VecConfig(dim=8, epochs=2, min_count=5, seed=3)
+SMALL = Word2VecConfig(dim=8, epochs=2, min_count=5, seed=3, text=RAW)
 
 
 def test_words_lowercases_and_splits_on_non_alphanumerics():
@@ -20,9 +21,16 @@ def test_training_is_deterministic_and_respects_min_count():
     assert first.vector_size == 8
     assert sorted(first.key_to_index) == sorted(["the", "cat", "sat", "on", "mat", "dog", "log", "a", "and"])
     np.testing.assert_array_equal(first.vectors, second.vectors)
-    assert "mat" not in train_word2vec(TEXTS, Word2VecConfig(dim=8, epochs=1, min_count=21))
-    other_seed = train_word2vec(TEXTS, Word2VecConfig(dim=8, epochs=2, min_count=5, seed=4))
+    assert "mat" not in train_word2vec(TEXTS, Word2VecConfig(dim=8, epochs=1, min_count=21, text=RAW))
+    other_seed = train_word2vec(TEXTS, Word2VecConfig(dim=8, epochs=2, min_count=5, seed=4, text=RAW))
     assert not np.array_equal(first["cat"], other_seed["cat"])
+
+
+def test_vectors_are_trained_on_the_preprocessed_text():
+    """The default text settings (the paper's): no stop words, noun lemmas ("cats" and "cat" are one word)."""
+    texts = ["the cats sat on the mats", "a cat and a mat"] * 10
+    vectors = train_word2vec(texts, Word2VecConfig(dim=8, epochs=1, min_count=5))
+    assert sorted(vectors.key_to_index) == ["cat", "mat", "sat"]
 
 
 def test_training_accepts_a_stream_factory():
