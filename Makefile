@@ -39,9 +39,9 @@ ui: install
 	mkdir -p $(DAGSTER_HOME)
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
-## bench: speed and memory benchmarks (ratios against baselines measured in the same run)
+## bench: every speed and memory benchmark, one after the other; the ratios in benchmarks/out/summary.md
 bench: install-dev
-	$(BIN)/python benchmarks/wiki_extraction.py
+	$(BIN)/python benchmarks/summary.py
 
 clean:
 	rm -rf data

@@ -41,6 +41,7 @@ from dagster_ir.collections.cranfield import read_cranfield
 from dagster_ir.evaluation import aggregate, evaluate_run
 from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
 from dagster_ir.schemas import CORPUS, QUERIES, RUN
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 MEASURES = ["nDCG@10", "R@1000", "AP"]
@@ -307,17 +308,21 @@ def main() -> None:
         "bm25s stemmer: "
         + ("PyStemmer (Snowball English)" if stemmer else "none (PyStemmer not installed); ours: Porter")
     )
+    comparisons = []
     if args.cranfield.is_dir():
         corpus, queries, qrels = read_cranfield(args.cranfield)
-        cranfield = compare("cranfield", corpus, queries, args, stemmer)
-        print_comparison(cranfield)
-        print_effectiveness(cranfield, qrels)
+        comparisons.append(compare("cranfield", corpus, queries, args, stemmer))
+        print_comparison(comparisons[-1])
+        print_effectiveness(comparisons[-1], qrels)
     else:
         print(f"cranfield: skipped, no folder {args.cranfield}")
     config = SyntheticConfig(n_docs=args.docs, n_queries=args.queries)
     made_s, (corpus, queries) = timed(lambda: synthetic_collection(config))
     print(f"synthetic collection made in {made_s:.1f} s (seed {config.seed})")
-    print_comparison(compare("synthetic", corpus, queries, args, stemmer))
+    comparisons.append(compare("synthetic", corpus, queries, args, stemmer))
+    print_comparison(comparisons[-1])
+    for c in comparisons:
+        print_ratio(f"BM25 q/s, ours / bm25s, {c.name}", c.bm25s_search_s / c.ours_search_s)
 
 
 if __name__ == "__main__":

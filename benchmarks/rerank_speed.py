@@ -32,6 +32,7 @@ import torch
 from dagster_ir.collections.cranfield import read_cranfield_docs, read_cranfield_queries
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.neural.rerank import CrossEncoderScorer
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 _WORDS = ("flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
@@ -93,6 +94,8 @@ def rerank_benchmark(args: argparse.Namespace, folder: Path) -> None:
     print(f"      sentence-transformers predict   {len(pairs) / theirs_s:8.1f} pairs/s ({theirs_s:.2f} s)")
     print(f"ours/sentence-transformers (pairs/s) = {theirs_s / ours_s:.2f}")
     print(f"largest |score difference|: {np.abs(np.asarray(our_scores) - np.asarray(their_scores)).max():.1e}")
+    print_ratio(f"rerank pairs/s, ours / sentence-transformers CrossEncoder, max length {args.max_length}",
+                theirs_s / ours_s)
 
 
 def php_benchmark(args: argparse.Namespace, work: Path) -> None:

@@ -25,6 +25,7 @@ import polars as pl
 from dagster_ir.collections import local
 from dagster_ir.storage import atomic
 from dagster_ir.storage.parquet import write_table
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 
 def best_of(repeat: int, *runs: Callable[[], object]) -> list[float]:
@@ -77,6 +78,8 @@ def main() -> None:
         synced, unsynced = best_of(args.repeat, write, write_unsynced)
         print(f"write_table, {args.rows} rows: {synced:.2f} s with fsync, {unsynced:.2f} s without: "
               f"x{synced / unsynced:.2f}")
+        print_ratio("storage: time with the repeated-id check / without", checked / unchecked)
+        print_ratio("storage: time with fsync / without", synced / unsynced)
 
 
 if __name__ == "__main__":

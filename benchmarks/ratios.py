@@ -1,0 +1,50 @@
+"""The one line format every benchmark ends with, and the goals `make bench` checks them against.
+
+A benchmark prints each of its ratios last, one a line, as `ratio: NAME = VALUE`. Ratios are
+"ours over the baseline" in the direction where larger is better (speed over speed), except the
+ones whose goal says `<=` (a cost, such as Model 1's scoring time over BM25's, or a memory ratio).
+`benchmarks/summary.py` runs every script, reads these lines and writes `benchmarks/out/summary.md`.
+"""
+
+from __future__ import annotations
+
+import re
+
+LINE = re.compile(r"^ratio: (?P<name>.+?) = (?P<value>[-+0-9.eE]+|nan|inf)\s*$")
+
+# name -> (comparison, goal), from issue #20's table; a ratio without a goal is printed, not judged.
+GOALS: dict[str, tuple[str, float]] = {
+    "extraction MB/s, ours / WikiExtractor --no-templates (cold, less start-up)": (">=", 2.0),
+    "extraction, 2 processes / 1 on a multistream dump": (">=", 1.7),
+    "BM25 q/s, ours / bm25s, cranfield": (">=", 1.0),
+    "BM25 q/s, ours / bm25s, synthetic": (">=", 3.0),
+    "rerank pairs/s, ours / sentence-transformers CrossEncoder, max length 128": (">=", 1.5),
+    "rerank pairs/s, ours / sentence-transformers CrossEncoder, max length 256": (">=", 1.5),
+    "rerank pairs/s, ours / sentence-transformers CrossEncoder, max length 512": (">=", 1.5),
+    "Model 1 (wp) scoring time / BM25 (wp)": ("<=", 4.0),
+    "evaluation speed, ours / ir_measures (dicts)": (">=", 1.0),
+    "dense passages/s, ours / sentence-transformers": (">=", 1.0),
+}
+
+
+def print_ratio(name: str, value: float) -> None:
+    """Print one ratio in the format `summary.py` reads."""
+    print(f"ratio: {name} = {value:.3f}", flush=True)
+
+
+def parse_ratios(output: str) -> dict[str, float]:
+    """The ratios a benchmark printed, by name, in the order printed (a repeated name: the last wins)."""
+    found: dict[str, float] = {}
+    for line in output.splitlines():
+        match = LINE.match(line.strip())
+        if match:
+            found[match["name"]] = float(match["value"])
+    return found
+
+
+def meets(name: str, value: float) -> bool | None:
+    """Whether `value` reaches the goal of `name`; None when the ratio has no goal."""
+    if name not in GOALS:
+        return None
+    comparison, goal = GOALS[name]
+    return value >= goal if comparison == ">=" else value <= goal

@@ -1,0 +1,105 @@
+"""Run every benchmark and write one table of their ratios: `benchmarks/out/summary.md` (`make bench`).
+
+Each script runs in a fresh interpreter, one after the other (never two at once: they measure the
+same cores), with its output kept in `benchmarks/out/<script>.log`. The table holds every line a
+script printed as `ratio: NAME = VALUE` (see `ratios.py`), the goal of issue #20 beside it and
+whether it is met, with the commit, the date, the cores and the load average before each script
+(a loaded machine slows whichever side runs while the load lasts: read the ratios with it).
+
+    .venv/bin/python benchmarks/summary.py [--only bm25_speed ...] [--timeout 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from ratios import GOALS, meets, parse_ratios  # noqa: E402
+
+# Every benchmark with the arguments `make bench` gives it (each script's defaults otherwise).
+BENCHMARKS: dict[str, list[str]] = {
+    "wiki_extraction": [],
+    "bm25_speed": [],
+    "rerank_speed": ["--php-steps", "0"],
+    "model1_speed": [],
+    "evaluation_speed": [],
+    "dense_speed": [],
+    "ghrm_speed": [],
+    "storage_overhead": [],
+}
+
+
+def commit() -> str:
+    """The short commit of the tree benchmarked, with `+changes` when it differs from that commit."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def run_one(name: str, args: list[str], out: Path, timeout: float) -> tuple[dict[str, float], str, float]:
+    """Run benchmark `name`; its ratios, how it ended and its wall time. Output goes to its log."""
+    started = time.perf_counter()
+    log = out / f"{name}.log"
+    try:
+        done = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *args], capture_output=True,
+                              text=True, timeout=timeout)
+        output, ended = done.stdout + done.stderr, ("ok" if done.returncode == 0 else f"exit {done.returncode}")
+    except subprocess.TimeoutExpired as expired:
+        output = (expired.stdout or b"").decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
+        ended = f"timed out after {timeout:.0f} s"
+    log.write_text(output)
+    return parse_ratios(output), ended, time.perf_counter() - started
+
+
+def table(rows: list[tuple[str, str, float]]) -> list[str]:
+    lines = ["| benchmark | ratio | value | goal | met |", "|---|---|---:|---|---|"]
+    for script, name, value in rows:
+        goal = " ".join(map(str, GOALS[name])) if name in GOALS else "-"
+        verdict = {True: "yes", False: "**no**", None: "-"}[meets(name, value)]
+        lines.append(f"| {script} | {name} | {value:.2f} | {goal} | {verdict} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="run these benchmarks only")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed to each script")
+    parser.add_argument("--out", type=Path, default=HERE / "out")
+    args = parser.parse_args()
+    unknown = set(args.only or []) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmarks {sorted(unknown)}; have {sorted(BENCHMARKS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    rows, runs = [], []
+    for name, script_args in BENCHMARKS.items():
+        if args.only is not None and name not in args.only:
+            continue
+        load = os.getloadavg()[0]
+        print(f"{name} ... (load {load:.1f})", flush=True)
+        ratios, ended, seconds = run_one(name, script_args, args.out, args.timeout)
+        runs.append(f"| {name} | {ended} | {seconds:.0f} s | {load:.1f} |")
+        rows += [(name, ratio, value) for ratio, value in ratios.items()]
+        for ratio, value in ratios.items():
+            print(f"  {ratio} = {value:.2f}", flush=True)
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = [f"# Benchmarks: commit {commit()}, {now}, {os.cpu_count()} cores", "", *table(rows), "",
+            "| script | ended | wall | load before |", "|---|---|---:|---:|", *runs, ""]
+    target = args.out / "summary.md"
+    target.write_text("\n".join(text))
+    print("\n".join(table(rows)))
+    print(f"written {target}")
+
+
+if __name__ == "__main__":
+    main()
