@@ -16,7 +16,6 @@ from assets.partitions import wiki_dump_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
-from dagster_ir.storage.dumps import dump_identity
 from dagster_ir.wiki import (
     ArticleConfig,
     assign_php_groups,
@@ -54,10 +53,11 @@ class WikiArticlesConfig(dg.Config):
 @dg.observable_source_asset(group_name=GROUP, partitions_def=wiki_dump_partitions)
 def wiki_dump_file(context, data: DataDirResource) -> dg.DataVersionsByPartition:
     """Each registered dump file as it is on disk now: size, mtime and a hash of its head and tail."""
-    entries = data.dumps().entries()
+    registry = data.dumps()
+    entries = registry.entries()
     keys = context.instance.get_dynamic_partitions(wiki_dump_partitions.name)
     return dg.DataVersionsByPartition(
-        {key: dg.DataVersion(dump_identity(entries[key]) if key in entries else "unregistered") for key in keys}
+        {key: dg.DataVersion(registry.identity(key) if key in entries else "unregistered") for key in keys}
     )
 
 
@@ -69,14 +69,15 @@ def wiki_dump_file(context, data: DataDirResource) -> dg.DataVersionsByPartition
     deps=[wiki_dump_file],
 )
 def wiki_dump(context: dg.AssetExecutionContext, data: DataDirResource) -> dg.Output[pl.DataFrame]:
-    """A registered Wikipedia dump file (one partition per file); its version is the file's identity."""
-    path = data.dumps().path_of(context.partition_key)
+    """A registered Wikipedia dump file (one partition per file or byte range); its version is the file's identity."""
+    registry = data.dumps()
+    path = registry.path_of(context.partition_key)
     stat = path.stat()
     frame = pl.DataFrame(
         {"dump": [context.partition_key], "path": [str(path)], "bytes": [stat.st_size],
          "mtime_ns": [stat.st_mtime_ns]}
     )
-    version = dump_identity(path)
+    version = registry.identity(context.partition_key)
     return dg.Output(frame, data_version=dg.DataVersion(version), metadata={"path": dg.MetadataValue.path(str(path))})
 
 
@@ -97,7 +98,10 @@ def wiki_articles(
     work = temp_name(data.files("wiki_extract") / quote(context.partition_key, safe=""))  # this run's own
     try:
         started = time.monotonic()
-        counts = write_extract_parts(wiki_dump["path"][0], work, config.to_domain(), processes=config.processes)
+        byte_range = data.dumps().byte_range(context.partition_key)  # a part of a multistream dump, or None
+        counts = write_extract_parts(
+            wiki_dump["path"][0], work, config.to_domain(), processes=config.processes, byte_range=byte_range
+        )
         seconds = time.monotonic() - started
         metadata = {name: dg.MetadataValue.int(value) for name, value in asdict(counts).items()}
         metadata["seconds"] = dg.MetadataValue.float(round(seconds, 2))
