@@ -278,9 +278,12 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    ref = state.instance.get_ref()
+    from dagster._serdes import serialize_value
+
+    ref = serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
+    root = str(state.root) if state.root is not None else ""
     with ProcessPoolExecutor(min(parallel, len(groups)), mp_context=get_context("spawn")) as pool:
-        jobs = [pool.submit(_run_group_in_worker, ref, state.resources, partition, keys, log_level)
+        jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level)
                 for partition, keys in groups]
         for (partition, keys), job in zip(groups, jobs, strict=True):
             try:
@@ -301,15 +304,19 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
             failed.update(part_failed)
 
 
-def _run_group_in_worker(ref, resources: dict, partition, keys, log_level):
-    """One partition's run in a worker process, against the same instance and data directory."""
-    from assets.definitions import defs
+def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], log_level: str):
+    """One partition's run in a worker process, against the same instance and data directory
+    (the resources are `assets.definitions.resources(root)`); returns what `_run_group` recorded."""
+    from dagster._serdes import deserialize_value
 
-    instance = dg.DagsterInstance.from_ref(ref)
-    state = _State(defs, instance, resources, dg.AssetSelection.assets(*keys))
-    report, attempted, failed, lines = UpdateReport(), set(), set(), []
-    definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
-    _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level)
+    from assets.definitions import defs, resources
+
+    keys = [dg.AssetKey.from_user_string(name) for name in names]
+    with dg.DagsterInstance.from_ref(deserialize_value(ref)) as instance:
+        state = _State(defs, instance, resources(root), dg.AssetSelection.assets(*keys))
+        report, attempted, failed, lines = UpdateReport(), set(), set(), []
+        definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
+        _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level)
     return report, lines, attempted, failed
 
 
