@@ -26,6 +26,7 @@ import bz2
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -164,7 +165,7 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
     """Run one size in a fresh process; its JSON result plus the peak RSS of its process tree (MiB)."""
     env = {**os.environ, "DAGSTER_IR_DATA": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-c", _CHILD, str(dump), str(data), str(partitions), str(parallel), str(ROOT)]
-    started = time.monotonic()
+    started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = 0
     while process.poll() is None:
@@ -172,45 +173,49 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
         time.sleep(0.1)
     out, err = process.communicate()
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its reaped workers
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if process.returncode != 0:
         raise RuntimeError(f"size run failed ({process.returncode}):\n{err[-3000:]}")
     result = json.loads(out.strip().splitlines()[-1])
     if not result["ok"]:
         raise RuntimeError(f"assets failed: {result['failures']}\n{err[-3000:]}")
-    return {**result, "wall": wall, "peak_mib": peak / 1024}
+    return {**result, "wall": wall, "cpu": cpu, "peak_mib": peak / 1024}
 
 
 # --- report ---------------------------------------------------------------------------------------
 
 
 def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
-    lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'MB/s':>6} {'peak MiB':>9}  rows per asset"]
+    lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
+             f"{'peak MiB':>9}  rows per asset"]
     for size, r in sorted(results.items()):
         rows = " ".join(f"{name}={n}" for name, n in r["rows"].items())
-        lines.append(f"{size:>5} {r['xml_mb']:>8.1f} {r['partitions']:>5} {r['wall']:>7.1f} "
-                     f"{r['xml_mb'] / r['wall']:>6.2f} {r['peak_mib']:>9.0f}  {rows}")
+        lines.append(f"{size:>5} {r['xml_mb']:>8.1f} {r['partitions']:>5} {r['wall']:>7.1f} {r['cpu']:>7.1f} "
+                     f"{r['xml_mb'] / r['wall']:>6.2f} {r['xml_mb'] / r['cpu']:>8.2f} {r['peak_mib']:>9.0f}  {rows}")
     sizes = sorted(results)
     if len(sizes) >= 3:
         a, b, c = (results[s] for s in sizes[-3:])
         memory = c["peak_mib"] / b["peak_mib"]
-        first = (b["wall"] - a["wall"]) / (b["xml_mb"] - a["xml_mb"])
-        last = (c["wall"] - b["wall"]) / (c["xml_mb"] - b["xml_mb"])
         lines.append(f"peak memory {sizes[-1]}x / {sizes[-2]}x: {memory:.2f} (goal <= 1.5): "
                      f"{'met' if memory <= 1.5 else 'NOT met'}")
-        lines.append(f"seconds per MB, {sizes[-3]}x->{sizes[-2]}x: {first:.3f}, {sizes[-2]}x->{sizes[-1]}x: "
-                     f"{last:.3f}; ratio {last / first:.2f} (goal <= 1.3): {'met' if last / first <= 1.3 else 'NOT met'}")
+        for what in ("wall", "cpu"):  # seconds per MB of the last increment against the one before
+            first = (b[what] - a[what]) / (b["xml_mb"] - a["xml_mb"])
+            last = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
+            lines.append(f"{what} seconds per MB, {sizes[-3]}x->{sizes[-2]}x: {first:.3f}, {sizes[-2]}x->{sizes[-1]}x: "
+                         f"{last:.3f}; ratio {last / first:.2f} (goal <= 1.3): {'met' if last / first <= 1.3 else 'NOT met'}")
     if len(sizes) >= 2:
         b, c = results[sizes[-2]], results[sizes[-1]]
-        slope = (c["wall"] - b["wall"]) / (c["xml_mb"] - b["xml_mb"])
-        memory_slope = max(0.0, (c["peak_mib"] - b["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
         full_mb = full_xml_gb * 1000
-        hours = (c["wall"] + slope * (full_mb - c["xml_mb"])) / 3600
+        memory_slope = max(0.0, (c["peak_mib"] - b["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
         memory = c["peak_mib"] + memory_slope * (full_mb - c["xml_mb"])
-        lines.append(
-            f"projection, full English dump ({full_xml_gb:.0f} GB of XML) on this machine: "
-            f"{hours:.1f} h at {slope * 1000:.1f} s per GB, peak about {memory / 1024:.1f} GiB "
-            f"({memory_slope * 1000:.1f} MiB more per GB of XML, from the two largest sizes)"
-        )
+        for what, label in (("wall", "wall time, at this load"), ("cpu", "CPU time, one idle core")):
+            slope = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
+            hours = (c[what] + slope * (full_mb - c["xml_mb"])) / 3600
+            lines.append(f"projection, full English dump ({full_xml_gb:.0f} GB of XML), {label}: "
+                         f"{hours:.1f} h ({slope * 1000:.0f} s per GB)")
+        lines.append(f"projection, peak memory: about {memory / 1024:.1f} GiB "
+                     f"({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
     return lines
 
 
@@ -221,7 +226,7 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=1, help="partitions parsed at once by update")
     parser.add_argument("--full-xml-gb", type=float, default=100.0)
     parser.add_argument("--out", type=Path, default=None, help="where dumps and data go (default: a temp dir)")
-    parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    parser.add_argument("--keep", action="store_true", help="keep the dumps and data directories (and reuse kept dumps)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="wiki_scale_"))
     out.mkdir(parents=True, exist_ok=True)
@@ -230,7 +235,12 @@ def main() -> None:
     for size in args.sizes:
         dump = out / f"synthetic-x{size}-multistream.xml.bz2"
         started = time.monotonic()
-        _, xml_bytes = write_synthetic_dump(dump, size)
+        sidecar = dump.with_name(dump.name + ".xml-bytes")
+        if args.keep and dump.exists() and sidecar.exists():  # a dump kept by an earlier --keep run
+            xml_bytes = int(sidecar.read_text())
+        else:
+            _, xml_bytes = write_synthetic_dump(dump, size)
+            sidecar.write_text(str(xml_bytes))
         print(f"{size}x: wrote {xml_bytes / MB:.1f} MB of XML in {time.monotonic() - started:.1f} s", flush=True)
         data = out / f"data-x{size}"
         shutil.rmtree(data, ignore_errors=True)
@@ -240,6 +250,7 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(data, ignore_errors=True)
             dump.unlink()
+            sidecar.unlink()
             dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
     print("\n".join(report(results, args.full_xml_gb)))
 
