@@ -12,6 +12,12 @@ the first segment of d_i linking back to d (`back_segment`):
     D3: d -> d_i only, a link to d_i in s
     D4: no link to d_i in s (whether or not d_i links back)
 The groups are disjoint and together cover every (d, s, d_i).
+
+At scale (deviation, see the README): D4 is of the order of segments x out-degree rows, about a
+billion on enwiki, so `assign_php_groups(..., d4_per_segment=k)` keeps D1-D3 explicit and a seeded
+sample of at most k D4 rows per segment; `php_group_sizes` counts the full groups by queries and
+`check_php_groups(..., d4_per_segment=k, sample_articles=n)` proves the rule on the explicit part
+and, in full, on a seeded sample of n articles.
 """
 
 from __future__ import annotations
