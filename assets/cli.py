@@ -61,6 +61,21 @@ def add_dump(root: Path, path: str, instance: dg.DagsterInstance) -> str:
     return key
 
 
+def add_dump_partitions(root: Path, path: str, instance: dg.DagsterInstance, partitions: int) -> list[str]:
+    """Check a dump and register it as up to `partitions` byte ranges of whole bz2 streams (a
+    multistream dump; any other dump is one partition); returns the partition keys."""
+    from assets.partitions import wiki_dump_partitions
+    from dagster_ir.wiki.dump import check_dump, split_ranges
+
+    check_dump(Path(path).expanduser())
+    ranges = split_ranges(Path(path).expanduser(), partitions) if partitions > 1 else [(0, 0)]
+    keys = DumpRegistry(root).add_ranges(path, ranges)
+    new = [key for key in keys if not instance.has_dynamic_partition(wiki_dump_partitions.name, key)]
+    if new:
+        instance.add_dynamic_partitions(wiki_dump_partitions.name, new)
+    return keys
+
+
 def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path]:
     """Unregister dump `key`: its dynamic partition, its tables and its extraction parts go.
 
@@ -87,7 +102,7 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     return removed
 
 
-def cmd_update(root: Path, *, demo: bool, first_stage: bool = False) -> int:
+def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1) -> int:
     from assets.updates import mark_dead_runs_failed, update_all
     from dagster_ir.storage.atomic import clean_orphans
 
@@ -104,7 +119,7 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False) -> int:
     from assets.definitions import DEMO_SELECTION, FIRST_STAGE_SELECTION
 
     report = update_all(defs, instance, resources=resources,
-                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION)
+                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel)
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
@@ -188,10 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         command = sub.add_parser(name, help=text)
         command.add_argument("--first-stage", action="store_true",
                              help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
+        command.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
+                             help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
     sub.add_parser("status", help="list stale or missing asset partitions")
     sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
     add = sub.add_parser("add-dump", help="check and register a Wikipedia dump (.xml or .xml.bz2)")
     add.add_argument("path")
+    add.add_argument("--partitions", type=int, default=int(os.environ.get("DAGSTER_IR_DUMP_PARTITIONS", "1")),
+                     help="a multistream dump (with its index) as up to N partitions of whole streams "
+                          "(default $DAGSTER_IR_DUMP_PARTITIONS or 1)")
     drop = sub.add_parser("remove-dump", help="unregister a dump (its partitions and their tables go)")
     drop.add_argument("key", help="the dump's partition key (its file name)")
     catalog = sub.add_parser("catalog", help="the DuckDB catalog")
@@ -214,15 +234,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command in ("demo", "update"):
-        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage)
+        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel)
     if args.command == "status":
         return cmd_status(root)
     if args.command == "add-dump":
-        print(add_dump(root, args.path, _instance(root)))
+        print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))
         return 0
     if args.command == "remove-dump":
-        for folder in remove_dump(root, args.key, _instance(root)):
-            print(f"removed {folder}")
+        instance = _instance(root)
+        for key in DumpRegistry(root).parts_of(args.key) or [args.key]:  # a file name: all of its parts
+            for folder in remove_dump(root, key, instance):
+                print(f"removed {folder}")
         print(f"unregistered {args.key}; `dagster-ir update` rebuilds what read it")
         return 0
     cat = Catalog(root)

@@ -63,7 +63,7 @@ def collection(context: dg.AssetExecutionContext, data: DataDirResource):
     if isinstance(spec, WikiCarSpec):  # the others do not read (or wait for) the dumps
         dumps = context.instance.get_dynamic_partitions(wiki_dump_partitions.name)
         latest = latest_articles(load_partitions(context, data.root(), "wiki_articles", dumps))
-        segments, superseded = latest.segments.collect(), latest.superseded
+        segments, superseded = latest.segments, latest.superseded  # lazy: the corpus text is streamed
     loaded = load_collection(spec, segments=segments)
     spool = temp_name(data.files("corpus_parts") / context.partition_key)  # this run's own folder
     try:

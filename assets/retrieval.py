@@ -5,7 +5,6 @@ run files the collections YAML imports for it (`runs:`), by content, so a change
 makes that collection's candidate runs stale.
 """
 
-import time
 from dataclasses import asdict
 
 import dagster as dg
@@ -26,8 +25,9 @@ from dagster_ir.retrieval.dense import (
     load_corpus_embeddings,
 )
 from dagster_ir.retrieval.lucene import Bm25Config, QlConfig, build_index, search
-from dagster_ir.retrieval.runs import import_run, recall_at_k
-from dagster_ir.retrieval.trec import write_run
+from dagster_ir.retrieval.blocks import write_runs_in_blocks
+from dagster_ir.retrieval.runs import import_run
+from dagster_ir.storage.atomic import remove, temp_name
 
 GROUP = "retrieval"
 
@@ -94,10 +94,11 @@ class CandidateRunsConfig(dg.Config):
     mu: float = 1000.0
     depth: int = 1000
     threads: int = 2
+    query_block: int = 2_000  # queries searched and written at once: memory does not grow with the queries
     dense: DenseEncodingConfig = DenseEncodingConfig()
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1", deps=[imported_runs])
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2", deps=[imported_runs])
 def candidate_runs(
     context: dg.AssetExecutionContext,
     config: CandidateRunsConfig,
@@ -106,37 +107,38 @@ def candidate_runs(
     dense_embeddings: pl.DataFrame,
     queries: pl.DataFrame,
     qrels: pl.DataFrame,
-) -> pl.DataFrame:
+):
     """First-stage runs for every query: BM25, QL (Dirichlet), dense (bi-encoder), and imported TREC runs."""
     index = bm25_index["path"][0]
-    runs, seconds = [], {}
-    for name, model in [("bm25", Bm25Config(k1=config.k1, b=config.b)), ("ql", QlConfig(mu=config.mu))]:
-        started = time.monotonic()
-        runs.append(search(index, queries, k=config.depth, model=model, threads=config.threads, run_name=name))
-        seconds[name] = time.monotonic() - started
-    started = time.monotonic()
     embeddings = dense_embeddings["path"][0]
     query_encoder = config.dense.to_domain(default_model=corpus_encoder(embeddings).model)
     check_query_encoder(embeddings, query_encoder)  # queries in the documents' vector space
     doc_emb, doc_ids = load_corpus_embeddings(embeddings)
-    query_emb = encode(queries["text"].to_list(), query_encoder)
-    runs.append(dense_search(doc_emb, doc_ids, query_emb, queries["query_id"], config.depth, "dense"))
-    seconds["dense"] = time.monotonic() - started
-    for name, path in run_imports().get(context.partition_key, {}).items():
-        runs.append(import_run(path, name))
-    run = pl.concat(runs, how="vertical")
-    out_dir = data.files("runs", context.partition_key)
-    metadata = {}
-    for frame in run.partition_by("run_name", maintain_order=True):
-        name = frame["run_name"][0]
-        write_run(frame, out_dir / f"{name}.trec")
-        for k in (100, 1000):
-            metadata[f"{name}_R@{k}"] = round(recall_at_k(frame, qrels, k), 4)
-        if name in seconds:
-            metadata[f"{name}_queries_per_s"] = round(queries.height / max(seconds[name], 1e-9), 1)
-    metadata["trec_files"] = dg.MetadataValue.path(str(out_dir))
-    context.add_output_metadata(metadata)
-    return run
+
+    def lucene(name, model):
+        return lambda block: search(index, block, k=config.depth, model=model, threads=config.threads, run_name=name)
+
+    def dense(block):
+        query_emb = encode(block["text"].to_list(), query_encoder)
+        return dense_search(doc_emb, doc_ids, query_emb, block["query_id"], config.depth, "dense")
+
+    searchers = {"bm25": lucene("bm25", Bm25Config(k1=config.k1, b=config.b)),
+                 "ql": lucene("ql", QlConfig(mu=config.mu)), "dense": dense}
+    imported = {name: import_run(path, name) for name, path in run_imports().get(context.partition_key, {}).items()}
+    work = temp_name(data.files("candidate_run_parts") / context.partition_key)  # this run's own
+    try:
+        written = write_runs_in_blocks(queries, searchers, work, data.files("runs", context.partition_key),
+                                       qrels=qrels, block_size=config.query_block, extra_runs=imported)
+        metadata = {f"{name}_R@{k}": round(value, 4) for name, by_k in written.recall.items()
+                    for k, value in by_k.items()}
+        metadata.update({f"{name}_queries_per_s": round(queries.height / max(s, 1e-9), 1)
+                         for name, s in written.seconds.items()})
+        metadata["query_blocks"] = written.blocks
+        metadata["trec_files"] = dg.MetadataValue.path(str(data.files("runs", context.partition_key)))
+        context.add_output_metadata(metadata)
+        yield dg.Output(written.runs)  # streamed from the parts by the IO manager
+    finally:
+        remove(work)
 
 
 class NegativesConfig(dg.Config):

@@ -186,9 +186,13 @@ def update_all(
     log_level: str = "WARNING",
     selection: dg.AssetSelection | None = None,
     max_rounds: int = 100,
+    parallel: int = 1,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
+    `parallel > 1` runs the ready dump partitions of a round (several dump files, or the byte-range
+    parts of one multistream dump) in that many worker processes at once; `defs` must then be
+    `assets.definitions.defs` (each worker imports it) and `instance` a persistent one.
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     """
     observe_sources(defs, instance, resources, log=log)
@@ -212,7 +216,12 @@ def update_all(
         for key, partition in sorted(todo, key=_order):
             if not any(parent in todo for parent in state.parents(key, partition)):
                 ready[partition].append(key)
-        for partition, keys in ready.items():
+        groups = list(ready.items())
+        dumps = [(p, keys) for p, keys in groups if p is not None and _dump_partitioned(state, keys)]
+        if parallel > 1 and len(dumps) > 1:
+            _run_groups_in_processes(dumps, state, report, attempted, failed, log, log_level, parallel)
+            groups = [group for group in groups if group not in dumps]
+        for partition, keys in groups:
             _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level)
     raise RuntimeError(f"assets still pending after {max_rounds} rounds")
 
@@ -255,6 +264,60 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
     log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
     report.failures.append((partition, names, message))
     failed.update((k, partition) for k in together)
+
+
+def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
+    from assets.partitions import wiki_dump_partitions
+
+    return all(state.graph.get(k).partitions_def == wiki_dump_partitions for k in keys)
+
+
+def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attempted: set, failed: set, log,
+                             log_level, parallel: int) -> None:
+    """`_run_group` for each (partition, keys), `parallel` at a time in spawned worker processes."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from dagster._serdes import serialize_value
+
+    ref = serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
+    root = str(state.root) if state.root is not None else ""
+    with ProcessPoolExecutor(min(parallel, len(groups)), mp_context=get_context("spawn")) as pool:
+        jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level)
+                for partition, keys in groups]
+        for (partition, keys), job in zip(groups, jobs, strict=True):
+            try:
+                part, lines, part_attempted, part_failed = job.result()
+            except Exception as error:  # the worker died: its partition failed, the others go on
+                message = f"worker process failed: {type(error).__name__}: {error}"
+                log(f"FAILED {', '.join(k.to_user_string() for k in keys)} [{partition}]: {message}")
+                report.failures.append((partition, [k.to_user_string() for k in keys], message))
+                attempted.update((k, partition) for k in keys)
+                failed.update((k, partition) for k in keys)
+                continue
+            for line in lines:
+                log(line)
+            report.runs += part.runs
+            report.failures += part.failures
+            report.done_elsewhere += part.done_elsewhere
+            attempted.update(part_attempted)
+            failed.update(part_failed)
+
+
+def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], log_level: str):
+    """One partition's run in a worker process, against the same instance and data directory
+    (the resources are `assets.definitions.resources(root)`); returns what `_run_group` recorded."""
+    from dagster._serdes import deserialize_value
+
+    from assets.definitions import defs, resources
+
+    keys = [dg.AssetKey.from_user_string(name) for name in names]
+    with dg.DagsterInstance.from_ref(deserialize_value(ref)) as instance:
+        state = _State(defs, instance, resources(root), dg.AssetSelection.assets(*keys))
+        report, attempted, failed, lines = UpdateReport(), set(), set(), []
+        definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
+        _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level)
+    return report, lines, attempted, failed
 
 
 def failure_message(result) -> str:

@@ -311,8 +311,11 @@ _KEYS = {  # the fields each kind accepts besides `kind` and `split`
 # --- loading a collection -----------------------------------------------------------------------
 
 
-def load_collection(spec: CollectionSpec, *, segments: pl.DataFrame | None = None) -> Collection:
-    """Load the collection `spec` describes; wiki-car needs the SEGMENTS frame, the others ignore it."""
+def load_collection(spec: CollectionSpec, *, segments: pl.DataFrame | pl.LazyFrame | None = None) -> Collection:
+    """Load the collection `spec` describes; wiki-car needs the SEGMENTS frame, the others ignore it.
+
+    Lazy segments give wiki-car a lazy corpus (one batch that `spool_batches` streams to disk).
+    """
     if isinstance(spec, WikiCarSpec):
         if segments is None:
             raise ValueError(f"collection {spec.name!r} (wiki-car) is built from segments; pass segments=")

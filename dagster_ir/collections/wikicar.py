@@ -43,13 +43,20 @@ class WikiCarConfig:
 
 
 def build_wiki_car(
-    segments: pl.DataFrame, config: WikiCarConfig = WikiCarConfig()
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(corpus, queries, qrels) from a SEGMENTS frame; see the module docstring for the rules."""
+    segments: pl.DataFrame | pl.LazyFrame, config: WikiCarConfig = WikiCarConfig()
+) -> tuple[pl.DataFrame | pl.LazyFrame, pl.DataFrame, pl.DataFrame]:
+    """(corpus, queries, qrels) from a SEGMENTS frame; see the module docstring for the rules.
+
+    A LazyFrame of segments (a full dump's Parquet parts) gives a lazy corpus, to be streamed to
+    disk: only the segments' ids, titles and sections, never their text, are collected for the
+    queries and qrels.
+    """
     validate(segments, SEGMENTS, "segments")
     corpus = segments.sort("article_id", "segment_no").select(
         _doc_id().alias("doc_id"), pl.lit("", dtype=pl.String).alias("title"), "text"
     )
+    if isinstance(segments, pl.LazyFrame):
+        segments = segments.select("article_id", "title", "segment_no", "section").collect()
     judged = _judged_segments(segments, config)
     queries = _queries(judged)
     section_query = queries.select(GROUP_COLUMN, "heading", "query_id")

@@ -71,15 +71,19 @@ def content_version(path: Path, *, chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def spool_batches(batches: Iterable[pl.DataFrame], directory: Path) -> pl.LazyFrame:
-    """Write an iterator of frames as numbered Parquet parts in `directory` (replaced atomically).
+def spool_batches(batches: Iterable[pl.DataFrame | pl.LazyFrame], directory: Path) -> pl.LazyFrame:
+    """Write an iterator of frames as numbered Parquet parts in `directory` (replaced atomically);
+    a LazyFrame batch is streamed to its part (`sink_parquet`).
 
     Returns a LazyFrame over the parts, so a corpus of any size passes through bounded memory.
     """
     with atomic_path(directory, directory=True) as tmp:
         written = 0
         for i, batch in enumerate(batches):
-            batch.write_parquet(tmp / f"part-{i:06d}.parquet")
+            if isinstance(batch, pl.LazyFrame):
+                batch.sink_parquet(tmp / f"part-{i:06d}.parquet")
+            else:
+                batch.write_parquet(tmp / f"part-{i:06d}.parquet")
             written += 1
         if written == 0:
             raise ValueError(f"no rows to spool into {directory}")

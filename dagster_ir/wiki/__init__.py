@@ -22,6 +22,7 @@ from dagster_ir.wiki.graph import (
     build_link_graph,
     check_php_groups,
     link_statistics,
+    php_group_sizes,
     resolve_links,
 )
 from dagster_ir.wiki.titles import is_article_title, namespace_of, normalize_title
@@ -55,6 +56,7 @@ __all__ = [
     "normalize_title",
     "pack_segments",
     "parse_wikitext",
+    "php_group_sizes",
     "resolve_links",
     "split_paragraph",
     "split_ranges",

@@ -261,6 +261,8 @@ def _redirect_target(text: str) -> str | None:
 
 # --- whole dumps ----------------------------------------------------------------------------------
 
+CHUNK_BYTES = 32 << 20  # wikitext per chunk: a chunk's rows stay in the order of 100 MB of memory
+
 
 def iter_extract(
     path: str | os.PathLike[str],
@@ -268,8 +270,10 @@ def iter_extract(
     *,
     byte_range: tuple[int, int] | None = None,
     chunk_pages: int = 10_000,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[ExtractResult]:
-    """Yield the segments, redirects and links of each run of `chunk_pages` pages (at least one).
+    """Yield the segments, redirects and links of each run of `chunk_pages` pages (at least one),
+    or fewer once their wikitext reaches `chunk_bytes` (so memory is bounded whatever the pages' size).
 
     A page that cannot be read or parsed raises DumpError naming the file and the page, unless
     `config.skip_bad_pages`, when it is skipped and counted in `counts.bad_pages`.
@@ -280,7 +284,7 @@ def iter_extract(
     # The callback closes over `chunk` by name, so it counts into the current chunk.
     for page in iter_pages(path, byte_range=byte_range, on_bad_page=lambda e: chunk.bad_page(e)):
         chunk.add(page)
-        if chunk.counts["pages"] >= chunk_pages:
+        if chunk.counts["pages"] >= chunk_pages or chunk.counts["wikitext_bytes"] >= chunk_bytes:
             yield chunk.result()
             yielded = True
             chunk = _Chunk(path, config)
@@ -327,13 +331,18 @@ def write_extract_parts(
     *,
     processes: int = 1,
     chunk_pages: int = 10_000,
+    byte_range: tuple[int, int] | None = None,
 ) -> ExtractCounts:
     """Stream a dump of any size into `out_dir/{segments,redirects,raw_links}/part-*.parquet`.
 
+    `byte_range` (whole streams of a multistream dump, see `split_ranges`) reads that part only.
     Memory is bounded by one chunk per process. `out_dir` is replaced atomically once all parts
     are written. Read the parts back with `pl.scan_parquet(out_dir / "segments" / "*.parquet")`.
     """
-    ranges = split_ranges(path, max(1, processes) * 4) if processes > 1 else [None]
+    if processes > 1:
+        ranges = split_ranges(path, max(1, processes) * 4, within=byte_range)
+    else:
+        ranges = [byte_range]
     with atomic_path(out_dir, directory=True) as tmp:
         for table in ("segments", "redirects", "raw_links"):
             (tmp / table).mkdir()

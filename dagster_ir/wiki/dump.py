@@ -89,21 +89,24 @@ def stream_offsets(path: str | os.PathLike[str]) -> list[int]:
     return _scan_stream_headers(path)
 
 
-def split_ranges(path: str | os.PathLike[str], n_chunks: int) -> list[tuple[int, int]]:
+def split_ranges(
+    path: str | os.PathLike[str], n_chunks: int, *, within: tuple[int, int] | None = None
+) -> list[tuple[int, int]]:
     """At most `n_chunks` contiguous byte ranges of about equal size, each a run of whole streams.
 
-    Together they cover the file exactly once; a dump that is not multistream is one range.
+    Together they cover the file (or the range `within`, itself whole streams) exactly once; a
+    dump that is not multistream is one range.
     """
     if n_chunks < 1:
         raise ValueError(f"n_chunks must be at least 1, got {n_chunks}")
     offsets = stream_offsets(path)
-    size = Path(path).stat().st_size
-    bounds = [0]
+    start, end = within if within is not None else (0, Path(path).stat().st_size)
+    bounds = [start]
     for k in range(1, n_chunks):
-        i = bisect.bisect_left(offsets, size * k / n_chunks)
-        if i < len(offsets) and bounds[-1] < offsets[i] < size:
+        i = bisect.bisect_left(offsets, start + (end - start) * k / n_chunks)
+        if i < len(offsets) and bounds[-1] < offsets[i] < end:
             bounds.append(offsets[i])
-    bounds.append(size)
+    bounds.append(end)
     return list(zip(bounds[:-1], bounds[1:]))
 
 

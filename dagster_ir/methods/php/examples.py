@@ -1,19 +1,21 @@
 """PHP examples: one per (d, s, positive) with n negatives of the same (d, s) (`build_php_examples`).
 
-Negatives are drawn by a generator seeded from (seed, stage, d, s), so the table depends on content
-only. When (d, s) has fewer negatives than n, every negative is used and the list is filled by
-cycling through them in a fresh random order (the paper's repeated sampling); such examples are
-flagged `with_replacement` and counted. A (d, s) without negatives gives no example, unless
+Negatives are drawn by hashing (seed, stage, d, s, positive, candidate): each example takes the n
+candidates of smallest hash, a seeded sample without replacement, vectorised over the whole table
+(no Python loop over articles or segments), so the table depends on content only. When (d, s) has
+fewer negatives than n, every negative is used and the list is filled by cycling through them in
+fresh random orders (the paper's repeated sampling); such examples are flagged `with_replacement`
+and counted. A (d, s) without negatives gives no example, unless
 `fill_negatives` says where else to take them (not in the paper; for small dumps, where few
 segments hold two groups - the bundled sample has one SHP segment and no MRDS one):
 "lower" takes the segment's links of the groups below the stage's negatives (SHP: D4, MRDS: D3
-then D4), "lower+random" then articles of the link graph that d does not link to. Both keep the
+then D4), "lower+random" then articles of the link graph that d does not link to (each example reads a
+window of n + deg(d) + 1 articles of the graph at a hashed start, so it never lists them all). Both keep the
 paper's order D1 > D2 > D3 > D4 > unlinked, so a positive still outranks every negative it meets.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -58,68 +60,104 @@ def build_php_examples(
     config: PhpConfig,
     exclude_articles: Iterable[str] = (),
 ) -> tuple[pl.DataFrame, ExampleCounts]:
-    """PHP_EXAMPLES rows of one stage (see the module docstring), sorted by (d, s, positive)."""
+    """PHP_EXAMPLES rows of one stage (see the module docstring), sorted by (d, s, positive).
+
+    Vectorised: every draw is a hash of (seed, stage, d, s, positive, candidate), so there is no
+    Python loop over articles and the work grows with the rows, not with articles x segments.
+    """
     validate(groups, PHP_GROUPS, "php_groups")
     positive_groups, negative_groups = stage_groups(stage)
     excluded = pl.Series(sorted(set(exclude_articles)), dtype=pl.String)
     keep = ~pl.col("article_id").is_in(excluded.implode()) & ~pl.col("linked_id").is_in(excluded.implode())
     kept = groups.filter(keep)
     lower_groups = GROUP_ORDER[max(GROUP_ORDER.index(g) for g in negative_groups) + 1:]
-    per_segment = (
-        kept.group_by("article_id", "segment_no")
-        .agg(
-            positives=pl.col("linked_id").filter(pl.col("group").is_in(positive_groups)).sort(),
-            negatives=pl.col("linked_id").filter(pl.col("group").is_in(negative_groups)).sort(),
-            lower=pl.col("linked_id").filter(pl.col("group").is_in(lower_groups)).unique().sort(),
-        )
-        .filter(pl.col("positives").list.len() > 0)
-        .sort("article_id", "segment_no")
+    seg = ["article_id", "segment_no"]
+    salt = seed_of(config.train.seed, stage) % (1 << 63)
+    positives = (
+        kept.filter(pl.col("group").is_in(positive_groups))
+        .select(*seg, pos_id="linked_id").unique()
     )
-    universe, linked_from = [], {}
+    own = kept.filter(pl.col("group").is_in(negative_groups)).select(*seg, candidate="linked_id").unique()
+    # Where each segment's negatives come from: its own negative groups, else the fills in order.
+    sources = [own.with_columns(source=pl.lit(_OWN))]
+    if config.fill_negatives != "none":
+        lower = kept.filter(pl.col("group").is_in(lower_groups)).select(*seg, candidate="linked_id").unique()
+        sources.append(lower.join(own, on=seg, how="anti").with_columns(source=pl.lit("lower")))
+    pool = pl.concat(sources)
+    source_of = pool.select(*seg, "source").unique()
+    examples = positives.join(pool, on=seg)  # (d, s, positive, candidate, source)
     if config.fill_negatives == "lower+random":
-        universe = sorted(set(kept["article_id"]) | set(kept["linked_id"]))
-        linked_from = {a: set(ids) for a, ids in kept.group_by("article_id").agg("linked_id").iter_rows()}
-    rows, dropped, from_lower, from_random = [], 0, 0, 0
-    for article, segment, positives, negatives, lower in per_segment.iter_rows():
-        source = None
-        if not negatives and config.fill_negatives != "none" and lower:
-            negatives, source = lower, "lower"
-        if not negatives and config.fill_negatives == "lower+random":
-            negatives = [a for a in universe if a != article and a not in linked_from.get(article, ())]
-            source = "random"
-        if not negatives:
-            dropped += len(positives)
-            continue
-        rng = np.random.default_rng(seed_of(config.train.seed, stage, article, str(segment)))
-        for positive in positives:
-            chosen, repeated = _draw_negatives(negatives, config.n_negatives, rng)
-            rows.append((stage, article, segment, positive, chosen, repeated))
-        from_lower += len(positives) if source == "lower" else 0
-        from_random += len(positives) if source == "random" else 0
-    frame = pl.DataFrame(rows, schema=PHP_EXAMPLES, orient="row")
+        wanting = positives.join(source_of, on=seg, how="anti")
+        examples = pl.concat([examples, _random_candidates(kept, wanting, config.n_negatives, salt)])
+    frame = _draw(examples, config.n_negatives, salt).with_columns(stage=pl.lit(stage)).select(list(PHP_EXAMPLES))
+    frame = frame.cast(PHP_EXAMPLES).sort("article_id", "segment_no", "pos_id")  # type: ignore[arg-type]
+    from_source = dict(examples.select(*_EXAMPLE, "source").unique().group_by("source").len().iter_rows())
+    drawn = frame.height
     frame, sampled_out = _cap(frame, config.max_examples, config.train.seed)
     counts = ExampleCounts(
         stage=stage,
         examples=frame.height,
         segments=frame.select("article_id", "segment_no").n_unique() if frame.height else 0,
         with_replacement=int(frame["with_replacement"].sum()),
-        positives_without_negatives=dropped,
-        filled_from_lower=from_lower,
-        filled_from_random=from_random,
+        positives_without_negatives=positives.height - drawn,
+        filled_from_lower=from_source.get("lower", 0),
+        filled_from_random=from_source.get("random", 0),
         excluded_rows=groups.height - kept.height,
         sampled_out=sampled_out,
     )
     return frame, counts
 
 
+_OWN = "own"
+_EXAMPLE = ["article_id", "segment_no", "pos_id"]
 
-def _draw_negatives(negatives: list[str], n: int, rng: np.random.Generator) -> tuple[list[str], bool]:
-    """n negatives: a sample without replacement, or every one cycled in random orders when too few."""
-    if len(negatives) >= n:
-        return [negatives[i] for i in rng.choice(len(negatives), size=n, replace=False)], False
-    rounds = math.ceil(n / len(negatives))
-    order = np.concatenate([rng.permutation(len(negatives)) for _ in range(rounds)])[:n]
-    return [negatives[i] for i in order], True
+
+def _draw(examples: pl.DataFrame, n: int, salt: int) -> pl.DataFrame:
+    """n negatives per (d, s, positive) from its candidates: a seeded sample without replacement, or
+    every candidate cycled in fresh random orders when there are fewer than n (`with_replacement`)."""
+    sizes = examples.group_by(_EXAMPLE).agg(available=pl.len())
+    rounds = sizes.with_columns(round=pl.int_ranges(0, (n + pl.col("available") - 1) // pl.col("available")))
+    drawn = (
+        examples.join(rounds.explode("round"), on=_EXAMPLE)
+        .with_columns(key=pl.struct(*_EXAMPLE, "candidate", "round").hash(salt))
+        .sort(*_EXAMPLE, "round", "key")
+        .group_by(_EXAMPLE, maintain_order=True)
+        .agg(neg_ids=pl.col("candidate").head(n), with_replacement=pl.col("available").first() < n)
+    )
+    return drawn
+
+
+def _random_candidates(kept: pl.DataFrame, wanting: pl.DataFrame, n: int, salt: int) -> pl.DataFrame:
+    """Candidates for positives whose segment has no negative: articles of the graph that d neither is
+    nor links to. Each (d, s, positive) reads a window of n + deg(d) + 1 articles of the universe,
+    starting at a place its hash gives, so no row lists the whole universe (it is the window when the
+    universe is that small)."""
+    if wanting.height == 0:
+        return wanting.with_columns(candidate=pl.lit(None, pl.String), source=pl.lit("random"))
+    universe = (
+        pl.concat([kept.select(a="article_id"), kept.select(a="linked_id")]).unique()
+        .sort("a").with_row_index("position")
+    )
+    size = universe.height
+    linked = kept.select("article_id", candidate="linked_id").unique()
+    degree = linked.group_by("article_id").agg(degree=pl.len())
+    windows = (
+        wanting.join(degree, on="article_id", how="left")
+        .with_columns(
+            start=(pl.struct(*_EXAMPLE).hash(salt) % size).cast(pl.Int64),
+            width=pl.min_horizontal(pl.col("degree").fill_null(0) + n + 1, pl.lit(size)),
+        )
+        .with_columns(offset=pl.int_ranges(0, "width"))
+        .explode("offset")
+        .with_columns(position=((pl.col("start") + pl.col("offset")) % size).cast(pl.UInt32))
+        .join(universe, on="position")
+        .select(*_EXAMPLE, candidate="a")
+    )
+    return (
+        windows.filter(pl.col("candidate") != pl.col("article_id"))
+        .join(linked, on=["article_id", "candidate"], how="anti")
+        .with_columns(source=pl.lit("random"))
+    )
 
 
 def _cap(frame: pl.DataFrame, max_examples: int | None, seed: int) -> tuple[pl.DataFrame, int]:

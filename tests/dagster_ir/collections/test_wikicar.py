@@ -83,3 +83,11 @@ def test_wrong_segments_schema_is_refused():
     bad = segments(SEGMENTS_ROWS).with_columns(pl.col("segment_no").cast(pl.Int64))
     with pytest.raises(SchemaError, match="segment_no"):
         build_wiki_car(bad)
+
+
+def test_lazy_segments_give_the_same_collection_with_a_lazy_corpus():
+    corpus, queries, qrels = build_wiki_car(segments(SEGMENTS_ROWS))
+    lazy_corpus, lazy_queries, lazy_qrels = build_wiki_car(segments(SEGMENTS_ROWS).lazy())
+    assert isinstance(lazy_corpus, pl.LazyFrame)
+    assert lazy_corpus.collect().equals(corpus)
+    assert lazy_queries.equals(queries) and lazy_qrels.equals(qrels)

@@ -1,0 +1,261 @@
+"""The Wikipedia assets at 1x, 10x and 100x the bundled sample: speed, peak memory, rows per asset.
+
+Each size is a synthetic multistream dump (with its index) of the bundled enwiki sample copied
+`size` times: copy c > 0 gets page ids shifted by c * 10^8, titles suffixed " (copy c)", and its
+links and redirects rewritten to the renamed titles, so the link graph grows with the dump (c
+disjoint copies of the sample's graph). Each size runs in a fresh process (a new data directory
+and Dagster instance): `dagster-ir add-dump` (with `--partitions`, the dump is registered as that
+many byte-range partitions), then `update` of the `wikipedia` group through `php_groups`,
+its check and `wiki_stats`. The parent samples the RSS of the whole process tree (the run and any
+worker processes) every 0.1 s and keeps the peak.
+
+Printed per size: XML MB, wall seconds, MB/s of XML, peak RSS of the process tree, rows of each
+asset (from the catalog); then the goals (peak memory of the largest size within 1.5x of the
+next, time within 1.3x of linear: the seconds per MB of the last increment against the previous
+one) and a projection for the full English dump (`--full-xml-gb`, about 100 GB of XML in 22 GB of
+bz2) from the slope between the two largest sizes.
+
+    .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
+        [--out DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "dagster_ir" / "wiki"))  # the tests' dump writer (no package)
+
+from dagster_ir.storage.dumps import sample_dump_path  # noqa: E402
+from dagster_ir.wiki import Page, iter_pages  # noqa: E402
+from wiki_dumps import FOOTER, HEADER, page_xml  # noqa: E402
+
+PAGES_PER_STREAM = 100
+MB = 1e6
+ASSETS = ["wiki_articles", "wiki_redirects", "wiki_raw_links", "wiki_links", "wiki_link_graph", "php_groups",
+          "wiki_stats"]
+_LINK = re.compile(r"\[\[\s*([^\[\]|#:]+?)\s*(?=[|#\]])")
+
+
+# --- synthetic dumps ------------------------------------------------------------------------------
+
+
+def renamed(title: str, copy: int) -> str:
+    return title if copy == 0 else f"{title} (copy {copy})"
+
+
+def copy_page(page: Page, copy: int) -> Page:
+    """`page` as copy `copy`: new id and title, links and redirect pointing at the same copy."""
+    if copy == 0:
+        return page
+    text = _LINK.sub(lambda m: "[[" + renamed(m.group(1), copy), page.text)
+    return replace(
+        page,
+        page_id=str(int(page.page_id) + copy * 10**8),
+        title=renamed(page.title, copy),
+        redirect=renamed(page.redirect, copy) if page.redirect else None,
+        text=text,
+    )
+
+
+def copied_pages(pages: Sequence[Page], copies: int) -> Iterator[Page]:
+    for copy in range(copies):
+        for page in pages:
+            yield copy_page(page, copy)
+
+
+def write_synthetic_dump(path: Path, copies: int) -> tuple[Path, int]:
+    """A multistream dump of the sample `copies` times, and its index; returns (path, XML bytes)."""
+    pages = list(iter_pages(sample_dump_path()))
+    xml_bytes = 0
+    index_lines: list[str] = []
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        def stream(text: str) -> None:
+            nonlocal xml_bytes
+            data = text.encode()
+            xml_bytes += len(data)
+            out.write(bz2.compress(data, 9))
+
+        stream(HEADER)
+        batch: list[Page] = []
+        for page in copied_pages(pages, copies):
+            batch.append(page)
+            if len(batch) == PAGES_PER_STREAM:
+                index_lines += [f"{out.tell()}:{p.page_id}:{p.title}\n" for p in batch]
+                stream("".join(page_xml(p) for p in batch))
+                batch = []
+        if batch:
+            index_lines += [f"{out.tell()}:{p.page_id}:{p.title}\n" for p in batch]
+            stream("".join(page_xml(p) for p in batch))
+        stream(FOOTER)
+    index = path.with_name(path.name.removesuffix(".xml.bz2") + "-index.txt.bz2")
+    index.write_bytes(bz2.compress("".join(index_lines).encode()))
+    tmp.rename(path)
+    return path, xml_bytes
+
+
+# --- one size in a fresh process ------------------------------------------------------------------
+
+_CHILD = """
+import json, sys, time
+from pathlib import Path
+import dagster as dg
+sys.path.insert(0, sys.argv[5])
+from assets.cli import add_dump_partitions
+from assets.definitions import defs, resources
+from assets.updates import update_all
+from dagster_ir.storage.catalog import Catalog
+
+dump, root, partitions, parallel = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+started = time.monotonic()
+(root / "dagster_home").mkdir(parents=True, exist_ok=True)
+with dg.instance_for_test(temp_dir=str(root / "dagster_home")) as instance:
+    keys = add_dump_partitions(root, dump, instance, partitions)
+    report = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None,
+                        selection=dg.AssetSelection.groups("wikipedia"), parallel=parallel)
+seconds = time.monotonic() - started
+catalog = Catalog(root)
+rows = {}
+for asset in %r:
+    rows[asset] = int(catalog.query(f"select count(*) from {asset}").item())
+print(json.dumps({"seconds": seconds, "partitions": len(keys), "rows": rows, "ok": report.ok,
+                  "failures": [str(f) for f in report.failures]}))
+""" % ASSETS
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """Resident memory of `pid` and all its descendants, in KiB (0 once gone)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        child = int(entry.name)
+        children.setdefault(int(fields["PPid"].strip()), []).append(child)
+        rss[child] = int(fields.get("VmRSS", "0 kB").split()[0])
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        total += rss.get(current, 0)
+        todo += children.get(current, [])
+    return total
+
+
+def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
+    """Run one size in a fresh process; its JSON result plus the peak RSS of its process tree (MiB)."""
+    env = {**os.environ, "DAGSTER_IR_DATA": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", _CHILD, str(dump), str(data), str(partitions), str(parallel), str(ROOT)]
+    started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _tree_rss_kib(process.pid))
+        time.sleep(0.1)
+    out, err = process.communicate()
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its reaped workers
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if process.returncode != 0:
+        raise RuntimeError(f"size run failed ({process.returncode}):\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    if not result["ok"]:
+        raise RuntimeError(f"assets failed: {result['failures']}\n{err[-3000:]}")
+    return {**result, "wall": wall, "cpu": cpu, "peak_mib": peak / 1024}
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
+    lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
+             f"{'peak MiB':>9}  rows per asset"]
+    for size, r in sorted(results.items()):
+        rows = " ".join(f"{name}={n}" for name, n in r["rows"].items())
+        lines.append(f"{size:>5} {r['xml_mb']:>8.1f} {r['partitions']:>5} {r['wall']:>7.1f} {r['cpu']:>7.1f} "
+                     f"{r['xml_mb'] / r['wall']:>6.2f} {r['xml_mb'] / r['cpu']:>8.2f} {r['peak_mib']:>9.0f}  {rows}")
+    sizes = sorted(results)
+    if len(sizes) >= 3:
+        a, b, c = (results[s] for s in sizes[-3:])
+        # the goal compares the largest size with a tenth of it (100x against 10x), else the next one
+        base = sizes[-1] // 10 if sizes[-1] // 10 in results else sizes[-2]
+        memory = c["peak_mib"] / results[base]["peak_mib"]
+        lines.append(f"peak memory {sizes[-1]}x / {base}x: {memory:.2f} (goal <= 1.5): "
+                     f"{'met' if memory <= 1.5 else 'NOT met'}")
+        for what in ("wall", "cpu"):  # seconds per MB of the last increment against the one before
+            first = (b[what] - a[what]) / (b["xml_mb"] - a["xml_mb"])
+            last = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
+            lines.append(f"{what} seconds per MB, {sizes[-3]}x->{sizes[-2]}x: {first:.3f}, {sizes[-2]}x->{sizes[-1]}x: "
+                         f"{last:.3f}; ratio {last / first:.2f} (goal <= 1.3): {'met' if last / first <= 1.3 else 'NOT met'}")
+    if len(sizes) >= 2:
+        b, c = results[sizes[-2]], results[sizes[-1]]
+        full_mb = full_xml_gb * 1000
+        memory_slope = max(0.0, (c["peak_mib"] - b["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
+        memory = c["peak_mib"] + memory_slope * (full_mb - c["xml_mb"])
+        for what, label in (("wall", "wall time, at this load"), ("cpu", "CPU time, one idle core")):
+            slope = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
+            hours = (c[what] + slope * (full_mb - c["xml_mb"])) / 3600
+            lines.append(f"projection, full English dump ({full_xml_gb:.0f} GB of XML), {label}: "
+                         f"{hours:.1f} h ({slope * 1000:.0f} s per GB)")
+        lines.append(f"projection, peak memory: about {memory / 1024:.1f} GiB "
+                     f"({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100])
+    parser.add_argument("--partitions", type=int, default=1, help="byte-range partitions per dump")
+    parser.add_argument("--parallel", type=int, default=1, help="partitions parsed at once by update")
+    parser.add_argument("--full-xml-gb", type=float, default=100.0)
+    parser.add_argument("--out", type=Path, default=None, help="where dumps and data go (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the dumps and data directories (and reuse kept dumps)")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="wiki_scale_"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; out {out}", flush=True)
+    results = {}
+    for size in args.sizes:
+        dump = out / f"synthetic-x{size}-multistream.xml.bz2"
+        started = time.monotonic()
+        sidecar = dump.with_name(dump.name + ".xml-bytes")
+        if args.keep and dump.exists() and sidecar.exists():  # a dump kept by an earlier --keep run
+            xml_bytes = int(sidecar.read_text())
+        else:
+            _, xml_bytes = write_synthetic_dump(dump, size)
+            sidecar.write_text(str(xml_bytes))
+        print(f"{size}x: wrote {xml_bytes / MB:.1f} MB of XML in {time.monotonic() - started:.1f} s", flush=True)
+        data = out / f"data-x{size}"
+        shutil.rmtree(data, ignore_errors=True)
+        results[size] = {**run_size(dump, data, args.partitions, args.parallel), "xml_mb": xml_bytes / MB}
+        r = results[size]
+        print(f"{size}x: {r['wall']:.1f} s, peak {r['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f}", flush=True)
+        if not args.keep:
+            shutil.rmtree(data, ignore_errors=True)
+            dump.unlink()
+            sidecar.unlink()
+            dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
+    print("\n".join(report(results, args.full_xml_gb)))
+
+
+if __name__ == "__main__":
+    main()
