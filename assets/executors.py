@@ -176,12 +176,72 @@ def executor_definition(settings: ExecutorSettings) -> dg.ExecutorDefinition:
             return dg.multiprocess_executor.configured({"max_concurrent": settings.max_concurrent})
         return dg.multiprocess_executor
     if settings.kind == "dask":
-        from dagster_dask import dask_executor
-
-        return dask_executor.configured(dask_config(settings))
+        return _dask_executor().configured(dask_config(settings))
     from dagster_k8s import k8s_job_executor
 
     return k8s_job_executor.configured(k8s_config(settings))
+
+
+# --- dask: dagster-dask's executor, its worker function and schema, with two fixes ------------------
+
+
+class _Opaque:
+    """Arguments Dask hands to the worker untouched: `Client.submit` walks tuples, lists and dicts
+    in its arguments, and a partitioned run's `DagsterRun` holds records that refuse iteration."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args: Any) -> None:
+        self.args = args
+
+
+def _execute_on_worker(dependencies: list, packed: _Opaque) -> list:
+    from dagster_dask.executor import query_on_dask_worker
+
+    return query_on_dask_worker(dependencies, *packed.args)
+
+
+@cache
+def _dask_executor() -> dg.ExecutorDefinition:
+    """dagster-dask's `dask_executor` with (1) run arguments passed opaquely, so partitioned runs
+    start (0.29.27 fails them with "Iteration is not allowed on `@record`"), and (2) task keys that
+    name the run, so two runs of one job on one scheduler (two dump files) are not merged into one
+    (dagster-io/dagster#21418). Steps run one per Dask task, upstream results awaited by Dask."""
+    import dask.distributed
+    from dagster_dask.executor import DaskExecutor, dask_executor, get_dask_resource_requirements
+
+    class RunKeyedDaskExecutor(DaskExecutor):
+        def execute(self, plan_context, execution_plan):
+            if not plan_context.instance.is_persistent:
+                raise dg.DagsterInvariantViolationError("Dask execution needs a persistent Dagster instance")
+            cluster = (self.cluster_configuration["address"] if self.cluster_type == "existing"
+                       else dask.distributed.LocalCluster(**self.build_dict(plan_context.job_name)))
+            run = plan_context.dagster_run
+            futures: dict[str, Any] = {}
+            with dask.distributed.Client(cluster) as client:
+                for level in execution_plan.get_steps_to_execute_by_level():
+                    for step in level:
+                        upstream = [futures[key] for step_input in step.step_inputs for key in step_input.dependency_keys]
+                        packed = _Opaque(plan_context.reconstructable_job, run, plan_context.run_config, [step.key],
+                                         plan_context.instance.get_ref(), execution_plan.known_state)
+                        futures[step.key] = client.submit(
+                            _execute_on_worker, upstream, packed, key=f"{run.job_name}.{step.key}.{run.run_id}",
+                            resources=get_dask_resource_requirements(step.tags), pure=False)
+                for _, events in dask.distributed.as_completed(list(futures.values()), with_results=True):
+                    yield from events
+            if self.cluster_type != "existing":
+                cluster.close()
+
+    @dg.executor(name="dask", config_schema=dask_executor.config_schema,
+                 requirements=dg.multiple_process_executor_requirements())
+    def run_keyed_dask_executor(init_context):
+        ((cluster_type, cluster_configuration),) = init_context.executor_config["cluster"].items()
+        return RunKeyedDaskExecutor(cluster_type, cluster_configuration)
+
+    return run_keyed_dask_executor
+
+
+# --- k8s: offline validation and rendering ------------------------------------------------------
 
 
 def validated_k8s_config(settings: ExecutorSettings) -> dict:
