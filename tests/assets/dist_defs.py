@@ -17,10 +17,13 @@ STAGES = {
     "graph": ["wiki_links", "wiki_link_graph", "php_groups", "wiki_stats"],
     "collection": ["corpus", "queries", "qrels", "query_splits", "bm25_index"],
 }
-EXECUTORS = {
-    "multiprocess": ExecutorSettings(kind="multiprocess", max_concurrent=2),
-    "dask": ExecutorSettings(kind="dask", n_workers=2),  # a LocalCluster of two worker processes
-}
+SCHEDULER_ENV = "DIST_DEFS_DASK_SCHEDULER"  # a running scheduler's address; unset: a LocalCluster per run
+
+
+def executor_settings(executor: str) -> ExecutorSettings:
+    if executor == "multiprocess":
+        return ExecutorSettings(kind="multiprocess", max_concurrent=2)
+    return ExecutorSettings(kind="dask", address=os.environ.get(SCHEDULER_ENV), n_workers=2)
 
 
 def stage_job(executor: str, stage: str) -> dg.JobDefinition:
@@ -31,6 +34,6 @@ def stage_job(executor: str, stage: str) -> dg.JobDefinition:
         asset_checks=all_checks,
         resources=resources(os.environ["DAGSTER_IR_DATA"]),
         jobs=[dg.define_asset_job(stage, selection=dg.AssetSelection.assets(*STAGES[stage]),
-                                  executor_def=executor_definition(EXECUTORS[executor]))],
+                                  executor_def=executor_definition(executor_settings(executor)))],
     )
     return defs.resolve_job_def(stage)

@@ -48,8 +48,15 @@ def _table_versions(root: Path) -> dict[str, str]:
 
 def test_dask_local_cluster_gives_the_multiprocess_tables(tmp_path, monkeypatch):
     import dist_defs
+    from distributed import LocalCluster
 
-    on_dask = _materialize("dask", tmp_path / "dask", tmp_path / "home-dask", monkeypatch)
+    # One cluster of two worker processes for the three runs (each worker imports the code once),
+    # reached by address as a remote scheduler would be; the workers inherit $DAGSTER_IR_DATA.
+    monkeypatch.setenv("DAGSTER_IR_DATA", str(tmp_path / "dask"))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        monkeypatch.setenv(dist_defs.SCHEDULER_ENV, cluster.scheduler_address)
+        on_dask = _materialize("dask", tmp_path / "dask", tmp_path / "home-dask", monkeypatch)
+        assert len(cluster.workers) == 2
     on_processes = _materialize("multiprocess", tmp_path / "mp", tmp_path / "home-mp", monkeypatch)
     every_asset = {a for assets in dist_defs.STAGES.values() for a in assets}
     assert {Path(p).parts[1] for p in on_dask} == every_asset
