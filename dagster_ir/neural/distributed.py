@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -167,10 +168,12 @@ def launch(
     for _ in range(1 + relaunches):
         process = subprocess.Popen(list(command), env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True, start_new_session=True)
-        reader = threading.Thread(target=lambda: [on_output(line.rstrip("\n")) for line in process.stdout], daemon=True)
+        lines: queue.Queue[str] = queue.Queue()  # callbacks run on this thread only (Dagster's log is not thread-safe)
+        reader = threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in process.stdout], daemon=True)
         reader.start()
         try:
             while process.poll() is None:
+                _drain(lines, on_output)
                 if timeout is not None and time.monotonic() - started > timeout:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
@@ -185,6 +188,7 @@ def launch(
                 process.wait()
             raise
         reader.join(timeout=5)
+        _drain(lines, on_output)
         for record in log.read_new():
             records.append(record)
             on_metrics(record)
@@ -192,3 +196,11 @@ def launch(
         if process.returncode == 0:
             break
     return LaunchResult(codes, records, time.monotonic() - started)
+
+
+def _drain(lines: queue.Queue, on_output: Callable[[str], None]) -> None:
+    while True:
+        try:
+            on_output(lines.get_nowait())
+        except queue.Empty:
+            return
