@@ -82,3 +82,25 @@ def test_k8s_step_job_runs_the_project_image_on_the_shared_volume():
     assert container["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"}}
     assert job["metadata"]["labels"]["dagster/op"] == "wiki_links"
     assert len(job["metadata"]["name"]) <= 63  # a valid Kubernetes name
+
+
+def test_shipped_cluster_configs_load_and_agree_with_the_helm_values():
+    from pathlib import Path
+
+    import yaml
+
+    from dagster_ir.collections import load_collections_config
+
+    root = Path(__file__).resolve().parents[2]
+    cluster = root / "deploy" / "k8s" / "dagster-ir.yaml"
+    settings = load_executor_settings(cluster)
+    assert set(load_collections_config(cluster)) == {"wiki-car", "msmarco-doc-dev"}
+    job = k8s_step_job(settings, "candidate_runs", "0f8c2d4e-1111-2222-3333-444455556666")
+    pod = job["spec"]["template"]["spec"]
+    values = yaml.safe_load((root / "deploy" / "k8s" / "values.yaml").read_text())
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    assert pod["containers"][0]["image"] == f"{deployment['image']['repository']}:{deployment['image']['tag']}"
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in deployment["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {pod["volumes"][0]["persistentVolumeClaim"]["claimName"]}
+    assert yaml.safe_load((root / "deploy" / "k8s" / "data-volume.yaml").read_text())["metadata"]["name"] in claims
+    assert load_executor_settings(root / "examples" / "dask.yaml").kind == "dask"
