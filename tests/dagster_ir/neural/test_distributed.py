@@ -138,3 +138,28 @@ def test_metrics_log_reads_only_whole_new_lines(tmp_path):
     on_log = metrics_logger(tmp_path / "other.jsonl")
     on_log(3, {"loss": 1.0, "lr": 0.1})
     assert MetricsLog(tmp_path / "other.jsonl").read_new() == [{"step": 3, "loss": 1.0, "lr": 0.1}]
+
+
+@pytest.mark.slow
+def test_nodes_without_a_shared_checkpoint_folder_fail_with_a_clear_error(tiny, tmp_path):
+    import threading
+
+    config = LaunchConfig(nnodes="2", nproc_per_node=1, rdzv_endpoint=f"127.0.0.1:{_free_port()}",
+                          rdzv_id="test-not-shared", max_restarts=0, relaunches=0, monitor_interval=0.5)
+    outputs: dict[int, tuple] = {}
+
+    def node(index: int) -> None:  # each "node" its own checkpoint folder, as two local disks would be
+        lines: list[str] = []
+        result = launch(torchrun_command(config, SCRIPT, _args(tiny, tmp_path / f"node-{index}")),
+                        tmp_path / f"metrics-{index}.jsonl", env=_env(), on_output=lines.append, timeout=300)
+        outputs[index] = (result, lines)
+
+    threads = [threading.Thread(target=node, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(not result.ok for result, _ in outputs.values())
+    text = "\n".join(line for _, lines in outputs.values() for line in lines)
+    assert "1 of 2 processes do not see rank 0's files there" in text
+    assert not list(tmp_path.glob("node-*/checkpoints/step-*"))  # nothing trained
