@@ -2,11 +2,7 @@
 
 import pytest
 
-pytest.importorskip("dagster_k8s", reason="the k8s extra (dagster-k8s) is not installed")
-
-import dagster as dg  # noqa: E402
-
-from assets.executors import (  # noqa: E402
+from assets.executors import (
     ExecutorSettings,
     dask_config,
     executor_definition,
@@ -14,7 +10,7 @@ from assets.executors import (  # noqa: E402
     load_executor_settings,
     validated_k8s_config,
 )
-from dagster_ir.collections.config import CollectionConfigError  # noqa: E402
+from dagster_ir.collections.config import CollectionConfigError
 
 COLLECTIONS = "collections:\n  wiki-car: {kind: wiki-car}\n"
 K8S = ExecutorSettings(kind="k8s", image="registry.example.org/dagster-ir:0.1.0", namespace="ir",
@@ -40,9 +36,11 @@ def test_each_kind_gives_its_dagster_executor(tmp_path):
     assert dask_config(dask) == {"cluster": {"existing": {"address": "tcp://head:8786"}}}
     local = load_executor_settings(_yaml(tmp_path, "executor: {kind: dask, n_workers: 3}\n"))
     assert dask_config(local)["cluster"]["local"] == {"n_workers": 3, "threads_per_worker": 1, "processes": True}
-    if pytest.importorskip("dagster_dask"):
-        assert executor_definition(local).name == "dask"
     k8s = load_executor_settings(_yaml(tmp_path, "executor: {kind: k8s, image: 'reg/ir:1'}\n"))
+    assert k8s.image == "reg/ir:1" and k8s.data_mount == "/data"
+    pytest.importorskip("dagster_dask", reason="the dask extra is not installed")
+    assert executor_definition(local).name == "dask"
+    pytest.importorskip("dagster_k8s", reason="the k8s extra is not installed")
     assert executor_definition(k8s).name == "k8s"
 
 
@@ -61,6 +59,7 @@ def test_bad_section_names_the_file_and_the_field(tmp_path, section, field):
 
 
 def test_k8s_config_passes_the_executor_schema_with_defaults():
+    pytest.importorskip("dagster_k8s", reason="the k8s extra is not installed")
     config = validated_k8s_config(K8S)
     assert config["job_image"] == "registry.example.org/dagster-ir:0.1.0"
     assert config["job_namespace"] == "ir" and config["max_concurrent"] == 8
@@ -68,6 +67,7 @@ def test_k8s_config_passes_the_executor_schema_with_defaults():
 
 
 def test_k8s_step_job_runs_the_project_image_on_the_shared_volume():
+    pytest.importorskip("dagster_k8s", reason="the k8s extra is not installed")
     job = k8s_step_job(K8S, "wiki_links", "0f8c2d4e-1111-2222-3333-444455556666")
     assert job["kind"] == "Job" and job["metadata"]["namespace"] == "ir"
     pod = job["spec"]["template"]["spec"]
@@ -85,6 +85,7 @@ def test_k8s_step_job_runs_the_project_image_on_the_shared_volume():
 
 
 def test_shipped_cluster_configs_load_and_agree_with_the_helm_values():
+    pytest.importorskip("dagster_k8s", reason="the k8s extra is not installed")
     from pathlib import Path
 
     import yaml
