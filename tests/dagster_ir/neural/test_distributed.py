@@ -123,7 +123,7 @@ def test_bad_launch_config_names_the_field(fields, message):
         LaunchConfig(**fields)
 
 
-def test_metrics_log_reads_only_whole_new_lines(tmp_path):
+def test_metrics_log_reads_only_whole_new_lines(tmp_path, monkeypatch):
     path = tmp_path / "metrics.jsonl"
     log, reader = MetricsLog(path), MetricsLog(path)
     assert reader.read_new() == []
@@ -134,7 +134,8 @@ def test_metrics_log_reads_only_whole_new_lines(tmp_path):
     with path.open("a") as handle:
         handle.write('ss": 0.25}\n')
     assert reader.read_new() == [{"step": 2, "loss": 0.25}]
-    assert metrics_logger(None) is None or os.environ.get("DAGSTER_IR_METRICS")
+    monkeypatch.delenv("DAGSTER_IR_METRICS", raising=False)
+    assert metrics_logger(None) is None  # not launched by `launch`: no metrics file, nothing logged
     on_log = metrics_logger(tmp_path / "other.jsonl")
     on_log(3, {"loss": 1.0, "lr": 0.1})
     assert MetricsLog(tmp_path / "other.jsonl").read_new() == [{"step": 3, "loss": 1.0, "lr": 0.1}]
