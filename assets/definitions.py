@@ -11,6 +11,7 @@ from assets.cet import cet_assets, cet_checks
 from assets.checks import collection_checks
 from assets.collections import collection_assets
 from assets.evaluation import evaluation_assets
+from assets.executors import executor_definition, project_executor_settings
 from assets.ghrm import ghrm_assets, ghrm_checks
 from assets.model1 import model1_assets, model1_checks
 from assets.model_report import model_report_assets
@@ -45,5 +46,5 @@ defs = dg.Definitions(
     jobs=all_jobs,
     sensors=all_sensors,
     resources=resources(),
-    executor=dg.multiprocess_executor,
+    executor=executor_definition(project_executor_settings()),  # `executor:` in dagster-ir.yaml
 )

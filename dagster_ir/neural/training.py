@@ -513,8 +513,30 @@ def train(
 ) -> TrainResult:
     """Train `model` in place (see the module docstring); resume from `checkpoint_dir` when it holds a run."""
     rank, _ = init_distributed(config.device)
+    _check_shared_folder(Path(checkpoint_dir))
     with folder_lock(checkpoint_dir) if rank == 0 else nullcontext():
         return _train(model, make_batches, loss_fn, config, Path(checkpoint_dir), on_log, evaluate, resume)
+
+
+def _check_shared_folder(root: Path) -> None:
+    """Under several processes (nodes), every rank must see rank 0's files in `root` (one shared folder)."""
+    rank, world_size = world()
+    if world_size == 1:
+        return
+    name = [temp_name(root / "shared-probe").name if rank == 0 else None]
+    torch.distributed.broadcast_object_list(name, src=0)
+    probe = root / name[0]
+    if rank == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+    _barrier()
+    blind = torch.tensor([0 if probe.exists() else 1])
+    torch.distributed.all_reduce(blind)
+    if rank == 0:
+        probe.unlink(missing_ok=True)
+    if blind.item():
+        raise CheckpointError(f"{root}: {blind.item()} of {world_size} processes do not see rank 0's files there; "
+                              "put checkpoint_dir on the data directory every node mounts")
 
 
 def _train(model, make_batches, loss_fn, config: TrainConfig, root: Path, on_log, evaluate, resume) -> TrainResult:

@@ -1,0 +1,65 @@
+"""Training across machines from an asset: a training module under torchrun, watched by the asset.
+
+`TorchrunSettings` is the launchpad's view of `dagster_ir.neural.distributed.LaunchConfig`;
+`run_torchrun(context, settings, module, args, metrics_path)` starts torchrun on the node the step
+runs on, forwards its output (debug level) and rank 0's per-step metrics (info level) to the run's
+log in the UI, relaunches it after a failure (a lost node; training resumes from its checkpoint)
+and records attempts, steps, the last loss and the loss curve in the materialization's metadata.
+The other nodes of a multi-node job run the same command line (`torchrun_command`), e.g. as a
+Kubernetes Job or a SLURM array, with the same `rdzv_endpoint` and `rdzv_id`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from dagster_ir.neural.distributed import LaunchConfig, LaunchResult, launch, torchrun_command
+
+
+class TorchrunSettings(dg.Config):
+    """Maps onto `dagster_ir.neural.distributed.LaunchConfig` field by field."""
+
+    nnodes: str = "1"  # "N" or "MIN:MAX"
+    nproc_per_node: int = 1
+    rdzv_endpoint: str = ""  # "host:port"; "" = this host alone
+    rdzv_id: str = ""  # "" = the run id (nodes of one job share it)
+    max_restarts: int = 1
+    relaunches: int = 1
+
+    def to_domain(self, run_id: str) -> LaunchConfig:
+        return LaunchConfig(nnodes=self.nnodes, nproc_per_node=self.nproc_per_node, rdzv_endpoint=self.rdzv_endpoint,
+                            rdzv_id=self.rdzv_id or run_id, max_restarts=self.max_restarts, relaunches=self.relaunches)
+
+
+def run_torchrun(context: dg.AssetExecutionContext, settings: TorchrunSettings, module: str, args: list[str],
+                 metrics_path: Path, *, env: dict[str, str] | None = None, timeout: float | None = None) -> LaunchResult:
+    """Run `module` under torchrun; raise `dg.Failure` (with torchrun's last lines) if every attempt fails."""
+    config = settings.to_domain(context.run_id)
+    command = torchrun_command(config, module, args)
+    context.log.info(f"torchrun: {' '.join(command)}")
+    tail: list[str] = []
+
+    def on_output(line: str) -> None:
+        tail[:] = [*tail[-39:], line]
+        context.log.debug(line)
+
+    def on_metrics(record: dict) -> None:
+        values = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "step" and isinstance(v, float))
+        context.log.info(f"step {record.get('step')}: {values}")
+
+    result = launch(command, metrics_path, relaunches=config.relaunches, env=env, on_output=on_output,
+                    on_metrics=on_metrics, timeout=timeout)
+    losses = [r["loss"] for r in result.metrics if "loss" in r]
+    metadata = {"torchrun_attempts": len(result.returncodes), "torchrun_exit_codes": str(result.returncodes),
+                "world": f"{config.nnodes} x {config.nproc_per_node}", "launch_seconds": round(result.seconds, 1),
+                "logged_steps": len(result.metrics)}
+    if losses:
+        metadata["last_loss"] = losses[-1]
+        metadata["loss_curve"] = dg.MetadataValue.json(losses)
+    if not result.ok:
+        raise dg.Failure(description=f"torchrun failed {len(result.returncodes)} times (exit codes {result.returncodes})",
+                         metadata={**metadata, "output_tail": dg.MetadataValue.text("\n".join(tail))})
+    context.add_output_metadata(metadata)
+    return result
