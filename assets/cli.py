@@ -9,6 +9,8 @@
     dagster-ir status               list stale or missing asset partitions
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
     dagster-ir catalog query SQL    run a query on the catalog and print the result
+    dagster-ir lineage ASSET [--partition P]
+                                    print the upstream tree of an asset's newest record, down to the dump
     dagster-ir report [--collection NAME] [report options]
                                     print the evaluation table of a collection (or of TREC files)
 
@@ -199,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     catalog_sub.add_parser("sync", help="fold pending records into DuckDB")
     query = catalog_sub.add_parser("query", help="run a read-only SQL query on the catalog")
     query.add_argument("sql")
+    lineage = sub.add_parser("lineage", help="print the upstream tree of an asset's newest record")
+    lineage.add_argument("asset")
+    lineage.add_argument("--partition", help="one partition (default: each partition's newest record)")
     args = parser.parse_args(argv)
 
     root = data_dir(args.data)
@@ -226,6 +231,11 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         print(f"unregistered {args.key}; `dagster-ir update` rebuilds what read it")
         return 0
     cat = Catalog(root)
+    if args.command == "lineage":
+        from dagster_ir.storage.lineage import render
+
+        print(render(cat.lineage(args.asset, args.partition)))
+        return 0
     if args.catalog_command == "sync":
         ok = cat.sync()
         rejected = cat.rejected()

@@ -114,3 +114,17 @@ def test_walk_follows_the_newest_record_and_renders_a_tree(tmp_path):
     assert "    dump [x]  code=1" in text and "(see above)" not in text.splitlines()[1]
     with pytest.raises(KeyError, match="no catalog record of asset 'nope'"):
         catalog.lineage("nope")
+
+
+def test_lineage_command_prints_the_tree_and_refuses_an_unknown_asset(tmp_path, monkeypatch, capsys):
+    from assets.cli import main
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    with dg.instance_for_test() as instance:
+        _materialize(tmp_path / "data", instance)
+    assert main(["--data", str(tmp_path / "data"), "lineage", "pages", "--partition", "x"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("pages [x]  code=2") and lines[1].startswith("  dump [x]  code=1")
+    assert lines[1].endswith("data.parquet") and len(lines) == 2
+    assert main(["--data", str(tmp_path / "data"), "lineage", "nope"]) == 1
+    assert capsys.readouterr().err.startswith("dagster-ir lineage: no catalog record of asset 'nope'")
