@@ -106,7 +106,8 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False) -> int:
     from assets.definitions import DEMO_SELECTION, FIRST_STAGE_SELECTION
 
     report = update_all(defs, instance, resources=resources,
-                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION)
+                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION,
+                        command="demo" if demo else "update")
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "

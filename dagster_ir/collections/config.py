@@ -65,6 +65,7 @@ DEFAULT_CONFIG_FILE = Path("dagster-ir.yaml")
 TOP_LEVEL_KEYS: dict[str, str] = {
     "collections": "the collections (load_collections_config)",
     "runs": "external TREC runs to import per collection (load_run_imports)",
+    "schedules": "the retraining schedule's cron (assets.schedules.retraining_cron)",
 }
 DEFAULT_COLLECTION = "wiki-car"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
