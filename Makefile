@@ -36,7 +36,7 @@ test: install-dev
 
 ## ui: the Dagster UI on http://127.0.0.1:3000 over the same data and instance as `make demo`
 ui: install
-	mkdir -p $(DAGSTER_HOME)
+	$(BIN)/python -m assets.instance $(DAGSTER_HOME)
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 ## bench: speed and memory benchmarks (ratios against baselines measured in the same run)

@@ -36,11 +36,10 @@ from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
 
 def _instance(root: Path) -> dg.DagsterInstance:
+    from assets.instance import ensure_instance_config
+
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():  # a persistent local instance; no telemetry (this may run offline)
-        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    ensure_instance_config(home)  # a persistent local instance: no telemetry, the training pool's limit
     return dg.DagsterInstance.get()
 
 
