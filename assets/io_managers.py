@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets.metadata import column_schema, preview
 from dagster_ir.settings import DATA_DIR_ENV, data_dir
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.parquet import content_version, scan_tables, table_path, table_root, write_table
@@ -104,9 +105,8 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
             "path": dg.MetadataValue.path(str(path)),
             "bytes": dg.MetadataValue.int(size),
             "content_version": record.data_version,
-            "dagster/column_schema": dg.TableSchema(
-                columns=[dg.TableColumn(name, dtype) for name, dtype in columns.items()]
-            ),
+            "dagster/column_schema": column_schema(columns),
+            "preview": preview(pl.scan_parquet(path)),
         }
         context.add_output_metadata(metadata)
         # Journaled last, once nothing else here can fail, so the catalog never lists an output
