@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import dagster as dg
@@ -41,18 +42,17 @@ def _ledger(run_id: str, step_key: str) -> list[dict]:
 
 def _read_entry(asset: str, partition: str | None, path: Path) -> dict:
     """The ledger entry of one table read: what, which partition, its file and content version."""
-    entry = {"asset": asset, "partition": partition, "path": str(path),
-             "data_version": content_version(path) if path.exists() else None}
-    names = _run_names(path)
+    version = content_version(path) if path.exists() else None
+    entry = {"asset": asset, "partition": partition, "path": str(path), "data_version": version}
+    names = _run_names(str(path), version) if version is not None else None
     if names is not None:
         entry["run_names"] = names
     return entry
 
 
-def _run_names(path: Path) -> list[str] | None:
-    """Distinct `run_name` values of a run table (None for other tables or too many names)."""
-    if not path.exists():
-        return None
+@lru_cache(maxsize=256)
+def _run_names(path: str, version: str) -> list[str] | None:
+    """Distinct `run_name` values of a run table at `version` (None for other tables or too many names)."""
     try:
         frame = pl.scan_parquet(path)
         if "run_name" not in frame.collect_schema().names():
