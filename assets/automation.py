@@ -7,8 +7,8 @@
   in the UI, so a never-observed source does not count as missing.
 - Trained assets (groups `php`, `model1`, `ghrm`, `cet`, `methods_report`) are *due on the
   retraining cron*: an asset partition is requested at a cron tick only if, since it was last
-  requested or updated, an upstream asset was updated, its code version changed, or it is newly
-  missing. Downstream of a trained asset the wave goes on at once (a reranker follows the
+  requested or updated, an upstream asset was updated or its code version changed, or it is
+  missing (never built, or a new partition). Downstream of a trained asset the wave goes on at once (a reranker follows the
   checkpoint it reads), since trained assets only change in such a wave.
 - Training steps carry the Dagster pool `training` (limit 1 by default, set in the instance's
   dagster.yaml, see `assets.instance`), so parallel steps or runs never train two models at once
@@ -57,10 +57,10 @@ def eager_condition() -> dg.AutomationCondition:
 
 def retraining_condition(cron: str = DEFAULT_RETRAINING_CRON, timezone: str = TIMEZONE) -> dg.AutomationCondition:
     """Due at a cron tick when something it depends on changed; downstream of a retrained asset at once."""
-    changed = (AC.any_deps_updated() | AC.code_version_changed() | AC.newly_missing()).since_last_handled()
+    changed = (AC.any_deps_updated() | AC.code_version_changed()).since_last_handled() | AC.missing()
     trained_upstream_updated = AC.any_deps_match(AC.newly_updated()).allow(dg.AssetSelection.groups(*TRAINED_GROUPS))
     return (
-        changed.with_label("upstream, code or partitions changed since last handled")
+        changed.with_label("missing, or upstream or code changed since last handled")
         & (AC.cron_tick_passed(cron, timezone) | trained_upstream_updated.with_label("a trained upstream was retrained"))
         & ~AC.any_deps_missing().ignore(dg.AssetSelection.assets(*SOURCES))
         & ~AC.any_deps_in_progress()

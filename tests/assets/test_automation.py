@@ -137,6 +137,19 @@ def test_automation_after_demo_a_new_dump_and_a_code_change(tmp_path):
         assert ticks(changed, past_cron=True) == {("php_hp", None)}  # not ghrm_runs
 
 
+def test_trained_assets_never_built_are_due_at_the_cron_tick(tmp_path):
+    defs = definitions(tmp_path)
+    with dg.instance_for_test() as instance:  # what `dagster-ir demo --first-stage` leaves
+        instance.add_dynamic_partitions("dumps", ["d1"])
+        materialize(defs, instance, ["wiki_articles"], "d1")
+        materialize(defs, instance, ["wiki_links"])
+        ticks = Ticks(instance)
+        assert ticks(defs) == set()
+        assert ticks(defs, past_cron=True) == {("php_hp", None), ("ghrm_runs", None)}
+        materialize(defs, instance, ["php_hp", "ghrm_runs"])
+        assert ticks(defs) == {("reranked_runs", UNIT)}
+
+
 def schedule_tick(defs, instance) -> dg.RunRequest | dg.SkipReason:
     schedule = make_retraining_schedule(CRON, lambda: defs, dg.AssetSelection.groups("php", "ghrm"))
     with dg.build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)) as context:
