@@ -2,12 +2,15 @@
 
 The Parquet IO manager adds to every tabular asset its row count, a preview of its first rows and
 its column schema with descriptions (`COLUMN_DOCS`, from the table schemas in `dagster_ir.schemas`).
-A report's asset adds `report_headline(...)`: the main table of each section as Markdown, kept under
+A report's asset adds `report_headline(...)`: the main table of each section as Markdown (and its
+recall figure where it fits), kept under
 `HEADLINE_LIMIT` bytes (the event log keeps every materialization's metadata; the full report, with
 its figures, stays a file whose path is beside it).
 """
 
 from __future__ import annotations
+
+import base64
 
 import dagster as dg
 import polars as pl
@@ -116,4 +119,15 @@ def headline_markdown(report, full_report: str, limit: int = HEADLINE_LIMIT) -> 
         size += len(text.encode()) + 2
     if left_out:
         parts.append(f"*{left_out} section(s) left out here to keep this entry under {limit // 1000} KB.*")
+    figure = _headline_figure(report)
+    if figure is not None:
+        image = f"![{figure.caption}](data:image/png;base64,{base64.b64encode(figure.png).decode()})"
+        if size + len(image) + 2 <= limit - 200:
+            parts.append(image)
     return "\n\n".join(parts) + tail
+
+
+def _headline_figure(report):
+    """The report's recall-by-depth figure (the first-stage picture), if it has one."""
+    figures = getattr(report, "figures", ())
+    return next((f for f in figures if f.name == "recall" or f.name.endswith("_recall")), None)

@@ -6,7 +6,7 @@ import polars as pl
 
 from assets.io_managers import PolarsParquetIOManager
 from assets.metadata import COLUMN_DOCS, HEADLINE_LIMIT, headline_markdown
-from dagster_ir.evaluation import ReportBook, ReportConfig, SignificanceConfig, build_report
+from dagster_ir.evaluation import ReportBook, ReportConfig, ReportFigure, SignificanceConfig, build_report
 from dagster_ir.schemas import PER_QUERY_EVAL
 
 
@@ -50,3 +50,7 @@ def test_report_headline_holds_the_main_tables_and_stays_under_the_limit():
     assert full > 3_000 and len(small.encode()) < 3_000
     assert "## Section 0" in small and "left out here to keep this entry under 3 KB" in small
     assert len(headline_markdown(book, "report.html").encode()) < HEADLINE_LIMIT
+    recall = ReportFigure("recall", "Recall by depth", b"\x89PNG" + b"0" * 3000)
+    with_figure = build_report(_per_query(3), "bm25", title="t", config=fast, extra_figures=[recall])
+    assert "![Recall by depth](data:image/png;base64," in headline_markdown(with_figure, "r.html")
+    assert "data:image" not in headline_markdown(with_figure, "r.html", limit=4_000)  # no room: tables only
