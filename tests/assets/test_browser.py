@@ -3,7 +3,7 @@
 Needs Debian's `chromium` and `chromium-driver` (`apt-get install -y chromium chromium-driver`;
 `.ci/run` installs them when absent) and selenium (the dev extra); skips, saying which is missing,
 without them. The webserver binds 127.0.0.1 on a free port; the browser gets a fresh profile and no
-network beyond it. Screenshots of the asset graph and of the methods report's asset page are saved
+network beyond it. Screenshots of the asset graph, the methods report's asset page and the Automation page are saved
 under the test's temporary directory (the path is printed).
 """
 
@@ -176,8 +176,11 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         time.sleep(2)  # let the graph finish its layout before the picture
         browser.save_screenshot(str(ui["shots"] / "asset-graph.png"))
 
-        repository = _graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }")
+        repository = _graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name "
+                                    "location { name } schedules { name } sensors { name } } } } }")
         repo = repository["repositoriesOrError"]["nodes"][0]
+        assert [s["name"] for s in repo["schedules"]] == ["retraining"]
+        assert {"default_automation_condition_sensor", "wiki_dump_sensor"} <= {s["name"] for s in repo["sensors"]}
         params = {
             "selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
                          "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": ["wiki_dump"]}]},
@@ -204,9 +207,14 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         _wait_for_text(browser, ["model_report", "methods_report"], timeout=60)
         time.sleep(2)
         browser.save_screenshot(str(ui["shots"] / "model_report.png"))
+
+        browser.get(f"http://127.0.0.1:{port}/automation")
+        _wait_for_text(browser, ["retraining", "default_automation_condition_sensor", "wiki_dump_sensor"], timeout=60)
+        time.sleep(3)  # their statuses load after the names
+        browser.save_screenshot(str(ui["shots"] / "automation.png"))
     finally:
         browser.quit()
     shots = sorted(p.name for p in ui["shots"].iterdir())
-    assert shots == ["asset-graph.png", "model_report.png"]
+    assert shots == ["asset-graph.png", "automation.png", "model_report.png"]
     assert all((ui["shots"] / name).stat().st_size > 10_000 for name in shots)
     print(f"screenshots: {ui['shots']}")
