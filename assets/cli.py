@@ -234,7 +234,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "lineage":
         from dagster_ir.storage.lineage import render
 
-        print(render(cat.lineage(args.asset, args.partition)))
+        print(render(cat.lineage(args.asset, args.partition), note=_dump_file))
         return 0
     if args.catalog_command == "sync":
         ok = cat.sync()
@@ -245,6 +245,16 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return 0 if ok else 1
     print(cat.query(args.sql))
     return 0
+
+
+def _dump_file(node) -> str | None:
+    """`file=<dump path>` for a `wiki_dump` record (its table holds the file it registered)."""
+    import polars as pl
+
+    if node.asset != "wiki_dump" or not node.path or not Path(node.path).exists():
+        return None
+    paths = pl.read_parquet(node.path, columns=["path"])["path"]
+    return f"file={paths[0]}" if len(paths) else None
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

@@ -184,8 +184,11 @@ def walk(con: duckdb.DuckDBPyConnection, asset: str, partition: str | None = Non
     return [build(record_id, frozenset()) for (record_id,) in roots]
 
 
-def render(trees: list[LineageNode]) -> str:
-    """The trees as indented text; a record met again is named, not expanded again."""
+def render(trees: list[LineageNode], note=None) -> str:
+    """The trees as indented text; a record met again is named, not expanded again.
+
+    `note(node)` may add a word to a leaf's line (the dump file behind `wiki_dump`, say).
+    """
     lines: list[str] = []
     shown: set[str] = set()
 
@@ -195,7 +198,8 @@ def render(trees: list[LineageNode]) -> str:
         again = node.record_id in shown
         lines.append(f"{'  ' * depth}{what}  code={node.code_version} content={(node.content_version or '-')[:12]} "
                      f"at={node.materialized_at[:19]} record={node.record_id[:12]}"
-                     + (" (see above)" if again else config + (f" path={node.path}" if not node.parents else "")))
+                     + (" (see above)" if again else config + (f" path={node.path}" if not node.parents else ""))
+                     + (f" {note(node)}" if note is not None and not again and not node.parents and note(node) else ""))
         if again:
             return
         shown.add(node.record_id)
