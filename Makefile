@@ -10,7 +10,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export DAGSTER_IR_DATA ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(DAGSTER_IR_DATA)/dagster_home
 
-.PHONY: demo test ui bench install install-dev clean
+.PHONY: demo test ui bench install install-dev browser clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,20 @@ demo: install
 test: install-dev
 	$(BIN)/python -m pytest -q
 
+## browser: Debian's chromium and chromium-driver for the browser test (tests/assets/test_browser.py),
+## installed when absent (as root, or through sudo); without them that test skips and says why
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+	  echo "chromium and chromedriver present"; \
+	else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver \
+	    || echo "could not install chromium (no apt or no network): the browser test will skip"; \
+	fi
+
 ## ui: the Dagster UI on http://127.0.0.1:3000 over the same data and instance as `make demo`
 ui: install
-	mkdir -p $(DAGSTER_HOME)
+	$(BIN)/python -m assets.instance $(DAGSTER_HOME)
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 ## bench: every speed and memory benchmark, one after the other; the ratios in benchmarks/out/summary.md

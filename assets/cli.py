@@ -9,6 +9,8 @@
     dagster-ir status               list stale or missing asset partitions
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
     dagster-ir catalog query SQL    run a query on the catalog and print the result
+    dagster-ir lineage ASSET [--partition P]
+                                    print the upstream tree of an asset's newest record, down to the dump
     dagster-ir report [--collection NAME] [report options]
                                     print the evaluation table of a collection (or of TREC files)
 
@@ -34,11 +36,10 @@ from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
 
 def _instance(root: Path) -> dg.DagsterInstance:
+    from assets.instance import ensure_instance_config
+
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():  # a persistent local instance; no telemetry (this may run offline)
-        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    ensure_instance_config(home)  # a persistent local instance: no telemetry, the training pool's limit
     return dg.DagsterInstance.get()
 
 
@@ -119,7 +120,8 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
     from assets.definitions import DEMO_SELECTION, FIRST_STAGE_SELECTION
 
     report = update_all(defs, instance, resources=resources,
-                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel)
+                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel,
+                        command="demo" if demo else "update")
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
@@ -219,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     catalog_sub.add_parser("sync", help="fold pending records into DuckDB")
     query = catalog_sub.add_parser("query", help="run a read-only SQL query on the catalog")
     query.add_argument("sql")
+    lineage = sub.add_parser("lineage", help="print the upstream tree of an asset's newest record")
+    lineage.add_argument("asset")
+    lineage.add_argument("--partition", help="one partition (default: each partition's newest record)")
     args = parser.parse_args(argv)
 
     root = data_dir(args.data)
@@ -248,6 +253,11 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         print(f"unregistered {args.key}; `dagster-ir update` rebuilds what read it")
         return 0
     cat = Catalog(root)
+    if args.command == "lineage":
+        from dagster_ir.storage.lineage import render
+
+        print(render(cat.lineage(args.asset, args.partition), note=_dump_file))
+        return 0
     if args.catalog_command == "sync":
         ok = cat.sync()
         rejected = cat.rejected()
@@ -257,6 +267,16 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return 0 if ok else 1
     print(cat.query(args.sql))
     return 0
+
+
+def _dump_file(node) -> str | None:
+    """`file=<dump path>` for a `wiki_dump` record (its table holds the file it registered)."""
+    import polars as pl
+
+    if node.asset != "wiki_dump" or not node.path or not Path(node.path).exists():
+        return None
+    paths = pl.read_parquet(node.path, columns=["path"])["path"]
+    return f"file={paths[0]}" if len(paths) else None
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

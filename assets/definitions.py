@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.automation import automate, automation_sensor
 from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
+from assets.schedules import retraining_cron, retraining_job, retraining_schedule
 from assets.resources import DataDirResource
 from assets.cet import cet_assets, cet_checks
 from assets.checks import collection_checks
@@ -23,6 +25,8 @@ all_assets = [
     *wiki_assets, *collection_assets, *retrieval_assets, *php_assets, *model1_assets, *ghrm_assets, *cet_assets,
     *evaluation_assets, *model_report_assets,
 ]
+# Automation conditions by group and the `training` pool on training steps (see assets.automation).
+all_assets = automate(all_assets, retraining_cron())
 all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks]
 
 
@@ -43,8 +47,9 @@ FIRST_STAGE_SELECTION = dg.AssetSelection.all() - dg.AssetSelection.groups(*METH
 defs = dg.Definitions(
     assets=all_assets,
     asset_checks=all_checks,
-    jobs=all_jobs,
-    sensors=all_sensors,
+    jobs=[*all_jobs, retraining_job],
+    schedules=[retraining_schedule],
+    sensors=[*all_sensors, automation_sensor()],
     resources=resources(),
     executor=executor_definition(project_executor_settings()),  # `executor:` in dagster-ir.yaml
 )

@@ -5,6 +5,7 @@ import base64
 import dagster as dg
 import polars as pl
 
+from assets.metadata import report_headline
 from assets.partitions import collection_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
@@ -94,7 +95,7 @@ def evaluation_report(
     summary = aggregate(per_query)
     context.add_output_metadata(
         {
-            "report": dg.MetadataValue.md(report.to_markdown(None) + inline_figures(report)),
+            "report": report_headline(report, str(files.html)),  # main tables, < 64 KB; the full report is the file
             "html": dg.MetadataValue.path(str(files.html)),
             "markdown": dg.MetadataValue.path(str(files.markdown)),
             **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)

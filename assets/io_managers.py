@@ -9,18 +9,58 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
+from assets.metadata import column_schema, preview
 from dagster_ir.settings import DATA_DIR_ENV, data_dir
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.parquet import content_version, scan_tables, table_path, table_root, write_table
 
-# Inputs each step loaded: step key -> [{asset, partition, path, data_version}]. A step runs in one
-# process, so this process-local ledger is how handle_output learns the lineage of what it writes.
-_LOADED: dict[str, list[dict]] = defaultdict(list)
+# Inputs each step loaded: (run id, step key) -> [{asset, partition, path, data_version[, run_names]}].
+# A step runs in one process, so this process-local ledger is how handle_output learns the lineage of
+# what it writes. Every output of a step gets the step's inputs (a multi-output step has several), so
+# entries are not popped; the ledger keeps the newest `_LEDGER_STEPS` steps.
+_LOADED: dict[tuple[str, str], list[dict]] = defaultdict(list)
+_LEDGER_STEPS = 256
+# A loaded table with a `run_name` column lists its run names (when there are at most this many), so
+# a report row can be traced to the input that holds its run (`report_sources` in the catalog).
+_MAX_RUN_NAMES = 200
+
+
+def _ledger(run_id: str, step_key: str) -> list[dict]:
+    """The inputs step `step_key` of run `run_id` has loaded so far (created on first use)."""
+    key = (run_id, step_key)
+    if key not in _LOADED:
+        while len(_LOADED) >= _LEDGER_STEPS:
+            del _LOADED[next(iter(_LOADED))]
+    return _LOADED[key]
+
+
+def _read_entry(asset: str, partition: str | None, path: Path) -> dict:
+    """The ledger entry of one table read: what, which partition, its file and content version."""
+    version = content_version(path) if path.exists() else None
+    entry = {"asset": asset, "partition": partition, "path": str(path), "data_version": version}
+    names = _run_names(str(path), version) if version is not None else None
+    if names is not None:
+        entry["run_names"] = names
+    return entry
+
+
+@lru_cache(maxsize=256)
+def _run_names(path: str, version: str) -> list[str] | None:
+    """Distinct `run_name` values of a run table at `version` (None for other tables or too many names)."""
+    try:
+        frame = pl.scan_parquet(path)
+        if "run_name" not in frame.collect_schema().names():
+            return None
+        names = frame.select(pl.col("run_name").unique()).head(_MAX_RUN_NAMES + 1).collect()["run_name"]
+    except (pl.exceptions.PolarsError, OSError):
+        return None
+    return None if len(names) > _MAX_RUN_NAMES else sorted(str(n) for n in names.drop_nulls())
 
 
 class PolarsParquetIOManager(dg.ConfigurableIOManager):
@@ -55,7 +95,7 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
             code_version=context.asset_spec.code_version,
             run_id=context.run_id,
             config=_op_config(context),
-            inputs=_LOADED.pop(context.step_key, []),
+            inputs=list(_LOADED.get((context.run_id, context.step_key), [])),
             columns=columns,
             table_root=str(table_root(self._root(), asset_path)),
             partitioned=partition is not None,
@@ -65,9 +105,8 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
             "path": dg.MetadataValue.path(str(path)),
             "bytes": dg.MetadataValue.int(size),
             "content_version": record.data_version,
-            "dagster/column_schema": dg.TableSchema(
-                columns=[dg.TableColumn(name, dtype) for name, dtype in columns.items()]
-            ),
+            "dagster/column_schema": column_schema(columns),
+            "preview": preview(pl.scan_parquet(path)),
         }
         context.add_output_metadata(metadata)
         # Journaled last, once nothing else here can fail, so the catalog never lists an output
@@ -88,13 +127,9 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         if not paths:  # an upstream with no partitions yet (no dump registered, say): no rows
             empty = pl.LazyFrame()
             return empty if context.dagster_type.typing_type is pl.LazyFrame else empty.collect()
-        ledger = _LOADED[context.step_context.step.key] if context.step_context else []
+        ledger = _ledger(context.step_context.run_id, context.step_context.step.key) if context.step_context else []
         for partition, path in zip(partitions, paths, strict=True):
-            version = content_version(path) if path.exists() else None
-            ledger.append(
-                {"asset": context.asset_key.to_user_string(), "partition": partition,
-                 "path": str(path), "data_version": version}
-            )
+            ledger.append(_read_entry(context.asset_key.to_user_string(), partition, path))
         frame = scan_tables(paths, keep_partition=len(partitions) > 1)
         if context.dagster_type.typing_type is pl.LazyFrame:
             return frame
@@ -110,10 +145,10 @@ def load_partitions(
     reads the Wikipedia segments, Cranfield does not): the reads join the step's lineage.
     """
     paths = [table_path(data_dir, asset.split("/"), p) for p in partitions]
-    ledger = _LOADED[context.get_step_execution_context().step.key]
+    step = context.get_step_execution_context()
+    ledger = _ledger(step.run_id, step.step.key)
     for partition, path in zip(partitions, paths, strict=True):
-        ledger.append({"asset": asset, "partition": partition, "path": str(path),
-                       "data_version": content_version(path) if path.exists() else None})
+        ledger.append(_read_entry(asset, partition, path))
     if not paths:
         return pl.LazyFrame()
     return scan_tables(paths, keep_partition=True)

@@ -1,4 +1,11 @@
-"""Jobs and sensors: parse each new dump file, then rebuild the corpus-wide link assets."""
+"""Jobs and sensors: parse each new dump file; the corpus-wide link assets follow by automation.
+
+`wiki_dump_sensor` adds a `wiki_dump` partition for every dump registered with `dagster-ir add-dump`
+and launches its parse run. The corpus-wide assets (`wiki_links`, the link graph, the PHP groups,
+the statistics) and what reads them are rebuilt by their eager automation conditions
+(`assets.automation`) once the default automation sensor is on; `wiki_graph_job` does it by hand.
+Both sensors are stopped by default, as Dagster's are: start them in the UI (Automation).
+"""
 
 
 import dagster as dg
@@ -18,7 +25,10 @@ wiki_graph_job = dg.define_asset_job(
 )
 
 
-@dg.sensor(job=wiki_dump_job, minimum_interval_seconds=60)
+@dg.sensor(job=wiki_dump_job, minimum_interval_seconds=60,
+           description="Adds a partition and a parse run for every dump registered with `dagster-ir add-dump`. "
+                       "Stopped by default: start it (and default_automation_condition_sensor, which rebuilds "
+                       "the corpus-wide assets after the parse) to take new dumps in while the UI runs.")
 def wiki_dump_sensor(context: dg.SensorEvaluationContext, data: DataDirResource):
     """Adds a partition and a parse run for every dump file registered with `dagster-ir add-dump`."""
     known = set(context.instance.get_dynamic_partitions(wiki_dump_partitions.name))

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
-from assets.evaluation import ReportSettings, inline_figures, report_title, restrict_to_split
+from assets.metadata import report_headline
+from assets.evaluation import ReportSettings, report_title, restrict_to_split
 from assets.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
 from assets.partitions import collection_partitions, units_in
 from assets.project import collection_specs
@@ -117,7 +118,7 @@ def model_report(
     summary = aggregate(per_query)
     context.add_output_metadata(
         {
-            "report": dg.MetadataValue.md(book.to_markdown(None) + inline_figures(book)),
+            "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
             "html": dg.MetadataValue.path(str(files.html)),
             "markdown": dg.MetadataValue.path(str(files.markdown)),
             **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)

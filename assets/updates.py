@@ -47,6 +47,9 @@ from dagster_ir.storage.parquet import table_path
 # do not wait for, and are not blocked by, that upstream asset.
 UPSTREAM_READ_BY = "dagster_ir/upstream_read_by"
 PID_TAG, HOST_TAG = "dagster_ir/pid", "dagster_ir/host"
+# What a run launched by `dagster-ir` is (shown in the UI's Runs page, which names them all
+# `__ephemeral_asset_job__`): the command and the assets it materializes.
+COMMAND_TAG, ASSETS_TAG = "dagster_ir/command", "dagster_ir/assets"
 
 Key = tuple[dg.AssetKey, str | None]
 
@@ -187,6 +190,7 @@ def update_all(
     selection: dg.AssetSelection | None = None,
     max_rounds: int = 100,
     parallel: int = 1,
+    command: str = "update",
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
@@ -222,12 +226,12 @@ def update_all(
             _run_groups_in_processes(dumps, state, report, attempted, failed, log, log_level, parallel)
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
-            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level)
+            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level, command)
     raise RuntimeError(f"assets still pending after {max_rounds} rounds")
 
 
 def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
-               log, log_level) -> None:
+               log, log_level, command: str = "update") -> None:
     """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
     selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
     together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
@@ -254,7 +258,8 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             resources=state.resources,
             partition_key=partition,
             raise_on_error=False,
-            tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag()},
+            tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
+                  ASSETS_TAG: ", ".join(names)[:4000]},
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
         )
     if result.success:

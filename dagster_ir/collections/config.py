@@ -66,6 +66,7 @@ TOP_LEVEL_KEYS: dict[str, str] = {
     "collections": "the collections (load_collections_config)",
     "runs": "external TREC runs to import per collection (load_run_imports)",
     "executor": "the engine that runs the steps: multiprocess, dask, k8s (assets.executors)",
+    "schedules": "the retraining schedule's cron (assets.schedules.retraining_cron)",
 }
 DEFAULT_COLLECTION = "wiki-car"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -32,6 +32,7 @@ from pathlib import Path
 import duckdb
 
 from dagster_ir.storage.atomic import write_text_atomic
+from dagster_ir.storage.lineage import LineageNode, create_lineage_sql, walk
 from dagster_ir.storage.locks import file_lock
 
 CATALOG_FILE = "catalog.duckdb"
@@ -163,6 +164,10 @@ class Catalog:
                     records.append(record)
                     folded.append(file)
                 _refresh_views(con, self.data_dir, records)
+                try:
+                    create_lineage_sql(con)  # lineage_edges, lineage(...), report_sources (see storage.lineage)
+                except duckdb.Error as error:
+                    self.last_sync_error = f"lineage views: {error}"
             finally:
                 con.close()
             for file in folded:
@@ -187,6 +192,18 @@ class Catalog:
                                    "close it, or query while it is free")
         with con:
             return con.sql(sql, params=params).pl()
+
+    def lineage(self, asset: str, partition: str | None = None, *, open_timeout: float = 5.0) -> list[LineageNode]:
+        """The upstream trees of `asset`'s newest record (of `partition`, or each partition's).
+
+        Raises KeyError naming the asset when the catalog has no record of it.
+        """
+        self.sync(open_timeout=open_timeout)
+        con = _connect(self.path, open_timeout, self.data_dir, read_only=True)
+        if con is None:
+            raise CatalogBusyError(f"{self.path} is held by another process (a duckdb shell?); close it and retry")
+        with con:
+            return walk(con, asset, partition)
 
     def register_table(self, name: str, table_root: Path, *, partitioned: bool) -> None:
         """Create or replace the view `name` over the Parquet files under `table_root`."""

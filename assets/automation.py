@@ -1,0 +1,126 @@
+"""Declarative automation and concurrency pools, applied centrally over the asset list.
+
+- Data assets (groups `wikipedia`, `collections`, `retrieval`, `evaluation`) are *eager*: a new dump
+  partition is parsed as soon as it exists, and the corpus-wide Wikipedia assets, the collections
+  and the first-stage runs follow as soon as what they read was updated. The observable sources
+  (`wiki_dump_file`, `collection_config`, `imported_runs`) are observed by `dagster-ir update`, not
+  in the UI, so a never-observed source does not count as missing.
+- Trained assets (groups `php`, `model1`, `ghrm`, `cet`, `methods_report`) are *due on the
+  retraining cron*: an asset partition is requested at a cron tick only if, since it was last
+  requested or updated, an upstream asset was updated or its code version changed, or it is
+  missing (never built, or a new partition). Downstream of a trained asset the wave goes on at once (a reranker follows the
+  checkpoint it reads), since trained assets only change in such a wave.
+- Training steps carry the Dagster pool `training` (limit 1 by default, set in the instance's
+  dagster.yaml, see `assets.instance`), so parallel steps or runs never train two models at once
+  on the shared cores; IO-bound and light steps are not limited.
+
+Nothing here edits the asset modules: `automate(assets)` maps over the list in `assets.definitions`.
+The default automation sensor is declared (stopped, as Dagster's sensors are by default); turn it on
+in the UI (Automation -> default_automation_condition_sensor) to let data flow without a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import dagster as dg
+from dagster._core.definitions.assets.definition.assets_definition import AssetsDefinition
+from dagster._core.definitions.op_definition import OpDefinition
+
+DATA_GROUPS = ("wikipedia", "collections", "retrieval", "evaluation")
+TRAINED_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report")
+SOURCES = ("wiki_dump_file", "collection_config", "imported_runs")
+TRAINING_POOL = "training"
+# Steps that fit a model (checkpoints, EM tables, word vectors, per-fold GNNs, CET rankers).
+TRAINING_STEPS = frozenset({
+    "php_hp", "php_shp", "php_mrds", "php_ablations", "cross_encoder",
+    "model1_em", "neural_model1", "bert_model1",
+    "word2vec", "ghrm_runs", "ghrm_sweeps",
+    "cet",
+})
+DEFAULT_RETRAINING_CRON = "0 3 * * 0"  # weekly: Sunday 03:00
+TIMEZONE = "UTC"
+
+AC = dg.AutomationCondition
+
+
+def eager_condition() -> dg.AutomationCondition:
+    """Dagster's `eager()`, with never-observed observable sources not counted as missing deps."""
+    return (
+        AC.in_latest_time_window()
+        & (AC.newly_missing() | AC.any_deps_updated()).since_last_handled()
+        & ~AC.any_deps_missing().ignore(dg.AssetSelection.assets(*SOURCES))
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+    ).with_label("eager")
+
+
+def retraining_condition(cron: str = DEFAULT_RETRAINING_CRON, timezone: str = TIMEZONE) -> dg.AutomationCondition:
+    """Due at a cron tick when something it depends on changed; downstream of a retrained asset at once."""
+    changed = (AC.any_deps_updated() | AC.code_version_changed()).since_last_handled() | AC.missing()
+    trained_upstream_updated = AC.any_deps_match(AC.newly_updated()).allow(dg.AssetSelection.groups(*TRAINED_GROUPS))
+    return (
+        changed.with_label("missing, or upstream or code changed since last handled")
+        & (AC.cron_tick_passed(cron, timezone) | trained_upstream_updated.with_label("a trained upstream was retrained"))
+        & ~AC.any_deps_missing().ignore(dg.AssetSelection.assets(*SOURCES))
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+    ).with_label(f"retrain on cron '{cron}' when stale")
+
+
+def condition_for(group: str | None, cron: str) -> dg.AutomationCondition | None:
+    """The automation condition of an asset of `group` (None: not automated)."""
+    if group in DATA_GROUPS:
+        return eager_condition()
+    if group in TRAINED_GROUPS:
+        return retraining_condition(cron)
+    return None
+
+
+def with_pool(assets_def: AssetsDefinition, pool: str) -> AssetsDefinition:
+    """`assets_def` with its op in `pool` (Dagster has no public way to set it after the decorator)."""
+    op = assets_def.op
+    if op.pool == pool:
+        return assets_def
+    pooled = OpDefinition.dagster_internal_init(
+        name=op.name,
+        ins={d.name: dg.In.from_definition(d) for d in op.input_defs},
+        outs={d.name: dg.Out.from_definition(d) for d in op.output_defs},
+        compute_fn=op.compute_fn,
+        config_schema=op.config_schema,
+        description=op.description,
+        tags=op.tags,
+        required_resource_keys=op.required_resource_keys,
+        code_version=op.version,
+        retry_policy=op.retry_policy,
+        version=None,
+        pool=pool,
+    )
+    return AssetsDefinition.dagster_internal_init(**{**assets_def.get_attributes_dict(), "node_def": pooled})
+
+
+def automate(assets: Iterable, cron: str = DEFAULT_RETRAINING_CRON) -> list:
+    """Every asset with its group's automation condition, and training steps in the `training` pool."""
+    out = []
+    for item in assets:
+        if isinstance(item, AssetsDefinition) and item.is_executable and item.is_materializable:
+            item = item.map_asset_specs(
+                lambda spec: spec if spec.automation_condition is not None
+                else spec.replace_attributes(automation_condition=condition_for(spec.group_name, cron))
+            )
+            if any(key.to_user_string() in TRAINING_STEPS for key in item.keys):
+                item = with_pool(item, TRAINING_POOL)
+        out.append(item)
+    return out
+
+
+def automation_sensor(target: dg.AssetSelection | None = None) -> dg.AutomationConditionSensorDefinition:
+    """Dagster's default automation sensor over every asset (stopped until turned on in the UI)."""
+    return dg.AutomationConditionSensorDefinition(
+        "default_automation_condition_sensor",
+        target=target or dg.AssetSelection.all(),
+        minimum_interval_seconds=30,
+        description="Requests what the assets' automation conditions say is due: new dump partitions and the "
+                    "corpus-wide assets at once, trained assets at the retraining cron tick when stale. "
+                    "Stopped by default: start it here to let new data flow without a person.",
+    )

@@ -1,0 +1,45 @@
+"""The Dagster instance's dagster.yaml: written when absent, completed with the pool limit when not.
+
+`dagster-ir` (every command) and `make ui` call `ensure_instance_config(DAGSTER_HOME)`. The file
+turns telemetry off (this may run offline) and limits every pool to one step at a time by default
+(`concurrency.pools.default_limit: 1`, op granularity), so the `training` pool (see
+`assets.automation`) never runs two trainings at once, across runs and processes: `dagster-ir
+update`'s in-process runs claim the same slots as the UI's runs. A file without a `concurrency`
+section gets it appended; one that has it is left as the user wrote it. Change the limit with
+
+    concurrency:
+      pools:
+        default_limit: 2
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from dagster_ir.storage.atomic import write_text_atomic
+
+TELEMETRY = "telemetry:\n  enabled: false\n"
+CONCURRENCY = (
+    "concurrency:\n"
+    "  pools:\n"
+    "    default_limit: 1      # training steps (pool `training`) one at a time; see assets/automation.py\n"
+    "    granularity: op\n"
+)
+
+
+def ensure_instance_config(home: str | os.PathLike[str]) -> Path:
+    """Write `home`/dagster.yaml if absent, or add the concurrency section it lacks; returns its path."""
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        write_text_atomic(config, TELEMETRY + CONCURRENCY)
+        return config
+    text = config.read_text(encoding="utf-8")
+    if not any(line.startswith("concurrency:") for line in text.splitlines()):
+        write_text_atomic(config, text.rstrip("\n") + "\n" + CONCURRENCY)
+    return config
+
+
+if __name__ == "__main__":  # `python -m assets.instance [DAGSTER_HOME]` (the Makefile's `ui`)
+    print(ensure_instance_config(sys.argv[1] if len(sys.argv) > 1 else os.environ["DAGSTER_HOME"]))

@@ -1,0 +1,220 @@
+"""Automation ticks and the retraining schedule, evaluated with Dagster's test utilities.
+
+A small graph with the project's groups stands in for the pipeline (the real one trains for
+minutes): an observable dump source, a dump-partitioned parse, a corpus-wide asset, two methods'
+trained assets. The conditions, the pool helper and the schedule are the project's own.
+"""
+
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import pytest
+
+from assets.automation import TRAINING_POOL, automate, automation_sensor
+from assets.schedules import RETRAIN_TAG, make_retraining_schedule, retraining_cron
+from dagster_ir.collections import CollectionConfigError
+
+CRON = "0 3 * * 0"  # Sundays 03:00 UTC
+
+
+dumps = dg.DynamicPartitionsDefinition(name="dumps")
+units = dg.StaticPartitionsDefinition(["wiki-car/seed-0"])
+UNIT = "wiki-car/seed-0"
+
+
+def graph(model_version: str = "1") -> list:
+    @dg.observable_source_asset(group_name="wikipedia", partitions_def=dumps)
+    def wiki_dump_file():
+        """Never observed here, as in the UI."""
+        return dg.DataVersion("x")
+
+    @dg.asset(group_name="wikipedia", partitions_def=dumps, deps=[wiki_dump_file], code_version="1")
+    def wiki_articles(context) -> int:
+        """One dump parsed."""
+        return len(context.partition_key)
+
+    @dg.asset(group_name="wikipedia", code_version="1",
+              ins={"wiki_articles": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())})
+    def wiki_links(wiki_articles) -> int:
+        """Corpus-wide, over every dump (one dump loads as its value, several as a dict)."""
+        return sum(wiki_articles.values()) if isinstance(wiki_articles, dict) else wiki_articles
+
+    @dg.asset(group_name="php", code_version=model_version)
+    def php_hp(wiki_links: int) -> int:
+        """A trained asset (a training step: pooled)."""
+        return wiki_links + 1
+
+    @dg.asset(group_name="php", code_version="1", partitions_def=units)
+    def reranked_runs(php_hp: int) -> int:
+        """Downstream of the trained asset, one partition per training unit (as cross_encoder reads php_mrds)."""
+        return php_hp * 2
+
+    @dg.asset(group_name="ghrm", code_version="1")
+    def ghrm_runs(wiki_links: int) -> int:
+        """Another method's trained asset."""
+        return wiki_links - 1
+
+    return automate([wiki_dump_file, wiki_articles, wiki_links, php_hp, reranked_runs, ghrm_runs], CRON)
+
+
+IO = {}
+
+
+def definitions(tmp_path, model_version: str = "1") -> dg.Definitions:
+    IO["io_manager"] = dg.FilesystemIOManager(base_dir=str(tmp_path / "io"))
+    return dg.Definitions(assets=graph(model_version), resources=dict(IO))
+
+
+class Clock:
+    """Evaluation times: a Monday noon, then forward; `past_cron` jumps over the next Sunday 03:00."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def tick(self, minutes: int = 1) -> datetime:
+        self.now += timedelta(minutes=minutes)
+        return self.now
+
+    def past_cron(self) -> datetime:
+        days = (6 - self.now.weekday()) % 7 or 7
+        self.now = (self.now + timedelta(days=days)).replace(hour=3, minute=5)
+        return self.now
+
+
+class Ticks:
+    """Successive evaluations of the automation conditions, as the automation sensor makes them."""
+
+    def __init__(self, instance) -> None:
+        self.instance, self.cursor, self.clock = instance, None, Clock()
+
+    def __call__(self, defs: dg.Definitions, *, past_cron: bool = False) -> set[tuple[str, str | None]]:
+        when = self.clock.past_cron() if past_cron else self.clock.tick()
+        result = dg.evaluate_automation_conditions(defs=defs, instance=self.instance, cursor=self.cursor,
+                                                   evaluation_time=when)
+        self.cursor = result.cursor
+        keys = {item.key for item in result.results if isinstance(item.key, dg.AssetKey)}
+        requested = {(key.to_user_string(), p) for key in keys for p in result.get_requested_partitions(key)}
+        return requested
+
+
+def materialize(defs: dg.Definitions, instance, names: list[str], partition: str | None = None) -> None:
+    assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition) and a.is_materializable]
+    result = dg.materialize(assets, selection=names, partition_key=partition, instance=instance, resources=dict(IO))
+    assert result.success
+
+
+def demo(defs, instance) -> None:
+    """What `make demo` leaves: one dump, everything materialized."""
+    instance.add_dynamic_partitions("dumps", ["d1"])
+    materialize(defs, instance, ["wiki_articles"], "d1")
+    materialize(defs, instance, ["wiki_links", "php_hp", "ghrm_runs"])
+    materialize(defs, instance, ["reranked_runs"], UNIT)
+
+
+def test_automation_after_demo_a_new_dump_and_a_code_change(tmp_path):
+    defs = definitions(tmp_path)
+    with dg.instance_for_test() as instance:
+        demo(defs, instance)
+        ticks = Ticks(instance)
+        assert ticks(defs) == set()  # the first evaluation after the demo
+        assert ticks(defs, past_cron=True) == set()  # a cron tick with nothing changed
+        instance.add_dynamic_partitions("dumps", ["d2"])  # a new dump registered (the sensor adds it)
+        assert ticks(defs) == {("wiki_articles", "d2")}  # parsed at once, no cron needed
+        materialize(defs, instance, ["wiki_articles"], "d2")
+        assert ticks(defs) == {("wiki_links", None)}  # then the corpus-wide asset
+        materialize(defs, instance, ["wiki_links"])
+        assert ticks(defs) == set()  # the trained assets wait for the cron
+        assert ticks(defs) == set()
+        assert ticks(defs, past_cron=True) == {("php_hp", None), ("ghrm_runs", None)}
+        assert ticks(defs) == set()  # while they run
+        materialize(defs, instance, ["php_hp", "ghrm_runs"])
+        assert ticks(defs) == {("reranked_runs", UNIT)}  # the reader of a retrained asset follows at once
+        materialize(defs, instance, ["reranked_runs"], UNIT)
+        assert ticks(defs) == set()
+        assert ticks(defs, past_cron=True) == set()  # the next cron tick: nothing changed since
+        changed = definitions(tmp_path, model_version="2")  # one method's code changed
+        assert ticks(changed) == set()
+        assert ticks(changed, past_cron=True) == {("php_hp", None)}  # not ghrm_runs
+
+
+def test_trained_assets_never_built_are_due_at_the_cron_tick(tmp_path):
+    defs = definitions(tmp_path)
+    with dg.instance_for_test() as instance:  # what `dagster-ir demo --first-stage` leaves
+        instance.add_dynamic_partitions("dumps", ["d1"])
+        materialize(defs, instance, ["wiki_articles"], "d1")
+        materialize(defs, instance, ["wiki_links"])
+        ticks = Ticks(instance)
+        assert ticks(defs) == set()
+        assert ticks(defs, past_cron=True) == {("php_hp", None), ("ghrm_runs", None)}
+        materialize(defs, instance, ["php_hp", "ghrm_runs"])
+        assert ticks(defs) == {("reranked_runs", UNIT)}
+
+
+def schedule_tick(defs, instance) -> dg.RunRequest | dg.SkipReason:
+    schedule = make_retraining_schedule(CRON, lambda: defs, dg.AssetSelection.groups("php", "ghrm"))
+    with dg.build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)) as context:
+        return schedule(context)
+
+
+def test_retraining_schedule_launches_only_for_stale_trained_assets(tmp_path):
+    defs = definitions(tmp_path)
+    with dg.instance_for_test() as instance:
+        demo(defs, instance)
+        skipped = schedule_tick(defs, instance)
+        assert isinstance(skipped, dg.SkipReason) and "nothing stale" in skipped.skip_message
+        changed = definitions(tmp_path, model_version="2")
+        request = schedule_tick(changed, instance)
+        assert isinstance(request, dg.RunRequest)  # the run retrains what is stale, then what reads it
+        assert request.tags[RETRAIN_TAG] == "php_hp" and request.run_config == {}
+        instance.add_dynamic_partitions("dumps", ["d2"])
+        materialize(defs, instance, ["wiki_articles"], "d2")
+        materialize(defs, instance, ["wiki_links"])
+        request = schedule_tick(defs, instance)
+        assert request.tags[RETRAIN_TAG] == "ghrm_runs, php_hp"
+
+
+def test_training_steps_carry_the_pool_and_others_do_not(tmp_path):
+    pools = {key.to_user_string(): node.pools
+             for node in definitions(tmp_path).resolve_asset_graph().asset_nodes for key in [node.key]}
+    assert pools["php_hp"] == {TRAINING_POOL}
+    assert pools["reranked_runs"] == set() and pools["wiki_links"] == set()
+
+
+def test_project_definitions_declare_the_schedule_sensors_conditions_and_pools():
+    from assets.definitions import defs
+
+    # (the Definitions' own lists: building the repository here would reuse a closed test instance)
+    schedules = {s.name: s for s in defs.schedules}
+    sensors = {s.name: s for s in defs.sensors}
+    schedule = schedules["retraining"]
+    assert schedule.cron_schedule == retraining_cron() and schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert schedule.job_name == "retraining_job"
+    sensor = sensors["default_automation_condition_sensor"]
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    assert "start" in sensors["wiki_dump_sensor"].description.lower()
+    assert "retraining_job" in {job.name for job in defs.jobs}
+    graph_ = defs.resolve_asset_graph()
+    labels = {node.key.to_user_string(): node.automation_condition.get_label() for node in graph_.asset_nodes
+              if node.is_materializable}
+    assert labels["wiki_links"] == labels["wiki_articles"] == labels["corpus"] == "eager"
+    assert labels["cross_encoder"].startswith("retrain on cron") and labels["model_report"].startswith("retrain on cron")
+    assert graph_.get(dg.AssetKey("cross_encoder")).pools == {TRAINING_POOL}
+    assert graph_.get(dg.AssetKey("candidate_runs")).pools == set()
+    assert automation_sensor().name == sensor.name
+
+
+def test_retraining_cron_comes_from_the_yaml_and_bad_values_name_the_field(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text("collections:\n  wiki-car: {kind: wiki-car}\nschedules:\n  retraining: '30 2 * * 1'\n")
+    assert retraining_cron(good) == "30 2 * * 1"
+    default = tmp_path / "default.yaml"
+    default.write_text("collections:\n  wiki-car: {kind: wiki-car}\n")
+    assert retraining_cron(default) == "0 3 * * 0"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("collections:\n  wiki-car: {kind: wiki-car}\nschedules:\n  retraining: weekly\n")
+    with pytest.raises(CollectionConfigError, match=r"bad.yaml: schedules.retraining: 'weekly' is not a cron"):
+        retraining_cron(bad)
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("collections:\n  wiki-car: {kind: wiki-car}\nschedules:\n  retrain: '0 3 * * 0'\n")
+    with pytest.raises(CollectionConfigError, match=r"schedules.retrain: unknown key"):
+        retraining_cron(typo)

@@ -1,0 +1,220 @@
+"""The Dagster UI in a real browser: `dagster dev` over a small data directory, headless Chromium.
+
+Needs Debian's `chromium` and `chromium-driver` (`apt-get install -y chromium chromium-driver`;
+`.ci/run` installs them when absent) and selenium (the dev extra); skips, saying which is missing,
+without them. The webserver binds 127.0.0.1 on a free port; the browser gets a fresh profile and no
+network beyond it. Screenshots of the asset graph, the methods report's asset page and the Automation page are saved
+under the test's temporary directory (the path is printed).
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1600,1000"]
+START_TIMEOUT = 150  # seconds for `dagster dev` to answer on 2 loaded cores
+RUN_TIMEOUT = 90
+
+pytestmark = pytest.mark.slow
+
+
+def _browser_or_skip():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver; "
+                    f".ci/run installs them): found chromium={chromium}, chromedriver={driver}")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.skip("needs selenium (pip install -e '.[dev]')")
+    return chromium, driver
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = json.loads(response.read())
+    assert "errors" not in body, body["errors"]
+    return body["data"]
+
+
+def _wait_for_server(port: int, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"dagster dev exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            data = _graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name } } } }")
+            if data["repositoriesOrError"].get("nodes"):
+                return
+        except (OSError, AssertionError, KeyError):
+            pass
+        time.sleep(2)
+    pytest.fail(f"dagster dev did not answer on port {port} in {START_TIMEOUT} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def ui(tmp_path):
+    """`dagster dev` on a free port over a data directory with the bundled dump registered."""
+    chromium, driver = _browser_or_skip()
+    data, home = tmp_path / "data", tmp_path / "dagster_home"
+    env = {**os.environ, "DAGSTER_IR_DATA": str(data), "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("DAGSTER_IR_CONFIG", None)
+    registered = subprocess.run([sys.executable, "-m", "assets.cli", "--data", str(data), "add-dump",
+                                 _sample_dump()], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert registered.returncode == 0, registered.stderr
+    port, log = _free_port(), tmp_path / "dagster-dev.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port),
+             "-w", str(ROOT / "workspace.yaml")],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for_server(port, process, log)
+        yield {"port": port, "data": data, "partition": registered.stdout.strip().splitlines()[-1],
+               "chromium": chromium, "driver": driver, "shots": tmp_path / "screenshots"}
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # dagster dev and the processes it started
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _sample_dump() -> str:
+    from dagster_ir.storage.dumps import sample_dump_path
+
+    return str(sample_dump_path())
+
+
+def _chrome(ui, profile: Path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = ui["chromium"]
+    for flag in [*CHROME_FLAGS, f"--user-data-dir={profile}"]:
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(executable_path=ui["driver"]), options=options)
+
+
+def _dismiss_welcome(browser, timeout: float = 10) -> None:
+    """Close the "Join the Dagster community" dialog a fresh profile gets (it would cover the pictures)."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        buttons = browser.find_elements(By.XPATH, "//button[normalize-space()='Skip']")
+        if buttons:
+            buttons[0].click()
+            return
+        time.sleep(0.5)
+
+
+def _wait_for_text(browser, texts: list[str], timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    body = ""
+    while time.monotonic() < deadline:
+        body = browser.execute_script("return document.body ? document.body.innerText : ''") or ""
+        if all(t in body for t in texts):
+            return body
+        time.sleep(1)
+    missing = [t for t in texts if t not in body]
+    raise AssertionError(f"page {browser.current_url} never showed {missing}; it shows: {body[:1500]!r}")
+
+
+LAUNCH = """
+mutation Launch($params: ExecutionParams!) {
+  launchPipelineExecution(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on InvalidSubsetError { message }
+  }
+}
+"""
+
+
+def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records_it(ui, tmp_path):
+    from assets.definitions import defs
+    from dagster_ir.storage.catalog import Catalog
+
+    groups = sorted({node.group_name for node in defs.resolve_asset_graph().asset_nodes})
+    port = ui["port"]
+    nodes = _graphql(port, "{ assetNodes { assetKey { path } groupName } }")["assetNodes"]
+    assert sorted({n["groupName"] for n in nodes}) == groups
+
+    ui["shots"].mkdir()
+    browser = _chrome(ui, tmp_path / "chrome-profile")
+    try:
+        browser.get(f"http://127.0.0.1:{port}/asset-groups")
+        _wait_for_text(browser, groups, timeout=90)  # the global asset graph names every group
+        _dismiss_welcome(browser)
+        time.sleep(2)  # let the graph finish its layout before the picture
+        browser.save_screenshot(str(ui["shots"] / "asset-graph.png"))
+
+        repository = _graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name "
+                                    "location { name } schedules { name } sensors { name } } } } }")
+        repo = repository["repositoriesOrError"]["nodes"][0]
+        assert [s["name"] for s in repo["schedules"]] == ["retraining"]
+        assert {"default_automation_condition_sensor", "wiki_dump_sensor"} <= {s["name"] for s in repo["sensors"]}
+        params = {
+            "selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
+                         "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": ["wiki_dump"]}]},
+            "mode": "default",
+            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": ui["partition"]},
+                                           {"key": "dagster_ir/command", "value": "browser-test"}]},
+        }
+        launched = _graphql(port, LAUNCH, {"params": params})["launchPipelineExecution"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        run_id = launched["run"]["runId"]
+        status, deadline = None, time.monotonic() + RUN_TIMEOUT
+        while time.monotonic() < deadline:
+            status = _graphql(port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
+                              {"id": run_id})["runOrError"]["status"]
+            if status in ("SUCCESS", "FAILURE", "CANCELED"):
+                break
+            time.sleep(2)
+        assert status == "SUCCESS", f"run {run_id} ended {status}"
+        recorded = Catalog(ui["data"]).query(
+            "select asset_key, partition, rows from materializations where run_id = ?", [run_id])
+        assert recorded.rows() == [("wiki_dump", ui["partition"], 1)]
+
+        browser.get(f"http://127.0.0.1:{port}/assets/model_report")
+        _wait_for_text(browser, ["model_report", "methods_report"], timeout=60)
+        time.sleep(2)
+        browser.save_screenshot(str(ui["shots"] / "model_report.png"))
+
+        browser.get(f"http://127.0.0.1:{port}/automation")
+        _wait_for_text(browser, ["retraining", "default_automation_condition_sensor", "wiki_dump_sensor"], timeout=60)
+        time.sleep(3)  # their statuses load after the names
+        browser.save_screenshot(str(ui["shots"] / "automation.png"))
+    finally:
+        browser.quit()
+    shots = sorted(p.name for p in ui["shots"].iterdir())
+    assert shots == ["asset-graph.png", "automation.png", "model_report.png"]
+    assert all((ui["shots"] / name).stat().st_size > 10_000 for name in shots)
+    print(f"screenshots: {ui['shots']}")
