@@ -72,8 +72,9 @@ class _State:
     """Statuses, partitions and upstream partitions of one definitions object, read on demand."""
 
     def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict | None,
-                 selection: dg.AssetSelection | None) -> None:
+                 selection: dg.AssetSelection | None, only: set[Key] | None = None) -> None:
         self.defs, self.instance, self.resources = defs, instance, resources or {}
+        self.only = only  # if given, the asset partitions looked at (others count as not wanted)
         self.graph = defs.resolve_asset_graph()
         self.root = _data_root(self.resources)
         self.selected = selection.resolve(self.graph) if selection is not None else self.graph.materializable_asset_keys
@@ -93,6 +94,8 @@ class _State:
         resolver = CachingStaleStatusResolver(instance=self.instance, asset_graph=self.graph, loading_context=view)
         wanted = [(k, p) for k in self.selected for p in self.partitions[k]] if only is None else [
             (k, only[1]) for k in only[0] if only[1] in self.partitions[k]]
+        if self.only is not None:
+            wanted = [kp for kp in wanted if kp in self.only]
         statuses = {(k, p): resolver.get_status(k, p) if p is not None else resolver.get_status(k) for k, p in wanted}
         if self.root is None:
             return statuses
@@ -186,13 +189,15 @@ def update_all(
     log_level: str = "WARNING",
     selection: dg.AssetSelection | None = None,
     max_rounds: int = 100,
+    only: set[Key] | None = None,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
+    `only` restricts the work to those asset partitions (`needed_by` lists what some need).
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     """
     observe_sources(defs, instance, resources, log=log)
-    state = _State(defs, instance, resources, selection)
+    state = _State(defs, instance, resources, selection, only)
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
     report = UpdateReport()
@@ -255,6 +260,24 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
     log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
     report.failures.append((partition, names, message))
     failed.update((k, partition) for k in together)
+
+
+def needed_by(defs: dg.Definitions, instance: dg.DagsterInstance, targets: list[Key]) -> set[Key]:
+    """`targets` and every materializable asset partition they read, directly or not.
+
+    Upstream partitions follow the assets' partition mappings (and `UPSTREAM_READ_BY`), as `update`
+    follows them: a collection's report needs that collection's partitions, all of its training
+    units, and the unpartitioned and dump-partitioned assets it reads, not other collections'.
+    """
+    state = _State(defs, instance, None, None)
+    needed: set[Key] = set()
+    todo = [kp for kp in targets if kp[1] in state.partitions.get(kp[0], [])]
+    while todo:
+        key_partition = todo.pop()
+        if key_partition not in needed:
+            needed.add(key_partition)
+            todo.extend(state.parents(*key_partition))
+    return needed
 
 
 def failure_message(result) -> str:
