@@ -58,6 +58,7 @@ class UpdateReport:
     failures: list[tuple[str | None, list[str], str]] = field(default_factory=list)  # (partition, keys, error)
     skipped: list[Key] = field(default_factory=list)  # downstream of a failure
     done_elsewhere: list[Key] = field(default_factory=list)  # materialized by another process meanwhile
+    interrupted: bool = False  # a run was interrupted (SIGTERM, Ctrl-C): the update stopped there
 
     @property
     def materialized(self) -> int:
@@ -219,6 +220,9 @@ def update_all(
                 ready[partition].append(key)
         for partition, keys in ready.items():
             _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level)
+            if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
+                log("interrupted: the update stops here")
+                return report
     raise RuntimeError(f"assets still pending after {max_rounds} rounds")
 
 
@@ -257,6 +261,7 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
         report.runs.append((partition, names))
         return
     message = failure_message(result)
+    report.interrupted = _interrupted(result)
     log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
     report.failures.append((partition, names, message))
     failed.update((k, partition) for k in together)
@@ -278,6 +283,17 @@ def needed_by(defs: dg.Definitions, instance: dg.DagsterInstance, targets: list[
             needed.add(key_partition)
             todo.extend(state.parents(*key_partition))
     return needed
+
+
+def _interrupted(result) -> bool:
+    """Whether a step of the failed run was interrupted (Dagster turns SIGTERM and SIGINT into this)."""
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error if event.step_failure_data else None
+        while error is not None:
+            if error.cls_name == "DagsterExecutionInterruptedError":
+                return True
+            error = error.cause
+    return False
 
 
 def failure_message(result) -> str:

@@ -85,3 +85,24 @@ def test_only_the_plan_is_materialized_and_a_second_run_does_nothing(setup):
 def test_reproduce_refuses_an_unknown_collection(tmp_path, capsys):
     assert main(["--data", str(tmp_path), "reproduce", "--collection", "nope"]) == 1
     assert "--collection: 'nope' is not a configured collection" in capsys.readouterr().err
+
+
+PARTS = dg.StaticPartitionsDefinition(["p1", "p2"])
+
+
+@dg.asset(partitions_def=PARTS)
+def interrupted(context: dg.AssetExecutionContext) -> int:
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    if context.partition_key == "p1":
+        raise DagsterExecutionInterruptedError("as SIGTERM from `timeout` does")
+    return 2
+
+
+def test_an_interrupted_run_stops_the_update(tmp_path):
+    defs = dg.Definitions(assets=[interrupted])
+    instance = dg.DagsterInstance.ephemeral()
+    report = update_all(defs, instance, resources={"io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path))},
+                        log=lambda _: None)
+    assert report.interrupted and [p for p, _, _ in report.failures] == ["p1"]
+    assert report.runs == [] and instance.get_materialized_partitions(dg.AssetKey("interrupted")) == set()
