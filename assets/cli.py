@@ -13,6 +13,10 @@
                                     print the upstream tree of an asset's newest record, down to the dump
     dagster-ir report [--collection NAME] [report options]
                                     print the evaluation table of a collection (or of TREC files)
+    dagster-ir reproduce --collection NAME [--markdown]
+                                    bring every method on one collection up to date (its partitions, all
+                                    its training units, what they read), print each paper's table and
+                                    the time each asset took
 
 The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
 Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
@@ -191,6 +195,45 @@ def cmd_report(root: Path, argv: list[str]) -> int:
     return main_report(argv)
 
 
+def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int:
+    """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times."""
+    from assets.project import collection_specs
+    from assets.reproduce import asset_times, format_times, reproduction_plan, summary_path
+    from assets.updates import mark_dead_runs_failed, update_all
+    from dagster_ir.evaluation.summary import format_summary, read_summary
+    from dagster_ir.storage.atomic import clean_orphans
+
+    if collection not in collection_specs():
+        raise ValueError(f"--collection: {collection!r} is not a configured collection (have {sorted(collection_specs())}; "
+                         "set DAGSTER_IR_CONFIG)")
+    instance = _instance(root)
+    for run_id in mark_dead_runs_failed(instance):
+        print(f"run {run_id}: its process is gone; marked failed")
+    for leftover in clean_orphans(root):
+        print(f"removed {leftover} (left by a killed run)")
+    if not DumpRegistry(root).entries():  # PHP pre-trains on Wikipedia links, whatever the collection
+        print(f"dump: {add_dump(root, str(sample_dump_path()), instance)} (gensim's bundled enwiki sample)")
+    defs, resources = _defs_and_resources(root)
+    plan = reproduction_plan(defs, instance, collection)
+    started_at, started = time.time(), time.monotonic()
+    report = update_all(defs, instance, resources=resources, only=plan,
+                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}))
+    Catalog(root).sync()
+    print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
+          f"{time.monotonic() - started:.0f} s\n")
+    tables = summary_path(root, collection)
+    if tables.exists():
+        print(format_summary(read_summary(tables), markdown=markdown))
+    elif tables.with_name("report.txt").exists():  # a report made before it stored its tables
+        print(tables.with_name("report.txt").read_text(encoding="utf-8"))
+    else:
+        print(f"no methods report for {collection!r} yet ({tables})", file=sys.stderr)
+    print(format_times(asset_times(instance, plan, started_at)))
+    for partition, keys, message in report.failures:
+        print(f"FAILED {', '.join(keys)}" + (f" [{partition}]" if partition else "") + f": {message}", file=sys.stderr)
+    return 0 if report.ok and tables.with_name("report.txt").exists() else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command_at = _command_position(argv)
@@ -208,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
                              help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
     sub.add_parser("status", help="list stale or missing asset partitions")
+    reproduce = sub.add_parser("reproduce", help="every method on one collection: materialize, print the tables and times")
+    reproduce.add_argument("--collection", required=True, help="a collection of the config ($DAGSTER_IR_CONFIG)")
+    reproduce.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
     add = sub.add_parser("add-dump", help="check and register a Wikipedia dump (.xml or .xml.bz2)")
     add.add_argument("path")
@@ -242,6 +288,8 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel)
     if args.command == "status":
         return cmd_status(root)
+    if args.command == "reproduce":
+        return cmd_reproduce(root, args.collection, markdown=args.markdown)
     if args.command == "add-dump":
         print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))
         return 0

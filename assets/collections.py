@@ -14,7 +14,7 @@ from assets.partitions import collection_partitions, wiki_dump_partitions
 from assets.project import collection_specs, config_path
 from assets.resources import DataDirResource
 from assets.updates import UPSTREAM_READ_BY
-from dagster_ir.collections import WikiCarSpec, load_collection, split_queries
+from dagster_ir.collections import WikiCarSpec, collection_layout, load_collection, split_queries
 from dagster_ir.collections.config import collection_versions
 from dagster_ir.storage.atomic import remove, temp_name
 from dagster_ir.storage.parquet import files_version, frame_version, spool_batches
@@ -72,7 +72,8 @@ def collection(context: dg.AssetExecutionContext, data: DataDirResource):
         n_docs = corpus.select(pl.len()).collect().item()
         yield dg.Output(
             corpus, output_name="corpus", data_version=dg.DataVersion(files_version(spool.glob("*.parquet"))),
-            metadata={"documents": n_docs, "kind": spec.kind, "superseded_article_copies": superseded},
+            metadata={"documents": n_docs, "kind": spec.kind, "layout": collection_layout(spec),
+                      "superseded_article_copies": superseded},
         )
     finally:  # the IO manager has stored the corpus table by the time we resume
         remove(spool)

@@ -42,6 +42,7 @@ from dagster_ir.evaluation import (
     recall_curve_plot,
     write_report,
 )
+from dagster_ir.evaluation.summary import write_summary
 from dagster_ir.methods.cet.report import best_baseline
 from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
 from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
@@ -115,6 +116,7 @@ def model_report(
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
     book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
+    write_summary(book, files.markdown.parent)  # the tables as data, for `dagster-ir reproduce`
     summary = aggregate(per_query)
     context.add_output_metadata(
         {

@@ -61,6 +61,7 @@ class UpdateReport:
     failures: list[tuple[str | None, list[str], str]] = field(default_factory=list)  # (partition, keys, error)
     skipped: list[Key] = field(default_factory=list)  # downstream of a failure
     done_elsewhere: list[Key] = field(default_factory=list)  # materialized by another process meanwhile
+    interrupted: bool = False  # a run was interrupted (SIGTERM, Ctrl-C): the update stopped there
 
     @property
     def materialized(self) -> int:
@@ -75,8 +76,9 @@ class _State:
     """Statuses, partitions and upstream partitions of one definitions object, read on demand."""
 
     def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict | None,
-                 selection: dg.AssetSelection | None) -> None:
+                 selection: dg.AssetSelection | None, only: set[Key] | None = None) -> None:
         self.defs, self.instance, self.resources = defs, instance, resources or {}
+        self.only = only  # if given, the asset partitions looked at (others count as not wanted)
         self.graph = defs.resolve_asset_graph()
         self.root = _data_root(self.resources)
         self.selected = selection.resolve(self.graph) if selection is not None else self.graph.materializable_asset_keys
@@ -96,6 +98,8 @@ class _State:
         resolver = CachingStaleStatusResolver(instance=self.instance, asset_graph=self.graph, loading_context=view)
         wanted = [(k, p) for k in self.selected for p in self.partitions[k]] if only is None else [
             (k, only[1]) for k in only[0] if only[1] in self.partitions[k]]
+        if self.only is not None:
+            wanted = [kp for kp in wanted if kp in self.only]
         statuses = {(k, p): resolver.get_status(k, p) if p is not None else resolver.get_status(k) for k, p in wanted}
         if self.root is None:
             return statuses
@@ -191,16 +195,18 @@ def update_all(
     max_rounds: int = 100,
     parallel: int = 1,
     command: str = "update",
+    only: set[Key] | None = None,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
+    `only` restricts the work to those asset partitions (`needed_by` lists what some need).
     `parallel > 1` runs the ready dump partitions of a round (several dump files, or the byte-range
     parts of one multistream dump) in that many worker processes at once; `defs` must then be
     `assets.definitions.defs` (each worker imports it) and `instance` a persistent one.
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     """
     observe_sources(defs, instance, resources, log=log)
-    state = _State(defs, instance, resources, selection)
+    state = _State(defs, instance, resources, selection, only)
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
     report = UpdateReport()
@@ -227,6 +233,9 @@ def update_all(
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
             _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level, command)
+            if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
+                log("interrupted: the update stops here")
+                return report
     raise RuntimeError(f"assets still pending after {max_rounds} rounds")
 
 
@@ -266,6 +275,7 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
         report.runs.append((partition, names))
         return
     message = failure_message(result)
+    report.interrupted = _interrupted(result)
     log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
     report.failures.append((partition, names, message))
     failed.update((k, partition) for k in together)
@@ -323,6 +333,35 @@ def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], 
         definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
         _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level)
     return report, lines, attempted, failed
+
+
+def needed_by(defs: dg.Definitions, instance: dg.DagsterInstance, targets: list[Key]) -> set[Key]:
+    """`targets` and every materializable asset partition they read, directly or not.
+
+    Upstream partitions follow the assets' partition mappings (and `UPSTREAM_READ_BY`), as `update`
+    follows them: a collection's report needs that collection's partitions, all of its training
+    units, and the unpartitioned and dump-partitioned assets it reads, not other collections'.
+    """
+    state = _State(defs, instance, None, None)
+    needed: set[Key] = set()
+    todo = [kp for kp in targets if kp[1] in state.partitions.get(kp[0], [])]
+    while todo:
+        key_partition = todo.pop()
+        if key_partition not in needed:
+            needed.add(key_partition)
+            todo.extend(state.parents(*key_partition))
+    return needed
+
+
+def _interrupted(result) -> bool:
+    """Whether a step of the failed run was interrupted (Dagster turns SIGTERM and SIGINT into this)."""
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error if event.step_failure_data else None
+        while error is not None:
+            if error.cls_name == "DagsterExecutionInterruptedError":
+                return True
+            error = error.cause
+    return False
 
 
 def failure_message(result) -> str:

@@ -14,6 +14,7 @@ from dagster_ir.collections.config import (
     IrdsSpec,
     LocalSpec,
     WikiCarSpec,
+    collection_layout,
     default_collections,
     load_collection,
     load_collections_config,
@@ -23,9 +24,11 @@ from dagster_ir.collections.cranfield import CranfieldFormatError, read_cranfiel
 from dagster_ir.collections.irds import IrdsError, load_irds
 from dagster_ir.collections.local import (
     CollectionFormatError,
+    detect_layout,
     iter_corpus,
     load_local,
     read_corpus,
+    read_local_qrels,
     read_topics,
 )
 from dagster_ir.collections.protocol import (
@@ -70,6 +73,9 @@ __all__ = [
     "load_collections_config",
     "load_irds",
     "load_local",
+    "detect_layout",
+    "read_local_qrels",
+    "collection_layout",
     "offset_seeds",
     "read_corpus",
     "read_cranfield",

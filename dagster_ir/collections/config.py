@@ -55,7 +55,7 @@ import yaml
 
 from dagster_ir.collections.cranfield import read_cranfield
 from dagster_ir.collections.irds import load_irds
-from dagster_ir.collections.local import load_local
+from dagster_ir.collections.local import detect_layout, load_local
 from dagster_ir.collections.protocol import PROTOCOLS, Protocol, TrainingUnit, training_units
 from dagster_ir.collections.splits import SplitConfig
 from dagster_ir.collections.wikicar import DEFAULT_SKIP_HEADINGS, GROUP_COLUMN, WikiCarConfig, build_wiki_car
@@ -331,6 +331,17 @@ def load_collection(spec: CollectionSpec, *, segments: pl.DataFrame | pl.LazyFra
         corpus, queries, qrels = read_cranfield(spec.path)
         return Collection(iter([corpus]), queries, qrels)
     raise TypeError(f"not a collection spec: {spec!r}")
+
+
+def collection_layout(spec: CollectionSpec) -> str:
+    """What a collection is read from, in words; for local files, the layout detected in each."""
+    if isinstance(spec, LocalSpec):
+        return detect_layout(spec.corpus, spec.topics, spec.qrels, topic_field=spec.topic_field)
+    if isinstance(spec, CranfieldSpec):
+        return f"Cranfield distribution files in {spec.path}"
+    if isinstance(spec, IrdsSpec):
+        return f"ir_datasets {spec.dataset}"
+    return "built from the Wikipedia segments"
 
 
 # --- imported runs ------------------------------------------------------------------------------

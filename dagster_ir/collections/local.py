@@ -1,24 +1,28 @@
-"""Collections kept in local files: a corpus (JSONL or TSV), topics (TREC topic file or TSV), qrels.
+"""Collections kept in local files: a corpus (JSONL or TSV), topics (TREC, TSV or JSONL), qrels.
 
-Corpus formats, chosen by the file name (`.jsonl`, `.ndjson`, `.json`, else TSV; `.gz` is read
-compressed):
-* JSONL, one document per line: the id from the first of `doc_id`, `docno`, `_id` that is present
-  (a string or an integer), the text from the first of `text`, `contents`, `body`, an optional
-  `title` (absent or null: ""). Other keys are ignored.
-* TSV without a header: `doc_id<TAB>text` or `doc_id<TAB>title<TAB>text`; the first line fixes the
-  column count for the whole file.
+The layouts users have on disk, each recognised from the file itself (`detect_layout` says which
+one it found; the `collection` asset shows it):
+* corpus, JSONL, one document per line (the first non-blank line starts with `{`, or the name ends
+  in `.jsonl`, `.ndjson`, `.json`; `.gz` is read compressed): Pyserini's `{"id", "contents"}`,
+  BEIR's `{"_id", "title", "text"}`, or any mix of the id keys `doc_id`, `docno`, `_id`, `id` (the
+  first present; a string or an integer) and the text keys `text`, `contents`, `body`, with an
+  optional `title` (absent or null: ""). Other keys (BEIR's `metadata`) are ignored.
+* corpus, TSV without a header: `doc_id<TAB>text` or `doc_id<TAB>title<TAB>text`; the first line
+  fixes the column count for the whole file.
+* topics: a TREC topic file (`<top> <num> Number: 301 <title> ... <desc> Description: ... <narr>
+  Narrative: ... </top>`), a TSV `qid<TAB>text`, or JSONL (BEIR's `queries.jsonl`: the id from
+  `_id`, `id`, `query_id` or `qid`, the text from `text`, `query` or `title`).
+  `read_topics` takes one field of a TREC topic (`title` by default; any tag such as `desc` or
+  `narr`), drops the `Number:`/`Topic:`/`Description:`/`Narrative:` labels and closing tags like
+  `</title>`, and collapses whitespace.
+* qrels: TREC qrels (`qid iter docid rel`, read by `dagster_ir.retrieval.trec.read_qrels`) or
+  BEIR's TSV (`query-id<TAB>corpus-id<TAB>score`, with or without that header line).
 Blank lines are skipped, and a trailing `\\r` and a leading byte order mark are stripped; anything
 else that does not fit raises `CollectionFormatError` naming the file and the 1-based line, and so
 does a document id seen before (naming the line of its first use too). The corpus is streamed in
 batches of CORPUS frames (`iter_corpus`), so a corpus never has to fit in memory: the ids seen are
 kept as 64-bit hashes (8 bytes a document), and a repeated hash is confirmed by reading the file
 again up to it, so a hash collision is never reported as a duplicate.
-
-Topics: a TREC topic file (`<top> <num> Number: 301 <title> ... <desc> Description: ... <narr>
-Narrative: ... </top>`) or a TSV `qid<TAB>text`; `read_topics` takes one field of a TREC topic
-(`title` by default; any tag such as `desc` or `narr`), drops the `Number:`/`Topic:`/
-`Description:`/`Narrative:` labels and closing tags like `</title>`, and collapses whitespace.
-Qrels are TREC qrels files read by `dagster_ir.retrieval.trec.read_qrels`.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ import numpy as np
 import polars as pl
 
 from dagster_ir.retrieval.trec import read_qrels
-from dagster_ir.schemas import CORPUS, QUERIES
+from dagster_ir.schemas import CORPUS, QRELS, QUERIES
 
-ID_KEYS = ("doc_id", "docno", "_id")
+ID_KEYS = ("doc_id", "docno", "_id", "id")  # `id`: Pyserini, `_id`: BEIR
 TEXT_KEYS = ("text", "contents", "body")
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 DEFAULT_BATCH_SIZE = 50_000
@@ -49,7 +53,11 @@ _LABELS = {  # the label TREC puts after a tag, dropped from the field's text
 _CLOSING_TAG = re.compile(r"</[A-Za-z]+>")
 _QUERY_ID_TAG = "num"
 
-TopicFormat = Literal["trec", "tsv"]
+QUERY_ID_KEYS = ("_id", "id", "query_id", "qid")
+QUERY_TEXT_KEYS = ("text", "query", "title")
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+TopicFormat = Literal["trec", "tsv", "jsonl"]
 PathLike = str | os.PathLike[str]
 
 
@@ -123,7 +131,17 @@ def read_corpus(path: PathLike) -> pl.DataFrame:
 
 
 def _is_json(path: PathLike) -> bool:
-    return Path(str(path).removesuffix(".gz")).suffix.lower() in JSON_SUFFIXES
+    """JSONL by name, or by content: the first non-blank line starts with `{`."""
+    if Path(str(path).removesuffix(".gz")).suffix.lower() in JSON_SUFFIXES:
+        return True
+    first = _first_line(path)
+    return first is not None and first.lstrip().startswith("{")
+
+
+def _first_line(path: PathLike) -> str | None:
+    for _, line in _numbered_lines(path):
+        return line
+    return None
 
 
 def _open_binary(path: PathLike) -> IO[bytes]:
@@ -206,13 +224,18 @@ class _TsvDocuments:
 def read_topics(
     path: PathLike, *, field: str = "title", format: TopicFormat | None = None
 ) -> pl.DataFrame:
-    """QUERIES frame from a TREC topic file (taking `field`) or a `qid<TAB>text` TSV.
+    """QUERIES frame from a TREC topic file (taking `field`), a `qid<TAB>text` TSV or JSONL queries.
 
-    `format` defaults to sniffing: a file whose first non-blank line starts with `<` is TREC.
-    Fails on a duplicate query id, a topic without `<num>` or without `field`, or an unclosed `<top>`.
+    `format` defaults to sniffing: a file whose first non-blank line starts with `<` is TREC, one
+    that starts with `{` is JSONL. Fails on a duplicate query id, a topic without `<num>` or without
+    `field`, or an unclosed `<top>`.
     """
     format = format or _sniff_topic_format(path)
-    rows = _trec_topics(path, field) if format == "trec" else _tsv_topics(path)
+    if format not in ("trec", "tsv", "jsonl"):
+        raise ValueError(f"read_topics: format must be 'trec', 'tsv' or 'jsonl', got {format!r}")
+    readers = {"trec": lambda: _trec_topics(path, field), "tsv": lambda: _tsv_topics(path),
+               "jsonl": lambda: _jsonl_topics(path)}
+    rows = readers[format]()
     seen: dict[str, int] = {}
     for query_id, _, number in rows:
         if query_id in seen:
@@ -222,9 +245,32 @@ def read_topics(
 
 
 def _sniff_topic_format(path: PathLike) -> TopicFormat:
-    for _, line in _numbered_lines(path):
-        return "trec" if line.lstrip().startswith("<") else "tsv"
-    raise _fail(path, 1, "empty topics file")
+    line = _first_line(path)
+    if line is None:
+        raise _fail(path, 1, "empty topics file")
+    start = line.lstrip()[:1]
+    return "trec" if start == "<" else "jsonl" if start == "{" else "tsv"
+
+
+def _jsonl_topics(path: PathLike) -> list[tuple[str, str, int]]:
+    rows = []
+    for number, line in _numbered_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise _fail(path, number, f"invalid JSON ({error.msg} at column {error.colno})") from None
+        if not isinstance(record, dict):
+            raise _fail(path, number, f"expected a JSON object, found {type(record).__name__}")
+        query_id = _first_key(record, QUERY_ID_KEYS, path, number)
+        if isinstance(query_id, int) and not isinstance(query_id, bool):
+            query_id = str(query_id)
+        text = _first_key(record, QUERY_TEXT_KEYS, path, number)
+        if not isinstance(query_id, str) or not query_id:
+            raise _fail(path, number, f"query id must be a non-empty string, found {query_id!r}")
+        if not isinstance(text, str):
+            raise _fail(path, number, f"query text must be a string, found {type(text).__name__}")
+        rows.append((query_id, text, number))
+    return rows
 
 
 def _tsv_topics(path: PathLike) -> list[tuple[str, str, int]]:
@@ -288,6 +334,91 @@ def _clean_field(tag: str, text: str) -> str:
     return " ".join(_CLOSING_TAG.sub(" ", text).split())
 
 
+# --- qrels --------------------------------------------------------------------------------------
+
+
+def read_local_qrels(path: PathLike) -> pl.DataFrame:
+    """QRELS from a TREC qrels file or a BEIR qrels TSV (`query-id<TAB>corpus-id<TAB>score`)."""
+    return _beir_qrels(path) if _qrels_format(path) == "beir" else read_qrels(path)
+
+
+def _qrels_format(path: PathLike) -> Literal["trec", "beir"]:
+    line = _first_line(path)
+    if line is None:
+        return "trec"  # read_qrels says what is wrong with an empty file
+    return "beir" if len(line.split("\t")) == 3 else "trec"
+
+
+def _beir_qrels(path: PathLike) -> pl.DataFrame:
+    rows = []
+    for index, (number, line) in enumerate(_numbered_lines(path)):
+        columns = line.split("\t")
+        if index == 0 and tuple(c.strip().lower() for c in columns) == BEIR_QRELS_HEADER:
+            continue  # the header line, on the first non-blank line only
+        if len(columns) != 3 or not columns[0] or not columns[1]:
+            raise _fail(path, number, f"expected `query-id<TAB>corpus-id<TAB>score`, found {len(columns)} columns")
+        try:
+            relevance = int(columns[2])
+        except ValueError:
+            raise _fail(path, number, f"score {columns[2]!r} is not an integer") from None
+        rows.append((columns[0], columns[1], relevance, number))
+    seen: dict[tuple[str, str], int] = {}
+    for query_id, doc_id, _, number in rows:
+        if (query_id, doc_id) in seen:
+            raise _fail(path, number, f"duplicate judgment ({query_id!r}, {doc_id!r}); first at line "
+                                      f"{seen[query_id, doc_id]}")
+        seen[query_id, doc_id] = number
+    return pl.DataFrame([r[:3] for r in rows], schema=QRELS, orient="row")
+
+
+# --- which layout -------------------------------------------------------------------------------
+
+
+def corpus_layout(path: PathLike) -> str:
+    """The corpus layout, from its first document: Pyserini JSONL, BEIR JSONL, other JSONL, or TSV."""
+    line = _first_line(path)
+    if line is None:
+        return "empty"
+    if _is_json(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            return "JSONL (first line not valid JSON)"
+        keys = set(record) if isinstance(record, dict) else set()
+        id_key = next((k for k in ID_KEYS if k in keys), None)
+        text_key = next((k for k in TEXT_KEYS if k in keys), None)
+        if (id_key, text_key) == ("id", "contents"):
+            return "Pyserini JSONL (id, contents)"
+        if (id_key, text_key) == ("_id", "text"):
+            return "BEIR JSONL (_id, title, text)" if "title" in keys else "BEIR JSONL (_id, text)"
+        title = ", title" if "title" in keys else ""
+        return f"JSONL ({id_key}{title}, {text_key})"
+    columns = len(line.split("\t"))
+    return "TSV (doc_id, title, text)" if columns == 3 else "TSV (doc_id, text)" if columns == 2 else "TSV (?)"
+
+
+def topics_layout(path: PathLike, field: str = "title") -> str:
+    """The topics layout: TREC topics (with the field taken), TSV, or JSONL queries."""
+    if _first_line(path) is None:
+        return "empty"
+    format = _sniff_topic_format(path)
+    return {"trec": f"TREC topics (<{field}>)", "tsv": "TSV topics (qid, text)",
+            "jsonl": "JSONL queries (BEIR: _id, text)"}[format]
+
+
+def qrels_layout(path: PathLike) -> str:
+    """The qrels layout: TREC qrels or BEIR's TSV."""
+    if _qrels_format(path) == "beir":
+        return "BEIR qrels TSV (query-id, corpus-id, score)"
+    return "TREC qrels (qid iter docid rel)"
+
+
+def detect_layout(corpus: PathLike, topics: PathLike, qrels: PathLike, *, topic_field: str = "title") -> str:
+    """One line naming the layout found for each of the three files."""
+    return (f"corpus: {corpus_layout(corpus)}; topics: {topics_layout(topics, topic_field)}; "
+            f"qrels: {qrels_layout(qrels)}")
+
+
 # --- the three together -------------------------------------------------------------------------
 
 
@@ -301,4 +432,4 @@ def load_local(
 ) -> tuple[Iterator[pl.DataFrame], pl.DataFrame, pl.DataFrame]:
     """(corpus batches, queries, qrels) from local files; queries and qrels are read now."""
     queries = read_topics(topics, field=topic_field)
-    return iter_corpus(corpus, batch_size=batch_size), queries, read_qrels(qrels)
+    return iter_corpus(corpus, batch_size=batch_size), queries, read_local_qrels(qrels)

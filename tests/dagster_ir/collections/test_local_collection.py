@@ -4,12 +4,18 @@ import json
 import polars as pl
 import pytest
 
+from dagster_ir.collections import LocalSpec, collection_layout, load_collection
 from dagster_ir.collections.local import (
     CollectionFormatError,
+    corpus_layout,
+    detect_layout,
     iter_corpus,
     load_local,
+    qrels_layout,
     read_corpus,
+    read_local_qrels,
     read_topics,
+    topics_layout,
 )
 from dagster_ir.retrieval.trec import TrecFormatError
 from dagster_ir.schemas import CORPUS, QRELS, QUERIES
@@ -81,7 +87,8 @@ def test_tsv_corpus_two_and_three_columns_bom_and_crlf(tmp_path):
     ("name", "text", "line", "fragment"),
     [
         ("c.jsonl", jsonl({"doc_id": "a", "text": "x"}) + "{oops\n", 2, "invalid JSON"),
-        ("c.jsonl", jsonl({"doc_id": "a", "text": "x"}, {"id": "b", "text": "y"}), 2, "none of the keys ['doc_id', 'docno', '_id']"),
+        ("c.jsonl", jsonl({"doc_id": "a", "text": "x"}, {"key": "b", "text": "y"}), 2,
+         "none of the keys ['doc_id', 'docno', '_id', 'id']"),
         ("c.jsonl", jsonl({"doc_id": "a"}), 1, "none of the keys ['text', 'contents', 'body']"),
         ("c.jsonl", jsonl({"doc_id": "a", "text": None}), 1, "text must be a string"),
         ("c.jsonl", jsonl({"doc_id": "", "text": "x"}), 1, "empty document id"),
@@ -194,3 +201,116 @@ def test_load_local_qrels_errors_are_strict(tmp_path):
     (tmp_path / "qrels").write_text("1 0 d1 1.0\n")
     with pytest.raises(TrecFormatError, match=r"qrels:1: relevance '1\.0'"):
         load_local(tmp_path / "c.jsonl", tmp_path / "t.tsv", tmp_path / "qrels")
+
+
+# --- the layouts users have on disk: Pyserini and BEIR ------------------------------------------
+
+
+def write_pyserini(folder):
+    """A collection as Pyserini indexes it: JSONL `id`/`contents`, TSV topics, TREC qrels."""
+    folder.mkdir()
+    (folder / "docs.jsonl").write_text(jsonl({"id": "d1", "contents": "wing lift"}, {"id": 2, "contents": "drag"}))
+    (folder / "topics.tsv").write_text("q1\twing\nq2\tdrag\n")
+    (folder / "qrels.txt").write_text("q1 0 d1 1\nq2 0 2 2\n")
+    return folder
+
+
+def write_beir(folder):
+    """A collection as BEIR ships it: corpus.jsonl, queries.jsonl, qrels/test.tsv with its header."""
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(jsonl(
+        {"_id": "d1", "title": "Wings", "text": "wing lift", "metadata": {}},
+        {"_id": "d2", "title": "", "text": "drag"},
+    ))
+    (folder / "queries.jsonl").write_text(jsonl({"_id": "q1", "text": "wing", "metadata": {}}, {"_id": "q2", "text": "drag"}))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\n")
+    return folder
+
+
+def test_a_pyserini_collection_loads_and_says_so(tmp_path):
+    folder = write_pyserini(tmp_path / "pyserini")
+    batches, queries, qrels = load_local(folder / "docs.jsonl", folder / "topics.tsv", folder / "qrels.txt")
+    assert pl.concat(list(batches)).rows() == [("d1", "", "wing lift"), ("2", "", "drag")]
+    assert queries.rows() == [("q1", "wing"), ("q2", "drag")]
+    assert qrels.rows() == [("q1", "d1", 1), ("q2", "2", 2)]
+    assert detect_layout(folder / "docs.jsonl", folder / "topics.tsv", folder / "qrels.txt") == (
+        "corpus: Pyserini JSONL (id, contents); topics: TSV topics (qid, text); qrels: TREC qrels (qid iter docid rel)")
+
+
+def test_a_beir_collection_loads_through_the_config_and_says_so(tmp_path):
+    folder = write_beir(tmp_path / "beir")
+    spec = LocalSpec("beir", folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv")
+    corpus, queries, qrels = load_collection(spec)
+    assert pl.concat(list(corpus)).rows() == [("d1", "Wings", "wing lift"), ("d2", "", "drag")]
+    assert queries.rows() == [("q1", "wing"), ("q2", "drag")] and queries.schema == QUERIES
+    assert qrels.rows() == [("q1", "d1", 1), ("q2", "d2", 2)] and qrels.schema == QRELS
+    assert collection_layout(spec) == ("corpus: BEIR JSONL (_id, title, text); topics: JSONL queries (BEIR: _id, text); "
+                                       "qrels: BEIR qrels TSV (query-id, corpus-id, score)")
+
+
+def test_jsonl_is_recognised_by_content_whatever_the_name(tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text(jsonl({"id": "a", "contents": "x"}))
+    assert corpus_layout(path) == "Pyserini JSONL (id, contents)"
+    assert read_corpus(path).rows() == [("a", "", "x")]
+    tsv = tmp_path / "docs.tsv"
+    tsv.write_text("a\tTitle\tx\n")
+    assert corpus_layout(tsv) == "TSV (doc_id, title, text)"
+    assert topics_layout(tmp_path / "docs.txt") == "JSONL queries (BEIR: _id, text)"
+
+
+def test_trec_layouts_are_named(tmp_path):
+    topics, qrels = tmp_path / "topics.301-302", tmp_path / "qrels"
+    topics.write_text(ROBUST_TOPICS)
+    qrels.write_text("301 0 d1 1\n")
+    assert topics_layout(topics, "desc") == "TREC topics (<desc>)"
+    assert qrels_layout(qrels) == "TREC qrels (qid iter docid rel)"
+
+
+def test_beir_qrels_without_header(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("q1\td1\t0\nq1\td2\t1\n")
+    assert read_local_qrels(path).rows() == [("q1", "d1", 0), ("q1", "d2", 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("query-id\tcorpus-id\tscore\nq1\td1\t1.5\n", 2, "score '1.5' is not an integer"),
+        ("q1\td1\t1\nq1\td1\n", 2, "expected `query-id<TAB>corpus-id<TAB>score`"),
+        ("q1\td1\t1\n\nq1\td1\t0\n", 3, "duplicate judgment ('q1', 'd1'); first at line 1"),
+        ("q1\td1\t1\nquery-id\tcorpus-id\tscore\n", 2, "score 'score' is not an integer"),
+    ],
+)
+def test_bad_beir_qrels_name_file_and_line(tmp_path, text, line, fragment):
+    path = tmp_path / "test.tsv"
+    path.write_text(text)
+    with pytest.raises(CollectionFormatError) as error:
+        read_local_qrels(path)
+    assert str(error.value).startswith(f"{path}:{line}: ")
+    assert fragment in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        (jsonl({"_id": "q1", "text": "a"}) + "{nope\n", 2, "invalid JSON"),
+        (jsonl({"_id": "q1", "text": "a"}, {"name": "q2", "text": "b"}), 2, "none of the keys ['_id', 'id', 'query_id', 'qid']"),
+        (jsonl({"_id": "q1", "text": 3}), 1, "query text must be a string"),
+        (jsonl({"_id": "q1", "text": "a"}, {"_id": "q1", "text": "b"}), 2, "duplicate query id 'q1'; first at line 1"),
+    ],
+)
+def test_bad_jsonl_queries_name_file_and_line(tmp_path, text, line, fragment):
+    path = tmp_path / "queries.jsonl"
+    path.write_text(text)
+    with pytest.raises(CollectionFormatError) as error:
+        read_topics(path)
+    assert str(error.value).startswith(f"{path}:{line}: ")
+    assert fragment in str(error.value)
+
+
+def test_an_unknown_topic_format_is_refused(tmp_path):
+    path = tmp_path / "q.tsv"
+    path.write_text("1\ta\n")
+    with pytest.raises(ValueError, match="format must be 'trec', 'tsv' or 'jsonl', got 'xml'"):
+        read_topics(path, format="xml")

@@ -157,3 +157,49 @@ def test_tag_unit_names_fold_and_seed():
     assert tagged.row(0, named=True) == {"query_id": "a", "seed": 1, "fold": 3}
     fixed = tag_unit(frame, TrainingUnit("c", "fixed", None, 5, 0))
     assert fixed["fold"].null_count() == 1 and fixed.schema["fold"] == pl.Int32
+
+
+SHARED_CRANFIELD = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "cranfield"
+
+
+def _scored_by(splits: pl.DataFrame, units: list[TrainingUnit]) -> dict[tuple[str, int], list[TrainingUnit]]:
+    """(query, seed) -> the units whose test fold holds the query: a run merged over the units."""
+    scored: dict[tuple[str, int], list[TrainingUnit]] = {}
+    for unit in units:
+        for query in unit_queries(splits, unit).test:
+            scored.setdefault((query, unit.seed), []).append(unit)
+    return scored
+
+
+def test_with_three_seeds_each_query_is_scored_once_per_seed_by_a_model_that_never_saw_it():
+    splits = _splits(64)
+    units = training_units("c", Protocol("cv", (0, 1, 2)), 5)
+    assert len(units) == 15
+    scored = _scored_by(splits, units)
+    assert set(scored) == {(q, s) for q in splits["query_id"] for s in (0, 1, 2)}
+    for (query, _), by in scored.items():
+        assert len(by) == 1  # exactly one test fold per query and seed
+        roles = unit_queries(splits, by[0])
+        assert query not in roles.train and query not in roles.validation and query not in roles.fusion
+
+
+def test_a_unit_trains_on_no_query_of_its_own_test_fold_for_any_seed():
+    splits = _splits(90, seed=7)
+    fold_of = dict(splits.select("query_id", "fold").iter_rows())
+    for unit in training_units("c", Protocol("cv", (0, 3)), 5):
+        roles = unit_queries(splits, unit)
+        chosen_on = set(roles.train) | set(roles.validation) | set(roles.fusion)
+        assert all(fold_of[q] != unit.fold for q in chosen_on)
+        assert {fold_of[q] for q in roles.train} == set(range(5)) - {unit.fold, (unit.fold + 1) % 5}
+
+
+@pytest.mark.skipif(not SHARED_CRANFIELD.is_dir(), reason=f"Cranfield data not found at {SHARED_CRANFIELD}")
+def test_cranfield_cv_scores_all_225_queries_once():
+    from dagster_ir.collections import read_cranfield
+
+    _, queries, _ = read_cranfield(SHARED_CRANFIELD)
+    splits = split_queries(queries, SplitConfig())
+    units = training_units("cranfield", Protocol("cv"), SplitConfig().folds)
+    scored = _scored_by(splits, units)
+    assert len(scored) == queries.height == 225 and all(len(by) == 1 for by in scored.values())
+    assert report_query_ids(splits, "cv") == sorted(queries["query_id"].to_list())

@@ -54,3 +54,30 @@ def test_runs_without_a_seed_column_evaluate_as_one_seed():
     per_seed = evaluate_seeds(run, QRELS, ["RR@10"])
     assert per_seed["seed"].null_count() == 2
     assert average_seeds(per_seed)["value"].to_list() == [1.0, 0.5]
+
+
+def test_significance_runs_on_seed_averaged_per_query_values():
+    """The paired t-test compares per-query means over seeds with the baseline: one pair per query."""
+    from scipy import stats
+
+    from dagster_ir.evaluation import compare_to_baseline
+
+    qrels = pl.DataFrame({"query_id": [f"q{i}" for i in range(6)], "doc_id": ["d"] * 6, "relevance": [1] * 6},
+                         schema_overrides={"relevance": pl.Int32})
+    depth = {0: [1, 2, 1, 3, 1, 2], 1: [2, 1, 1, 1, 2, 1], 2: [1, 1, 4, 1, 1, 1]}  # rank of d per query, per seed
+    bm25 = [3, 2, 5, 2, 4, 3]
+    def ranking(ranks):
+        return {f"q{i}": [f"x{j}" for j in range(r - 1)] + ["d"] for i, r in enumerate(ranks)}
+
+    runs = [_run("m", seed, ranking(ranks)) for seed, ranks in depth.items()]
+    runs.append(_run("bm25", None, ranking(bm25)))
+    per_query = average_seeds(evaluate_seeds(pl.concat(runs), qrels, ["RR@10"]))
+    expected_m = [sum(1 / depth[s][i] for s in depth) / 3 for i in range(6)]
+    got = per_query.filter(pl.col("run_name") == "m").sort("query_id")["value"].to_list()
+    assert got == pytest.approx(expected_m)
+    row = compare_to_baseline(per_query, "bm25", ["RR@10"]).filter(pl.col("run_name") == "m").row(0, named=True)
+    t, p = stats.ttest_rel(expected_m, [1 / r for r in bm25])
+    assert row["n_common"] == 6  # queries, not queries x seeds
+    assert row["t_statistic"] == pytest.approx(t) and row["p_value"] == pytest.approx(p)
+    pooled = stats.ttest_rel([1 / depth[s][i] for s in depth for i in range(6)], [1 / r for r in bm25] * 3)
+    assert row["p_value"] != pytest.approx(pooled.pvalue)  # not the test on seeds pooled as extra queries

@@ -1,0 +1,119 @@
+"""`dagster-ir reproduce --collection NAME`: every method on one collection, its tables, and the time.
+
+1. The asset partitions of the collection are every materializable asset partition whose key is
+   the collection, one of its training units, or a multi-partition key with one of those as a
+   dimension; `updates.needed_by` adds what they read (the unpartitioned and dump-partitioned
+   assets, e.g. PHP's pre-training on the Wikipedia links), following the partition mappings.
+2. `updates.update_all(only=...)` materializes those that are missing or stale, and nothing of
+   any other collection; the assets run with their default config (the `demo` profiles).
+3. The tables are read from what the methods report stored (`tables.json` beside its report, see
+   `dagster_ir.evaluation.summary`), section by section, so a method added to the report appears
+   here without a change; the time of each asset is the duration of the Dagster step that last
+   materialized each of its partitions, summed over the partitions (a multi-asset step once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from assets.project import training_units
+from assets.updates import Key, needed_by
+
+REPORT_ASSET = "model_report"
+
+
+def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
+                             units: set[str] | None = None) -> list[Key]:
+    """Every materializable asset partition that belongs to `collection` (see the module docstring).
+
+    `units` are the collection's training unit keys (default: the configured ones).
+    """
+    if units is None:
+        units = {key for key, unit in training_units().items() if unit.collection == collection}
+    graph = defs.resolve_asset_graph()
+    owned = []
+    for key in graph.materializable_asset_keys:
+        partitions_def = graph.get(key).partitions_def
+        if partitions_def is None:
+            continue
+        for partition in partitions_def.get_partition_keys(dynamic_partitions_store=instance):
+            dimensions = (partition.keys_by_dimension.values() if isinstance(partition, dg.MultiPartitionKey)
+                          else [partition])
+            if any(d == collection or d in units for d in dimensions):
+                owned.append((key, partition))
+    return owned
+
+
+def reproduction_plan(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
+                      units: set[str] | None = None) -> set[Key]:
+    """The collection's asset partitions and everything they read."""
+    return needed_by(defs, instance, collection_partitions_of(defs, instance, collection, units))
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """The time of one asset (one step: a multi-asset's outputs together) over its partitions."""
+
+    step: str
+    assets: tuple[str, ...]
+    partitions: int
+    seconds: float  # summed over the partitions' latest materializations
+    fresh_seconds: float  # of those, the part materialized since the command started
+    fresh: int  # partitions materialized since the command started
+
+
+def asset_times(instance: dg.DagsterInstance, plan: set[Key], since: float) -> list[StepTime]:
+    """Per step, the duration of the run steps that last materialized the partitions of `plan`.
+
+    Partitions never materialized are left out; `since` (a Unix time) tells what this command made.
+    """
+    step_stats: dict[str, dict[str, tuple[float, float]]] = {}
+    steps: dict[str, dict] = {}
+    for key, partition in sorted(plan, key=lambda kp: (kp[0].to_user_string(), kp[1] or "")):
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition is not None else None),
+            limit=1,
+        ).records
+        if not records:
+            continue
+        entry = records[0].event_log_entry
+        if entry.run_id not in step_stats:
+            step_stats[entry.run_id] = {s.step_key: (s.start_time or 0.0, s.end_time or 0.0)
+                                        for s in instance.get_run_step_stats(entry.run_id)}
+        start, end = step_stats[entry.run_id].get(entry.step_key or "", (0.0, 0.0))
+        step = (entry.step_key or key.to_user_string()).split("[")[0]
+        row = steps.setdefault(step, {"assets": set(), "runs": {}, "first": entry.timestamp})
+        row["assets"].add(key.to_user_string())
+        row["runs"][(entry.run_id, entry.step_key)] = (max(end - start, 0.0), entry.timestamp >= since)
+        row["first"] = min(row["first"], entry.timestamp)
+    times = []
+    for step, row in sorted(steps.items(), key=lambda item: item[1]["first"]):
+        durations = row["runs"].values()
+        times.append(StepTime(
+            step, tuple(sorted(row["assets"])), len(row["runs"]),
+            sum(d for d, _ in durations), sum(d for d, new in durations if new), sum(1 for _, new in durations if new),
+        ))
+    return times
+
+
+def format_times(times: list[StepTime]) -> str:
+    """A table: step (its assets), runs of it, seconds in all and the part this command made."""
+    header = ("asset (step)", "partitions", "made now", "seconds", "of which now")
+    rows = [(t.step if t.assets == (t.step,) else f"{t.step} ({', '.join(t.assets)})", str(t.partitions), str(t.fresh),
+             f"{t.seconds:.1f}", f"{t.fresh_seconds:.1f}") for t in times]
+    rows.append(("total", str(sum(t.partitions for t in times)), str(sum(t.fresh for t in times)),
+                 f"{sum(t.seconds for t in times):.1f}", f"{sum(t.fresh_seconds for t in times):.1f}"))
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    lines = ["  ".join([r[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(r[1:], widths[1:])]) for r in (header, *rows)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summary_path(root: Path, collection: str) -> Path:
+    """Where the methods report of `collection` keeps its tables (`dagster_ir.evaluation.summary`)."""
+    from dagster_ir.evaluation.summary import SUMMARY_FILE
+
+    return root / "files" / "reports" / collection / "methods" / SUMMARY_FILE
