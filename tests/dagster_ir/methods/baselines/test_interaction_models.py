@@ -135,19 +135,29 @@ def exact_match_collection(n_queries=24, docs_per_query=10, seed=0):
     return queries, docs, qrels, run
 
 
-@pytest.mark.parametrize("name", reranker.WORD_MODELS)
-def test_learns_exact_match(name, tmp_path):
-    queries, docs, qrels, run = exact_match_collection()
+def train_and_rank(name, examples, tmp_path, queries, docs, run, test_ids):
     vocabulary = random_vocabulary(1)
     encoder = WordEncoder(vocabulary, str.split, TINY.query_words, TINY.doc_words)
     encoder.add_texts(queries, docs)
-    train_ids, test_ids = sorted(queries)[:16], sorted(queries)[16:]
-    examples = [(q, f"{q}d{p}", (f"{q}d{n}",)) for q in train_ids for p in (0, 1) for n in range(2, 10)]
     config = replace(TINY, epochs=4, steps_per_epoch=50, batch_size=8, lr=1e-2)
     model = reranker.build_word_model(name, vocabulary.vectors, config)
-    result = reranker.train_baseline(name, model, encoder, examples, config, tmp_path / name)
-    reranked = reranker.rerank_with(model, encoder, run, test_ids, 10, name, threads=1)
-    learned = reranker.mean_measure(reranked, qrels, test_ids, "nDCG@10")
-    shuffled = reranker.mean_measure(run, qrels, test_ids, "nDCG@10")
+    result = reranker.train_baseline(name, model, encoder, examples, config, tmp_path)
     assert result.steps == 4 * math.ceil(len(examples) / 8)
+    return reranker.rerank_with(model, encoder, run, test_ids, 10, name, threads=1)
+
+
+@pytest.mark.parametrize("name", reranker.WORD_MODELS)
+def test_learns_exact_match(name, tmp_path):
+    """Trained on the exact-match labels a model ranks well above a shuffled order; trained on the
+    labels swapped, well below it (so a model that starts out right by chance cannot pass unlearned)."""
+    queries, docs, qrels, run = exact_match_collection()
+    train_ids, test_ids = sorted(queries)[:16], sorted(queries)[16:]
+    examples = [(q, f"{q}d{p}", (f"{q}d{n}",)) for q in train_ids for p in (0, 1) for n in range(2, 10)]
+    swapped = [(q, negs[0], (pos,)) for q, pos, negs in examples]
+    learned = reranker.mean_measure(train_and_rank(name, examples, tmp_path / "right", queries, docs, run, test_ids),
+                                    qrels, test_ids, "nDCG@10")
+    unlearned = reranker.mean_measure(train_and_rank(name, swapped, tmp_path / "swapped", queries, docs, run, test_ids),
+                                      qrels, test_ids, "nDCG@10")
+    shuffled = reranker.mean_measure(run, qrels, test_ids, "nDCG@10")
     assert learned > shuffled + 0.2, (name, learned, shuffled)
+    assert unlearned < shuffled - 0.15, (name, unlearned, shuffled)
