@@ -7,6 +7,7 @@ import dagster as dg
 from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
 from assets.resources import DataDirResource
+from assets.baselines import baselines_assets, baselines_checks
 from assets.cet import cet_assets, cet_checks
 from assets.checks import collection_checks
 from assets.collections import collection_assets
@@ -20,9 +21,9 @@ from assets.wiki import wiki_assets, wiki_checks
 
 all_assets = [
     *wiki_assets, *collection_assets, *retrieval_assets, *php_assets, *model1_assets, *ghrm_assets, *cet_assets,
-    *evaluation_assets, *model_report_assets,
+    *evaluation_assets, *model_report_assets, *baselines_assets,
 ]
-all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks]
+all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks, *baselines_checks]
 
 
 def resources(data_dir: str = "") -> dict:
@@ -35,7 +36,7 @@ def resources(data_dir: str = "") -> dict:
 
 # `dagster-ir demo` and `update` materialize every asset (the four methods' demo profiles included);
 # `--first-stage` stops at the first-stage evaluation report and leaves the method groups out.
-METHOD_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report")
+METHOD_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report", "baselines")
 DEMO_SELECTION = dg.AssetSelection.all()
 FIRST_STAGE_SELECTION = dg.AssetSelection.all() - dg.AssetSelection.groups(*METHOD_GROUPS)
 
