@@ -25,7 +25,7 @@ from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods.baselines import WORD_MODELS, BaselineConfig, profile
-from dagster_ir.methods.baselines.protocol import run_baselines
+from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import RUN
@@ -57,6 +57,7 @@ class NeuralBaselinesConfig(dg.Config):
     device: Optional[str] = None
     threads: Optional[int] = None
     backbone: Optional[str] = None
+    rotate_folds: bool = False  # fixed protocol: rotate the k folds over every query as ghrm_runs does
 
     def to_domain(self) -> BaselineConfig:
         values = {k: v for k, v in self.model_dump().items()
@@ -94,22 +95,28 @@ def neural_baselines(
         context.log.info(f"{result.name}: {result.result.steps} steps in {result.seconds:.1f} s, "
                          f"best epoch {result.result.best_epoch}, validation {result.validation_best}")
 
-    results = run_baselines(
-        config.models, domain, corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels,
-        candidates=run, negatives=negatives, train_queries=roles.train, validation_queries=roles.validation,
-        test_queries=roles.test, checkpoint_root=data.files("neural_baselines", unit.key),
-        tokenize=partial(tokens, config=text), vectors=load_vectors(word2vec["path"][0]), on_model=log,
-    )
+    common = dict(corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels, candidates=run,
+                  negatives=negatives, tokenize=partial(tokens, config=text), vectors=load_vectors(word2vec["path"][0]),
+                  on_model=log)
+    root = data.files("neural_baselines", unit.key)
+    if config.rotate_folds and unit.protocol == "fixed":
+        output, results = run_rotations(config.models, domain, query_splits, root, **common)
+        output = output.with_columns(seed=pl.lit(unit.seed, dtype=pl.Int64))
+    else:
+        results = run_baselines(config.models, domain, train_queries=roles.train, validation_queries=roles.validation,
+                                test_queries=roles.test, checkpoint_root=root, **common)
+        output = tag_unit(pl.concat([r.run for r in results]), unit)
     metadata = {"train_examples": results[0].examples, "train_queries": len(roles.train),
-                "validation_queries": len(roles.validation), "test_queries": len(roles.test),
-                "seconds": round(time.monotonic() - started, 1),
+                "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
+                "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
-    for r in results:
-        metadata[f"{r.name} validation {domain.selection_measure}"] = r.validation_best
-        metadata[f"{r.name} best epoch"] = r.result.best_epoch
-        metadata[f"{r.name} seconds"] = round(r.seconds, 1)
+    for name in config.models:  # one value per rotation when rotated
+        mine = [r for r in results if r.name == name]
+        metadata[f"{name} validation {domain.selection_measure}"] = [r.validation_best for r in mine if r.validation_best is not None]
+        metadata[f"{name} best epoch"] = [r.result.best_epoch for r in mine]
+        metadata[f"{name} seconds"] = round(sum(r.seconds for r in mine), 1)
     context.add_output_metadata(metadata)
-    return tag_unit(pl.concat([r.run for r in results]), unit)
+    return output
 
 
 @dg.asset_check(asset=neural_baselines, blocking=True, partitions_def=unit_partitions)

@@ -66,6 +66,24 @@ def test_neural_baselines_train_on_train_choose_on_dev_and_score_test(tmp_path):
                          negatives=negatives, word2vec=vectors)
 
 
+@pytest.mark.slow
+def test_rotated_folds_score_every_query_once(tmp_path):
+    corpus, queries, qrels, splits, run, negatives = _collection()
+    data = DataDirResource(path=str(tmp_path))
+    vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
+                       config=Word2VecAssetConfig(dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy())
+    config = NeuralBaselinesConfig(models=["knrm"], epochs=1, query_words=3, doc_words=16, rerank_depth=6, threads=1,
+                                   rotate_folds=True)
+    runs = neural_baselines(context=dg.build_asset_context(partition_key="wiki-car/seed-0"), config=config, data=data,
+                            corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
+                            negatives=negatives, word2vec=vectors)
+    folds = runs.group_by("query_id").agg(pl.col("fold").unique())
+    assert folds.height == 10 and folds["fold"].list.len().max() == 1  # every query, by one rotation's model
+    held = dict(zip(folds["query_id"], folds["fold"].list.first()))
+    assert held == dict(zip(splits["query_id"], splits["fold"]))  # ... the one whose test fold held it
+    assert runs["seed"].unique().to_list() == [0]
+
+
 def test_config_maps_onto_the_profile():
     domain = NeuralBaselinesConfig(epochs=3, lr=0.5, rerank_depth=7).to_domain()
     assert (domain.epochs, domain.lr, domain.rerank_depth) == (3, 0.5, 7)

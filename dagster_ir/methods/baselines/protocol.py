@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from dagster_ir.collections import fold_assignment
 from dagster_ir.methods.baselines.inputs import WordEncoder, build_word_vocabulary
 from dagster_ir.methods.baselines.reranker import (
     BERT_MODELS,
@@ -141,6 +142,26 @@ def run_baselines(
         if on_model is not None:
             on_model(results[-1])
     return results
+
+
+def run_rotations(models: Sequence[str], config: BaselineConfig, splits: pl.DataFrame, checkpoint_root: str | Path,
+                  **inputs) -> tuple[pl.DataFrame, list[BaselineRun]]:
+    """`run_baselines` once per rotation of the k folds of `splits` (test fold i, validation fold i+1 mod k, the
+    rest training: GHRM's protocol), every query scored by the model whose test fold held it.
+
+    Returns the test runs of all rotations (RUN columns plus `fold`, the rotation) and every rotation's
+    results; checkpoints go to `checkpoint_root/fold-<i>/`.
+    """
+    k = int(splits["fold"].max()) + 1
+    runs, results = [], []
+    for fold in range(k):
+        roles = fold_assignment(splits, fold, folds=k)
+        members = {r: roles.filter(pl.col("role") == r)["query_id"].sort().to_list() for r in ("train", "validation", "test")}
+        done = run_baselines(models, config, train_queries=members["train"], validation_queries=members["validation"],
+                             test_queries=members["test"], checkpoint_root=Path(checkpoint_root) / f"fold-{fold}", **inputs)
+        runs += [r.run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)) for r in done]
+        results += done
+    return pl.concat(runs), results
 
 
 def fingerprint(config: BaselineConfig, examples, candidates: pl.DataFrame, qrels: pl.DataFrame,
