@@ -98,7 +98,7 @@ def neural_baselines(
     common = dict(corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels, candidates=run,
                   negatives=negatives, tokenize=partial(tokens, config=text), vectors=load_vectors(word2vec["path"][0]),
                   on_model=log)
-    root = data.files("neural_baselines", unit.key)
+    root = data.files("neural_baselines", unit.key, f"v{CODE_VERSION}")  # new code never resumes old checkpoints
     if config.rotate_folds and unit.protocol == "fixed":
         output, results = run_rotations(config.models, domain, query_splits, root, **common)
         output = output.with_columns(seed=pl.lit(unit.seed, dtype=pl.Int64))
