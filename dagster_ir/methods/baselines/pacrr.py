@@ -12,7 +12,7 @@ zero, so padding adds no evidence. Loss: softmax cross-entropy over one positive
 negatives (both papers).
 
 Co-PACRR adds (Hui et al. 2018, section 3): a context vector per document position, the mean of
-the word vectors in a window of `context_window` words around it (paper: w_c = 4), whose cosine
+the real word vectors within `context_window` / 2 words either side of it (paper: w_c = 4), whose cosine
 with the mean query vector (querysim) follows every k-max value taken at that position; cascade
 k-max pooling, each query term's top `kmax` also over the first 25%, 50% and 75% of the document
 (paper: c = [25%, 50%, 75%, 100%]); and, while training, the query terms' signals shuffled before

@@ -161,3 +161,21 @@ def test_learns_exact_match(name, tmp_path):
     shuffled = reranker.mean_measure(run, qrels, test_ids, "nDCG@10")
     assert learned > shuffled + 0.2, (name, learned, shuffled)
     assert unlearned < shuffled - 0.15, (name, unlearned, shuffled)
+
+
+def test_paper_profile_has_the_papers_sizes():
+    config = reranker.profile("paper")
+    vectors = random_vocabulary().vectors
+    knrm = reranker.build_word_model("knrm", vectors, config)
+    assert knrm.pool.mus.tolist() == pytest.approx([1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9])
+    assert knrm.pool.sigmas.tolist() == pytest.approx([1e-3] + [0.1] * 10)
+    conv = reranker.build_word_model("conv-knrm", vectors, config)
+    assert [(c.kernel_size[0], c.out_channels) for c in conv.convs] == [(1, 128), (2, 128), (3, 128)]
+    assert reranker.build_word_model("drmm", vectors, config).config.bins == 30
+    pacrr = reranker.build_word_model("pacrr", vectors, config).config
+    assert (pacrr.max_ngram, pacrr.filters, pacrr.kmax) == (3, 32, 2)
+    copacrr = reranker.build_word_model("co-pacrr", vectors, config).config
+    assert (copacrr.context_window, copacrr.cascade, copacrr.shuffle) == (4, (0.25, 0.5, 0.75, 1.0), True)
+    duet = reranker.build_word_model("duet", vectors, config).config
+    assert (duet.query_words, duet.doc_words, duet.filters, duet.pool) == (10, 1000, 300, 100)
+    assert config.passages.passage_words == 150 and config.passages.stride == 75
