@@ -2,7 +2,9 @@
 
 One document per collection, in sections shaped like the papers' tables, each with its own baseline:
 first-stage retrieval (vs BM25), PHP rerankers (vs BERT), Model 1 fusion (vs BM25, Table 2), GHRM
-(vs BM25; nDCG@20, P@20) and the CET pooling-bias lab (vs naive, Table 1, and vs the best baseline).
+(vs BM25; nDCG@20, P@20), the CET pooling-bias lab (vs naive, Table 1, and vs the best baseline)
+and the neural baselines (vs BM25); each paper's section also shows the baselines its table lists
+(`BASELINE_ROWS`), tested against that section's baseline.
 
 Trained runs arrive from every training unit of the collection (`assets.partitions.units_in`):
 each (run, seed) is evaluated over the queries its folds scored, the significance tests compare
