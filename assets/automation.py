@@ -5,7 +5,7 @@
   and the first-stage runs follow as soon as what they read was updated. The observable sources
   (`wiki_dump_file`, `collection_config`, `imported_runs`) are observed by `dagster-ir update`, not
   in the UI, so a never-observed source does not count as missing.
-- Trained assets (groups `php`, `model1`, `ghrm`, `cet`, `methods_report`) are *due on the
+- Trained assets (groups `php`, `model1`, `ghrm`, `cet`, `baselines`, `methods_report`) are *due on the
   retraining cron*: an asset partition is requested at a cron tick only if, since it was last
   requested or updated, an upstream asset was updated or its code version changed, or it is
   missing (never built, or a new partition). Downstream of a trained asset the wave goes on at once (a reranker follows the
@@ -28,7 +28,7 @@ from dagster._core.definitions.assets.definition.assets_definition import Assets
 from dagster._core.definitions.op_definition import OpDefinition
 
 DATA_GROUPS = ("wikipedia", "collections", "retrieval", "evaluation")
-TRAINED_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report")
+TRAINED_GROUPS = ("php", "model1", "ghrm", "cet", "baselines", "methods_report")
 SOURCES = ("wiki_dump_file", "collection_config", "imported_runs")
 TRAINING_POOL = "training"
 # Steps that fit a model (checkpoints, EM tables, word vectors, per-fold GNNs, CET rankers).
@@ -36,7 +36,7 @@ TRAINING_STEPS = frozenset({
     "php_hp", "php_shp", "php_mrds", "php_ablations", "cross_encoder",
     "model1_em", "neural_model1", "bert_model1",
     "word2vec", "ghrm_runs", "ghrm_sweeps",
-    "cet",
+    "cet", "neural_baselines",
 })
 DEFAULT_RETRAINING_CRON = "0 3 * * 0"  # weekly: Sunday 03:00
 TIMEZONE = "UTC"

@@ -9,6 +9,7 @@ from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
 from assets.schedules import retraining_cron, retraining_job, retraining_schedule
 from assets.resources import DataDirResource
+from assets.baselines import baselines_assets, baselines_checks
 from assets.cet import cet_assets, cet_checks
 from assets.checks import collection_checks
 from assets.collections import collection_assets
@@ -23,11 +24,11 @@ from assets.wiki import wiki_assets, wiki_checks
 
 all_assets = [
     *wiki_assets, *collection_assets, *retrieval_assets, *php_assets, *model1_assets, *ghrm_assets, *cet_assets,
-    *evaluation_assets, *model_report_assets,
+    *evaluation_assets, *model_report_assets, *baselines_assets,
 ]
 # Automation conditions by group and the `training` pool on training steps (see assets.automation).
 all_assets = automate(all_assets, retraining_cron())
-all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks]
+all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks, *baselines_checks]
 
 
 def resources(data_dir: str = "") -> dict:
@@ -40,7 +41,7 @@ def resources(data_dir: str = "") -> dict:
 
 # `dagster-ir demo` and `update` materialize every asset (the four methods' demo profiles included);
 # `--first-stage` stops at the first-stage evaluation report and leaves the method groups out.
-METHOD_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report")
+METHOD_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report", "baselines")
 DEMO_SELECTION = dg.AssetSelection.all()
 FIRST_STAGE_SELECTION = dg.AssetSelection.all() - dg.AssetSelection.groups(*METHOD_GROUPS)
 

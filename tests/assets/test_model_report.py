@@ -30,6 +30,24 @@ def test_sections_pick_their_runs_and_baselines():
     assert not any("Model 1" in title for title in shown)  # no runs, no section
 
 
+def test_baseline_rows_join_the_sections_of_the_papers_that_list_them():
+    names = ["bm25", "bert", "php", "fusion", "drmm", "knrm", "conv-knrm", "duet", "pacrr", "cedr-knrm"]
+    measures = ["RR@10", "RR@100", "nDCG@10", "nDCG@100", "AP"]
+    rows = [(run, f"q{i}", m, 0.1 * k + 0.01 * i) for k, run in enumerate(names) for i in range(5) for m in measures]
+    per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
+    inputs = {"candidate_runs": _runs("bm25"), "reranked_runs": _runs("bert", "php"), "fusion_runs": _runs("fusion"),
+              "ghrm_runs": _runs(), "cet_runs": _runs(),
+              "neural_baselines": _runs("drmm", "knrm", "conv-knrm", "duet", "pacrr", "cedr-knrm")}
+    recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
+    shown = {r.title: (r.baseline, sorted(r.comparison["run_name"].unique()))
+             for r in _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall)}
+    assert shown["PHP: BERT and PHP rerankers of BM25's top-k"] == (
+        "bert", ["bert", "bm25", "conv-knrm", "drmm", "duet", "knrm", "php"])  # PHP Table 3's baselines, not PACRR
+    assert shown["Lexical translation: BM25 + Model 1 (Table 2)"] == ("bm25", ["bert", "bm25", "cedr-knrm", "fusion"])
+    assert shown["Neural ranking baselines of BM25's top-k"] == (
+        "bm25", ["bert", "bm25", "cedr-knrm", "conv-knrm", "drmm", "duet", "knrm", "pacrr"])
+
+
 def _ranked(run_name: str, query_ids: list[str], relevant_first: bool, folds: dict | None = None) -> pl.DataFrame:
     """Two documents per query, the relevant one ("r") first or second."""
     rows = []

@@ -51,7 +51,7 @@ def test_every_package_has_a_layer():
     assert packages | modules <= set(LAYER_OF), sorted((packages | modules) - set(LAYER_OF))
 
 
-@pytest.mark.parametrize("method", ["php", "model1", "ghrm", "cet"])
+@pytest.mark.parametrize("method", ["php", "model1", "ghrm", "cet", "baselines"])
 def test_methods_do_not_import_each_other(method):
     others = []
     for path in (ROOT / "methods" / method).rglob("*.py"):

@@ -1,0 +1,13 @@
+"""The classic neural ranking baselines of the papers' tables, as rerankers on one shared protocol.
+
+Used by the `baselines` asset group (`neural_baselines`). One module per model: `drmm` (DRMM),
+`knrm` (KNRM and Conv-KNRM: kernel pooling), `matchpyramid`, `pacrr` (PACRR and Co-PACRR), `duet`,
+`bert_passages` (BERT-FirstP / MaxP) and `cedr` (CEDR-KNRM); `inputs` turns texts into the
+interaction models' padded word-id batches over the GHRM word2vec vectors, and `reranker` holds what
+they all share: the registry (`MODELS`), the profiles, training through
+`dagster_ir.neural.training.train` with the epoch chosen on validation, and reranking.
+"""
+
+from dagster_ir.methods.baselines.reranker import BERT_MODELS, MODELS, PROFILES, WORD_MODELS, BaselineConfig, profile
+
+__all__ = ["BERT_MODELS", "MODELS", "PROFILES", "WORD_MODELS", "BaselineConfig", "profile"]

@@ -1,0 +1,65 @@
+"""CEDR-KNRM (MacAvaney et al., SIGIR 2019): KNRM over BERT's contextual similarity matrices, plus [CLS].
+
+Each document passage (as `bert_passages.PassageEncoder` cuts them; CEDR also splits long
+documents into chunks and joins them) is encoded as `[CLS] query [SEP] passage [SEP]`. At every
+layer of the backbone (the embeddings and each transformer layer: CEDR's "simmat layers 0..12")
+the cosine matrix of the query tokens and the passage tokens is taken; the matrices of a
+document's passages are joined along the document axis and kernel-pooled as KNRM does (CEDR:
+mu = -0.9..0.9 step 0.2 and 1.0, sigma 0.1 and 1e-3 for exact match: the 11 KNRM kernels), one
+feature vector per layer. The [CLS] vectors of the last layer are averaged over the real
+passages (CEDR's `cls: avg`) and concatenated with the kernel features; one linear layer gives the
+score (CEDR's combination). [CLS], [SEP] and padding take part in no matrix. Loss: softmax
+cross-entropy over the positive and the negatives (CEDR trains pairwise, one negative, the same
+loss for n = 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from dagster_ir.methods.baselines.knrm import MUS, SIGMAS, KernelPool
+from dagster_ir.neural.cross_encoder import CrossEncoder
+
+
+@dataclass(frozen=True)
+class CEDRConfig:
+    mus: tuple[float, ...] = MUS
+    sigmas: tuple[float, ...] = SIGMAS
+
+
+class CEDRKNRM(nn.Module):
+    def __init__(self, cross_encoder: CrossEncoder, config: CEDRConfig = CEDRConfig()) -> None:
+        super().__init__()
+        self.config = config
+        self.bert = cross_encoder.model.base_model  # the bare encoder; the cross-encoder's head is not used
+        self.cross_encoder = cross_encoder  # kept for its tokenizer and encode_pair
+        hidden, layers = self.bert.config.hidden_size, self.bert.config.num_hidden_layers + 1
+        self.pool = KernelPool(config.mus, config.sigmas)
+        self.combine = nn.Linear(hidden + layers * len(config.mus), 1)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        b, p, length = batch["input_ids"].shape
+        real = batch["passage_mask"]
+        flat = {k: batch[k].reshape(b * p, length)[real.reshape(-1)] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        if not getattr(self.bert.config, "type_vocab_size", 0) > 1:
+            flat.pop("token_type_ids")
+        states = self.bert(**flat, output_hidden_states=True).hidden_states
+        segment = batch["segment"]
+        query_mask = (segment[:, 0] == 1).float()  # (B, L): every passage holds the same query tokens
+        doc_mask = ((segment == 2) & real.unsqueeze(-1)).float().reshape(b, p * length)
+        features = []
+        for layer in states:
+            full = layer.new_zeros(b * p, length, layer.shape[-1])
+            full[real.reshape(-1)] = layer
+            unit = nn.functional.normalize(full.reshape(b, p, length, -1), dim=-1)
+            # query tokens of each passage against that passage's tokens, passages side by side
+            sim = torch.einsum("bpqh,bpdh->bqpd", unit, unit).reshape(b, length, p * length)
+            mask = query_mask.unsqueeze(2) * doc_mask.unsqueeze(1)
+            features.append(self.pool(sim * mask, mask))
+        cls = states[-1].new_zeros(b * p, states[-1].shape[-1])
+        cls[real.reshape(-1)] = states[-1][:, 0]
+        cls = (cls.reshape(b, p, -1) * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp(min=1)
+        return self.combine(torch.cat([cls, *features], dim=1)).squeeze(-1)
