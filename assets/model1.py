@@ -103,6 +103,7 @@ class Model1EmConfig(dg.Config):
     max_translations: Optional[int] = None
     self_prob: Optional[float] = None
     no_self_translation: bool = False
+    null_word: Optional[bool] = None  # EM aligns to an empty source word too (the paper profile's default)
 
     def to_domain(self, vocabulary: str) -> Model1Config:
         base = _profile(MODEL1_PROFILES, self.profile)
@@ -111,7 +112,7 @@ class Model1EmConfig(dg.Config):
         if self.no_self_translation:
             prune = replace(prune, self_prob=None)
         return replace(base, vocabulary=vocabulary, prune=prune,
-                       em=replace(base.em, **_given(iterations=self.iterations)),
+                       em=replace(base.em, **_given(iterations=self.iterations, null_word=self.null_word)),
                        bitext=replace(base.bitext, **_given(chunk_ratio=self.chunk_ratio, min_chunk=self.min_chunk)))
 
 

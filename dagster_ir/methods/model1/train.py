@@ -36,7 +36,8 @@ class Model1Config:
 PROFILES: dict[str, Model1Config] = {
     "demo": Model1Config(),
     # bert-base-uncased has the same WordPiece vocabulary as the bundled backbone
-    "paper": Model1Config(backbone="bert-base-uncased", spool_to_disk=True),
+    # MGIZA aligns to the empty word and the paper discards those probabilities: EM with NULL
+    "paper": Model1Config(backbone="bert-base-uncased", spool_to_disk=True, em=EMConfig(null_word=True)),
 }
 
 
