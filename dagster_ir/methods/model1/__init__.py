@@ -37,8 +37,10 @@ from dagster_ir.methods.model1.table import (
     read_giza,
     row_sums,
     write_giza,
+    with_self_prob,
     write_parquet,
 )
+from dagster_ir.methods.model1.tuning import TUNING_COLUMNS, Tuned, TuningGrid, tune_model1
 from dagster_ir.methods.model1.train import (
     PROFILES,
     Model1Config,
@@ -122,4 +124,9 @@ __all__ = [
     "wordpiece_vocabulary",
     "write_giza",
     "write_parquet",
+    "with_self_prob",
+    "TUNING_COLUMNS",
+    "Tuned",
+    "TuningGrid",
+    "tune_model1",
 ]
