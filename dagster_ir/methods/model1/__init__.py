@@ -62,7 +62,10 @@ from dagster_ir.methods.model1.vocabulary import (
 from dagster_ir.methods.model1.bm25 import TokenBm25Config, bm25_rerank, bm25_scores, query_idf_sums
 from dagster_ir.methods.model1.runs import (
     BERT_RUN,
+    BERT_SHORT_RUN,
+    BERT_VANILLA_RUN,
     FEATURE_RUNS,
+    PAPER_PAIRS,
     Model1RunsConfig,
     bm25_norms,
     candidates,
@@ -73,7 +76,10 @@ from dagster_ir.methods.model1.runs import (
 
 __all__ = [
     "BERT_RUN",
+    "BERT_SHORT_RUN",
+    "BERT_VANILLA_RUN",
     "FEATURE_RUNS",
+    "PAPER_PAIRS",
     "Model1RunsConfig",
     "TokenBm25Config",
     "bm25_norms",

@@ -25,7 +25,6 @@ class Model1Config:
 
     vocabulary: str = WORDPIECES  # "words" | "wordpieces"
     backbone: str = ""  # the word piece tokenizer ("" = bundled all-MiniLM-L6-v2)
-    train_split: str = "train/model"
     bitext: BitextConfig = field(default_factory=BitextConfig)
     em: EMConfig = field(default_factory=EMConfig)
     prune: PruneConfig = field(default_factory=PruneConfig)
