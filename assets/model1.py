@@ -1,8 +1,15 @@
-"""Model 1 assets: EM tables per vocabulary, neural Model 1 and its export, BERT-Model1, fused runs.
+"""Model 1 assets: EM tables per vocabulary, neural Model 1 and its export, BERT-Model1, BERT-vanilla, fused runs.
 
-model1_em [collection x vocabulary] --+
-neural_model1 -> model1_export -------+--> model1_runs (feature runs) --> fusion_runs (Table 2 rows)
-bert_model1 --------------------------+
+model1_em (words, word pieces) --------+
+neural_model1 -> model1_export --------+--> model1_runs (feature runs; lambda, p_self tuned) --> fusion_runs
+bert_model1, bert_vanilla -------------+
+
+Every asset is partitioned by training unit (collection, fold, seed; see `assets.partitions`), as
+`cross_encoder` and `reranked_runs`: a unit trains EM and the neural models on its training
+queries, chooses epochs, lambda and p_self on its validation queries, learns the fusion weights on
+its fusion queries (train/fusion, or the validation fold under `protocol: cv`) and scores its test
+queries, so under cv the five folds' runs together cover every query. Seed s shifts every seed of
+the settings by s (training, negative sampling, fusion restarts).
 """
 
 import hashlib
@@ -15,15 +22,17 @@ from typing import Optional
 import dagster as dg
 import polars as pl
 
-from assets.partitions import collection_partitions
+from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
+from dagster_ir.collections import TrainingUnit, UnitQueries, offset_seeds, tag_unit, unit_queries
 from dagster_ir.fusion import FusionConfig
 from dagster_ir.methods.model1 import runs as runs_profiles
 from dagster_ir.methods.model1 import bert
 from dagster_ir.methods.model1 import neural as nn
 from dagster_ir.methods.model1 import (
     BERT_RUN,
+    BERT_VANILLA_RUN,
     FEATURE_RUNS,
     KINDS,
     WORDPIECES,
@@ -45,22 +54,19 @@ from dagster_ir.methods.model1 import (
     normalised_bm25,
     row_sums,
     train_model1,
+    tune_model1,
     wordpiece_vocabulary,
     write_giza,
 )
 from dagster_ir.methods.model1 import PROFILES as MODEL1_PROFILES
-from dagster_ir.schemas import NEGATIVES
+from dagster_ir.negatives import sample_negatives
+from dagster_ir.schemas import MODEL1_TABLE, NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
 from dagster_ir.storage.locks import remove_unlocked_siblings
 from dagster_ir.storage.parquet import frame_version
 
 GROUP = "model1"
-vocabulary_partitions = dg.StaticPartitionsDefinition(list(KINDS))
-model1_partitions = dg.MultiPartitionsDefinition({"collection": collection_partitions,
-                                                  "vocabulary": vocabulary_partitions})
-with warnings.catch_warnings():  # the mapping is marked beta; it is the documented way to fan in a dimension
-    warnings.simplefilter("ignore", dg.BetaWarning)
-    _BY_COLLECTION = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="collection")
+COLLECTION_INPUTS = ("corpus", "queries", "qrels", "query_splits", "candidate_runs")
 
 
 def _profile(profiles: dict, name: str):
@@ -73,11 +79,12 @@ def _given(**values) -> dict:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _split_ids(query_splits: pl.DataFrame, split: str) -> pl.Series:
-    ids = query_splits.filter(pl.col("split") == split)["query_id"]
-    if ids.len() == 0:
-        raise ValueError(f"no queries in split {split!r} (have {query_splits['split'].unique().sort().to_list()})")
-    return ids
+def _ids(roles: UnitQueries, role: str, unit: TrainingUnit) -> pl.Series:
+    """The unit's query ids of `role` as a Series; an empty role is an error naming the unit."""
+    ids = roles.of(role)
+    if not ids:
+        raise ValueError(f"training unit {unit.key}: no {role} queries")
+    return pl.Series("query_id", ids, dtype=pl.String)
 
 
 def _curve(values: list[float], label: str, max_points: int = 60) -> dg.MetadataValue:
@@ -103,6 +110,7 @@ class Model1EmConfig(dg.Config):
     max_translations: Optional[int] = None
     self_prob: Optional[float] = None
     no_self_translation: bool = False
+    null_word: Optional[bool] = None  # EM aligns to an empty source word too (the paper profile's default)
 
     def to_domain(self, vocabulary: str) -> Model1Config:
         base = _profile(MODEL1_PROFILES, self.profile)
@@ -111,16 +119,12 @@ class Model1EmConfig(dg.Config):
         if self.no_self_translation:
             prune = replace(prune, self_prob=None)
         return replace(base, vocabulary=vocabulary, prune=prune,
-                       em=replace(base.em, **_given(iterations=self.iterations)),
+                       em=replace(base.em, **_given(iterations=self.iterations, null_word=self.null_word)),
                        bitext=replace(base.bitext, **_given(chunk_ratio=self.chunk_ratio, min_chunk=self.min_chunk)))
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model1_partitions,
-    code_version="1",
-    ins={name: dg.AssetIn(partition_mapping=_BY_COLLECTION) for name in ("corpus", "queries", "qrels", "query_splits")},
-)
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins("corpus", "queries", "qrels", "query_splits"))
 def model1_em(
     context: dg.AssetExecutionContext,
     config: Model1EmConfig,
@@ -130,45 +134,49 @@ def model1_em(
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """IBM Model 1 table T(q|d) (src_token, tgt_token, prob) learned by EM on train/model queries, pruned."""
-    keys = context.partition_key.keys_by_dimension
-    collection, kind = keys["collection"], keys["vocabulary"]
-    domain = config.to_domain(kind)
-    vocabulary = collection_vocabulary(kind, corpus, queries, backbone=domain.backbone)
-    train_ids = _split_ids(query_splits, domain.train_split)
-    trained = train_model1(queries.select("query_id", "text"), qrels, corpus, train_ids, vocabulary, domain)
-    folder = data.files("model1", collection, kind)
-    giza = write_giza(trained.table, folder / "model1.t1.txt")
-    vocabulary.save(folder / "vocabulary")
-    history = trained.history
-    context.add_output_metadata({
-        "entries": trained.table.nnz, "entries_before_pruning": trained.raw_entries,
-        "query_doc_pairs": trained.n_query_doc_pairs, "bitext_pairs": trained.n_bitext_pairs,
-        "vocabulary_size": len(vocabulary), "seconds": round(trained.seconds, 2),
-        "em_pairs_per_s": [round(h.pairs_per_second) for h in history],
-        "em_alignments_per_s": [round(h.alignments_per_second) for h in history],
-        "log_likelihood": bar_chart_markdown([h.iteration for h in history],
-                                             [round(h.log_likelihood, 4) for h in history],
-                                             "EM iteration", "mean log-likelihood per target token"),
-        "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
-        "giza": dg.MetadataValue.path(str(giza)),
-    })
-    return trained.table.to_frame()
+    """IBM Model 1 tables T(q|d) (vocabulary, src_token, tgt_token, prob) by EM on the unit's training queries, pruned."""
+    unit = training_unit(context)
+    train_ids = _ids(unit_queries(query_splits, unit), "train", unit)
+    frames, metadata = [], {"train_queries": train_ids.len()}
+    for kind in KINDS:
+        domain = config.to_domain(kind)
+        vocabulary = collection_vocabulary(kind, corpus, queries, backbone=domain.backbone)
+        trained = train_model1(queries.select("query_id", "text"), qrels, corpus, train_ids, vocabulary, domain)
+        folder = data.files("model1", unit.key, kind)
+        giza = write_giza(trained.table, folder / "model1.t1.txt")
+        vocabulary.save(folder / "vocabulary")
+        history = trained.history
+        metadata.update({
+            f"{kind} entries": trained.table.nnz, f"{kind} entries_before_pruning": trained.raw_entries,
+            f"{kind} query_doc_pairs": trained.n_query_doc_pairs, f"{kind} bitext_pairs": trained.n_bitext_pairs,
+            f"{kind} vocabulary_size": len(vocabulary), f"{kind} seconds": round(trained.seconds, 2),
+            f"{kind} em_pairs_per_s": [round(h.pairs_per_second) for h in history],
+            f"{kind} log_likelihood": bar_chart_markdown([h.iteration for h in history],
+                                                         [round(h.log_likelihood, 4) for h in history],
+                                                         "EM iteration", "mean log-likelihood per target token"),
+            f"{kind} config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
+            f"{kind} giza": dg.MetadataValue.path(str(giza)),
+        })
+        frames.append(trained.table.to_frame().with_columns(vocabulary=pl.lit(kind)))
+    context.add_output_metadata(metadata)
+    return tag_unit(pl.concat(frames).select("vocabulary", *MODEL1_TABLE), unit)
 
 
 def _rows_sum_to_one(model1_em: pl.DataFrame) -> dg.AssetCheckResult:
-    """Every source token's translation probabilities sum to 1 (after pruning and self-translation)."""
-    sums = row_sums(model1_em)
+    """Every source token's translation probabilities sum to 1 in each vocabulary (after pruning and self-translation)."""
+    sums = pl.concat([row_sums(part.drop("vocabulary")).with_columns(vocabulary=pl.lit(kind))
+                      for (kind,), part in model1_em.select("vocabulary", *MODEL1_TABLE).group_by("vocabulary")])
     deviation = (sums["total"] - 1.0).abs()
     off = int((deviation > 1e-4).sum())
-    return dg.AssetCheckResult(passed=off == 0 and sums.height > 0, metadata={
-        "source_tokens": sums.height, "rows_not_summing_to_1": off,
+    kinds = sorted(sums["vocabulary"].unique().to_list())
+    return dg.AssetCheckResult(passed=off == 0 and kinds == sorted(KINDS), metadata={
+        "source_tokens": sums.height, "rows_not_summing_to_1": off, "vocabularies": ", ".join(kinds),
         "max_deviation": float(deviation.max() or 0.0)})
 
 
 with warnings.catch_warnings():  # partitioned checks are marked preview; each partition is its own table
     warnings.simplefilter("ignore", dg.PreviewWarning)
-    model1_rows_sum_to_one = dg.asset_check(asset=model1_em, blocking=True, partitions_def=model1_partitions,
+    model1_rows_sum_to_one = dg.asset_check(asset=model1_em, blocking=True, partitions_def=unit_partitions,
                                             name="model1_rows_sum_to_one")(_rows_sum_to_one)
 
 
@@ -194,10 +202,11 @@ class NeuralModel1AssetConfig(_TrainingOverrides):
 
     profile: str = "demo"
     max_doc_length: Optional[int] = None
+    lam: Optional[float] = None  # 0: Eq. 4, no collection term (the paper profile's)
 
     def to_domain(self) -> nn.NeuralModel1Config:
         base = _profile(nn.PROFILES, self.profile)
-        return replace(base, train=self.train_config(base.train),
+        return replace(base, train=self.train_config(base.train), layer=replace(base.layer, **_given(lam=self.lam)),
                        **_given(max_doc_length=self.max_doc_length, backbone=self.backbone))
 
 
@@ -207,16 +216,20 @@ class BertModel1AssetConfig(_TrainingOverrides):
     profile: str = "demo"
     chunk_length: Optional[int] = None
     max_chunks: Optional[int] = None
+    head_lr: Optional[float] = None  # the head's (Model 1 layer's, or BERT-vanilla's linear layer's) rate
 
     def to_domain(self) -> bert.BertModel1Config:
         base = _profile(bert.PROFILES, self.profile)
-        return replace(base, train=self.train_config(base.train),
+        train = self.train_config(base.train)
+        if self.head_lr is not None:
+            train = replace(train, lr_groups=((bert.HEAD_PREFIX, self.head_lr),))
+        return replace(base, train=train,
                        **_given(chunk_length=self.chunk_length, max_chunks=self.max_chunks, backbone=self.backbone))
 
 
-def _training_dir(data: DataDirResource, name: str, collection: str, fingerprint: str):
+def _training_dir(data: DataDirResource, name: str, unit: TrainingUnit, fingerprint: str):
     """A checkpoint folder per (settings, data): resumed when both match, old ones removed (unless in use)."""
-    folder = data.files(name, collection, "training") / fingerprint
+    folder = data.files(name, unit.key, "training") / fingerprint
     remove_unlocked_siblings(folder)
     return folder
 
@@ -228,33 +241,42 @@ def _fingerprint(config, *frames: pl.DataFrame) -> str:
     return digest.hexdigest()
 
 
-def _train_ranker(context, data, name, model, config, corpus, queries, qrels, query_splits, negatives, candidate_runs):
-    """Train `model` (neural or BERT Model 1) and save it; returns the manifest frame."""
-    collection = context.partition_key
+def _train_ranker(context, data, name, model, config, corpus, queries, qrels, query_splits, candidate_runs):
+    """Train `model` (neural Model 1, BERT-Model1 or BERT-vanilla) on the unit's training queries; its manifest.
+
+    Negatives are drawn per training query from BM25's top `config.negatives.depth` (the paper: 20 of 500);
+    the epoch is chosen on the validation queries' BM25 candidates."""
+    unit = training_unit(context)
+    roles = unit_queries(query_splits, unit)
+    train_ids, validation_ids = _ids(roles, "train", unit), _ids(roles, "validation", unit)
+    bm25 = candidate_runs.filter(pl.col("run_name") == "bm25")
+    sample = sample_negatives(bm25, qrels.filter(pl.col("query_id").is_in(train_ids.implode())), train_ids,
+                              config.negatives)
+    negatives = sample.negatives.select(list(NEGATIVES)).sort(list(NEGATIVES))
     vocabulary = wordpiece_vocabulary(config.backbone)
-    dev_run = candidates(candidate_runs, "bm25", _split_ids(query_splits, "dev"), config.dev_depth)
+    dev_run = candidates(candidate_runs, "bm25", validation_ids, config.dev_depth)
     docs = pl.concat([negatives["pos_doc_id"], negatives["neg_doc_id"], dev_run["doc_id"]]).unique()
     texts = nn.NeuralTexts(nn.TokenizedTexts.of_queries(queries, vocabulary),
                            nn.TokenizedTexts.of_documents(corpus, docs, vocabulary))
-    sorted_negatives = negatives.select(list(NEGATIVES)).sort(list(NEGATIVES))
-    fingerprint = _fingerprint(config, sorted_negatives, dev_run.sort("query_id", "doc_id"))
-    result = nn.train_ranker(model, texts, negatives.select(list(NEGATIVES)),
-                             _training_dir(data, name, collection, fingerprint), dev_run=dev_run, qrels=qrels)
-    folder = model.save(data.files(name, collection) / "model")
+    fingerprint = _fingerprint(config, negatives, dev_run.sort("query_id", "doc_id"))
+    result = nn.train_ranker(model, texts, negatives, _training_dir(data, name, unit, fingerprint),
+                             dev_run=dev_run, qrels=qrels)
+    folder = model.save(data.files(name, unit.key) / "model")
     context.add_output_metadata({
         "steps": result.steps, "best_epoch": result.best_epoch, "seconds": round(result.seconds, 2),
         "examples_per_s": round(result.examples_per_s, 2), "seed": config.train.seed,
-        "dev_nDCG@10": [round(s, 4) for s in result.dev_scores],
+        "train_queries": train_ids.len(), "validation_queries": validation_ids.len(),
+        "negatives": negatives.height, "validation_nDCG@10": [round(s, 4) for s in result.dev_scores],
         "loss": _curve(result.loss_curve, "margin loss"), "model": dg.MetadataValue.path(str(folder)),
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(config), default=str))),
     })
     best = result.dev_scores[result.best_epoch] if result.dev_scores else float("nan")
-    return pl.DataFrame({"path": [str(folder)], "backbone": [config.backbone], "steps": [result.steps],
-                         "best_epoch": [result.best_epoch], "dev_ndcg10": [best], "seed": [config.train.seed],
-                         "seconds": [result.seconds]})
+    return tag_unit(pl.DataFrame({"path": [str(folder)], "backbone": [config.backbone], "steps": [result.steps],
+                                  "best_epoch": [result.best_epoch], "dev_ndcg10": [best],
+                                  "train_seed": [config.train.seed], "seconds": [result.seconds]}), unit)
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
 def neural_model1(
     context: dg.AssetExecutionContext,
     config: NeuralModel1AssetConfig,
@@ -263,18 +285,26 @@ def neural_model1(
     queries: pl.DataFrame,
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
-    negatives: pl.DataFrame,
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Context-free neural Model 1 over word pieces, trained with a margin loss on BM25 negatives (manifest)."""
-    domain = config.to_domain()
+    """Context-free neural Model 1 over word pieces, trained with a summed margin loss on the unit's queries (manifest)."""
+    domain = offset_seeds(config.to_domain(), training_unit(context).seed)
     stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
     model, _ = nn.build_model(stats, domain)
     return _train_ranker(context, data, "neural_model1", model, domain, corpus, queries.select("query_id", "text"),
-                         qrels, query_splits, negatives, candidate_runs)
+                         qrels, query_splits, candidate_runs)
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+def _bert_ranker(context, config: BertModel1AssetConfig, data, kind: type, name: str, corpus, queries, qrels,
+                 query_splits, candidate_runs) -> pl.DataFrame:
+    domain = offset_seeds(config.to_domain(), training_unit(context).seed)
+    stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
+    model = kind.from_backbone(stats, domain)
+    return _train_ranker(context, data, name, model, domain, corpus, queries.select("query_id", "text"),
+                         qrels, query_splits, candidate_runs)
+
+
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
 def bert_model1(
     context: dg.AssetExecutionContext,
     config: BertModel1AssetConfig,
@@ -283,15 +313,27 @@ def bert_model1(
     queries: pl.DataFrame,
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
-    negatives: pl.DataFrame,
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """BERT-Model1: the Model 1 layer over BERT token vectors, documents in chunks, trained end to end (manifest)."""
-    domain = config.to_domain()
-    stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
-    model = bert.BertModel1.from_backbone(stats, domain)
-    return _train_ranker(context, data, "bert_model1", model, domain, corpus, queries.select("query_id", "text"),
-                         qrels, query_splits, negatives, candidate_runs)
+    return _bert_ranker(context, config, data, bert.BertModel1, "bert_model1", corpus, queries, qrels, query_splits,
+                        candidate_runs)
+
+
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="1", ins=unit_ins(*COLLECTION_INPUTS))
+def bert_vanilla(
+    context: dg.AssetExecutionContext,
+    config: BertModel1AssetConfig,
+    data: DataDirResource,
+    corpus: pl.LazyFrame,
+    queries: pl.DataFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+    candidate_runs: pl.DataFrame,
+) -> pl.DataFrame:
+    """BERT-vanilla (full): BERT-Model1's chunks, their mean [CLS] vector scored by a linear layer (manifest)."""
+    return _bert_ranker(context, config, data, bert.BertVanilla, "bert_vanilla", corpus, queries, qrels, query_splits,
+                        candidate_runs)
 
 
 class Model1ExportConfig(dg.Config):
@@ -301,7 +343,7 @@ class Model1ExportConfig(dg.Config):
     targets: Optional[str] = None  # "collection" | "queries"
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins("corpus", "queries"))
 def model1_export(
     context: dg.AssetExecutionContext,
     config: Model1ExportConfig,
@@ -311,6 +353,7 @@ def model1_export(
     queries: pl.DataFrame,
 ) -> pl.DataFrame:
     """The neural Model 1 sparsified: T(q|d) over vocabulary pairs, kept where T >= threshold (NN-Model1-exp)."""
+    unit = training_unit(context)
     model = nn.NeuralModel1.load(neural_model1["path"][0])
     settings = replace(model.config, **_given(export_threshold=config.threshold, export_targets=config.targets))
     vocabulary = wordpiece_vocabulary(settings.backbone)
@@ -319,108 +362,133 @@ def model1_export(
     started = time.perf_counter()
     table = nn.export_table(model, vocabulary, sources, targets, threshold=settings.export_threshold)
     seconds = time.perf_counter() - started
-    giza = write_giza(table, data.files("model1_export", context.partition_key) / "nn-model1.t1.txt")
+    giza = write_giza(table, data.files("model1_export", unit.key) / "nn-model1.t1.txt")
     pairs = sources.size * targets.size
     context.add_output_metadata({
         "entries": table.nnz, "pairs_evaluated": pairs, "kept_fraction": round(table.nnz / max(pairs, 1), 6),
         "threshold": settings.export_threshold, "targets": settings.export_targets, "seconds": round(seconds, 2),
         "pairs_per_s": round(pairs / max(seconds, 1e-9)), "giza": dg.MetadataValue.path(str(giza)),
     })
-    return table.to_frame()
+    return tag_unit(table.to_frame(), unit)
 
 
 # --- runs -----------------------------------------------------------------------------------
 
 
 class Model1RunsAssetConfig(dg.Config):
-    """Maps onto `dagster_ir.fusion.Model1RunsConfig` (profile + overrides) and the EM profile's scoring."""
+    """Maps onto `dagster_ir.methods.model1.Model1RunsConfig` (profile + overrides) and the EM profile's scoring.
+
+    `lams` and `self_probs` override the tuning grid; a single value each fixes it (nothing is tuned)."""
 
     profile: str = "demo"
     depth: Optional[int] = None
     bert_depth: Optional[int] = None
-    report_split: Optional[str] = None
-    measure: Optional[str] = None
-    restarts: Optional[int] = None
-    seed: Optional[int] = None
-    lam: Optional[float] = None
+    lams: Optional[list[float]] = None
+    self_probs: Optional[list[float]] = None
+    tuning_measure: Optional[str] = None
     explained_examples: int = 3
 
     def scoring(self) -> ScoringConfig:
-        """The Model 1 scorer settings of the EM profile of the same name (lambda overridable)."""
-        base = _profile(MODEL1_PROFILES, self.profile).scoring
-        return replace(base, **_given(lam=self.lam))
+        """The Model 1 scorer settings of the EM profile of the same name (lambda is tuned)."""
+        return _profile(MODEL1_PROFILES, self.profile).scoring
 
     def to_domain(self) -> Model1RunsConfig:
         base = _profile(runs_profiles.PROFILES, self.profile)
-        ascent = replace(base.fusion.ascent, **_given(restarts=self.restarts, seed=self.seed))
-        fusion = FusionConfig(measure=self.measure or base.fusion.measure, ascent=ascent)
-        return replace(base, fusion=fusion, **_given(depth=self.depth, bert_depth=self.bert_depth,
-                                                     report_split=self.report_split))
+        grid = replace(base.tuning, **_given(lams=tuple(self.lams) if self.lams else None,
+                                             self_probs=tuple(self.self_probs) if self.self_probs else None,
+                                             measure=self.tuning_measure))
+        return replace(base, tuning=grid, **_given(depth=self.depth, bert_depth=self.bert_depth))
 
 
 def _tables(model1_em: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """The EM table of each vocabulary from the frame of both multi-partitions."""
+    """The EM table of each vocabulary."""
     by_kind = {}
     for kind in KINDS:
-        part = model1_em.filter(pl.col("partition").str.split("|").list.contains(kind))
+        part = model1_em.filter(pl.col("vocabulary") == kind).select(list(MODEL1_TABLE))
         if part.height == 0:
-            raise ValueError(f"model1_em has no {kind} table for this collection")
-        by_kind[kind] = part.drop("partition")
+            raise ValueError(f"model1_em has no {kind} table for this training unit")
+        by_kind[kind] = part
     return by_kind
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=collection_partitions,
-    code_version="1",
-    ins={"model1_em": dg.AssetIn(partition_mapping=_BY_COLLECTION)},
-)
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
 def model1_runs(
     context: dg.AssetExecutionContext,
     config: Model1RunsAssetConfig,
     data: DataDirResource,
     corpus: pl.LazyFrame,
     queries: pl.DataFrame,
+    qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
     candidate_runs: pl.DataFrame,
     model1_em: pl.DataFrame,
     model1_export: pl.DataFrame,
     neural_model1: pl.DataFrame,
     bert_model1: pl.DataFrame,
+    bert_vanilla: pl.DataFrame,
 ) -> pl.DataFrame:
-    """BM25 reranked by BM25(wp), Model1 (words, wp), NN-Model1(-exp) (fusion + report queries), BERT-Model1 (report)."""
+    """BM25 reranked by BM25(words|wp), Model1(words|wp) (lambda, p_self tuned), NN-Model1(-exp), BERT-Model1, BERT-vanilla."""
+    unit = training_unit(context)
+    roles = unit_queries(query_splits, unit)
     domain = config.to_domain()
     queries = queries.select("query_id", "text")
-    report_ids = _split_ids(query_splits, domain.report_split)
-    query_ids = pl.concat([_split_ids(query_splits, domain.fusion_split), report_ids])
+    test_ids = _ids(roles, "test", unit)
+    query_ids = pl.concat([_ids(roles, "fusion", unit), test_ids]).unique(maintain_order=True)
     run = candidates(candidate_runs, domain.base_run, query_ids, domain.depth)
-    tables, scoring = _tables(model1_em), config.scoring()
-    outputs, seconds, scorers, stats = [], {}, {}, {}
+    validation = candidates(candidate_runs, domain.base_run, _ids(roles, "validation", unit), domain.depth)
+    docs = pl.concat([run["doc_id"], validation["doc_id"]]).unique()
+    tables, outputs, seconds, scorers, grids, metadata = _tables(model1_em), [], {}, {}, [], {}
     for kind, name in ((WORDS, "model1(words)"), (WORDPIECES, "model1(wp)")):
         vocabulary = collection_vocabulary(kind, corpus, queries)
-        index, stats[kind] = index_collection(corpus, vocabulary, keep=run["doc_id"].unique())
-        scorers[kind] = Model1Scorer(TranslationTable.from_frame(tables[kind], vocabulary), index, stats[kind], scoring)
+        index, stats = index_collection(corpus, vocabulary, keep=docs)
+        table = TranslationTable.from_frame(tables[kind], vocabulary)
+        tuned = tune_model1(table, index, stats, validation, queries, qrels, config.scoring(), domain.tuning)
+        grids.append(tuned.grid)
+        metadata.update({f"{kind} lambda": tuned.scoring.lam, f"{kind} p_self": tuned.self_prob})
+        scorers[kind] = Model1Scorer(tuned.table, index, stats, tuned.scoring)
         outputs.append(_timed(seconds, name, scorers[kind].rerank, run, queries, name))
-    wp, wp_stats = scorers[WORDPIECES], stats[WORDPIECES]
-    bm25_wp = bm25_rerank(run, queries, wp.vocabulary, wp.index, wp_stats, "bm25(wp)")
-    outputs.append(normalised_bm25(bm25_wp, bm25_norms(queries, wp.vocabulary, wp_stats)))
-    exported = Model1Scorer(TranslationTable.from_frame(model1_export, wp.vocabulary), wp.index, wp_stats, scoring)
+        bm25_name = f"bm25({'wp' if kind == WORDPIECES else 'words'})"
+        bm25 = bm25_rerank(run, queries, vocabulary, index, stats, bm25_name)
+        outputs.append(normalised_bm25(bm25, bm25_norms(queries, vocabulary, stats)))
+    wp = scorers[WORDPIECES]
+    neural = nn.NeuralModel1.load(neural_model1["path"][0])
+    # the export is scored on the words the neural model reads: each document's first max_doc_length pieces
+    cut, cut_stats = index_collection(corpus, wp.vocabulary, keep=run["doc_id"].unique(),
+                                      max_length=neural.config.max_doc_length)
+    exported = Model1Scorer(TranslationTable.from_frame(model1_export.select(list(MODEL1_TABLE)), wp.vocabulary),
+                            cut, cut_stats, wp.config)
     outputs.append(_timed(seconds, "nn-model1-exp", exported.rerank, run, queries, "nn-model1-exp"))
-    bert_run = run.filter((pl.col("rank") <= domain.bert_depth) & pl.col("query_id").is_in(report_ids.implode()))
-    for name, model, candidates_run in (("nn-model1", nn.NeuralModel1.load(neural_model1["path"][0]), run),
-                                        (BERT_RUN, bert.BertModel1.load(bert_model1["path"][0]), bert_run)):
+    bert_run = run.filter((pl.col("rank") <= domain.bert_depth) & pl.col("query_id").is_in(test_ids.implode()))
+    for name, model, candidates_run in (("nn-model1", neural, run),
+                                        (BERT_RUN, bert.BertModel1.load(bert_model1["path"][0]), bert_run),
+                                        (BERT_VANILLA_RUN, bert.BertVanilla.load(bert_vanilla["path"][0]), bert_run)):
         texts = _texts(model.config.backbone, queries, corpus, candidates_run)
         batch = model.config.rerank_batch_size
         outputs.append(_timed(seconds, name, nn.rerank, model, texts, candidates_run, name, batch))
     explained = _explanations(wp, run, queries, corpus, config.explained_examples)
-    write_text_atomic(data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE, explained)
-    sizes = {name: (bert_run if name == BERT_RUN else run).height for name in seconds}
+    files = data.files("model1_runs", unit.key)
+    write_text_atomic(files / EXPLANATIONS_FILE, explained)
+    grid = pl.concat(grids)
+    write_text_atomic(files / TUNING_FILE, grid.write_csv())
+    sizes = {name: (bert_run if name in (BERT_RUN, BERT_VANILLA_RUN) else run).height for name in seconds}
     context.add_output_metadata({
-        **{f"{name} ms per 1K docs": round(1e6 * s / max(sizes[name], 1), 2) for name, s in seconds.items()},
-        "queries": run["query_id"].n_unique(), "depth": domain.depth, "bert_depth": domain.bert_depth,
+        **metadata, **{f"{name} ms per 1K docs": round(1e6 * s / max(sizes[name], 1), 2) for name, s in seconds.items()},
+        "queries": run["query_id"].n_unique(), "validation_queries": validation["query_id"].n_unique(),
+        "depth": domain.depth, "bert_depth": domain.bert_depth,
+        "tuning": dg.MetadataValue.md(_grid_markdown(grid)),
         "explanations": dg.MetadataValue.md(f"### {EXPLANATIONS_TITLE}\n\n{explained}"),
     })
-    return pl.concat(outputs)
+    return tag_unit(pl.concat(outputs), unit)
+
+
+TUNING_FILE = "tuning.csv"
+
+
+def _grid_markdown(grid: pl.DataFrame) -> str:
+    lines = ["| vocabulary | lambda | p_self | validation score | chosen |", "|---|---:|---:|---:|---|"]
+    lines += [f"| {r['vocabulary']} | {r['lam']} | {r['self_prob']} | {r['score']:.4f} | {'yes' if r['chosen'] else ''} |"
+              for r in grid.iter_rows(named=True)]
+    return "\n".join(lines)
 
 
 def _timed(seconds: dict, name: str, function, *args):
@@ -459,16 +527,14 @@ class FusionRunsConfig(dg.Config):
     measure: Optional[str] = None
     restarts: Optional[int] = None
     seed: Optional[int] = None
-    report_split: Optional[str] = None
 
     def to_domain(self) -> Model1RunsConfig:
         base = _profile(runs_profiles.PROFILES, self.profile)
         ascent = replace(base.fusion.ascent, **_given(restarts=self.restarts, seed=self.seed))
-        fusion = FusionConfig(measure=self.measure or base.fusion.measure, ascent=ascent)
-        return replace(base, fusion=fusion, **_given(report_split=self.report_split))
+        return replace(base, fusion=FusionConfig(measure=self.measure or base.fusion.measure, ascent=ascent))
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
 def fusion_runs(
     context: dg.AssetExecutionContext,
     config: FusionRunsConfig,
@@ -479,25 +545,27 @@ def fusion_runs(
     candidate_runs: pl.DataFrame,
     model1_runs: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Table 2 rows on the report queries: bm25+bm25(wp), bm25+model1(words|wp), bm25+nn-model1(-exp), bert-model1."""
-    domain = config.to_domain()
-    train_ids = _split_ids(query_splits, domain.fusion_split)
-    report_ids = _split_ids(query_splits, domain.report_split)
+    """Table 2 rows on the unit's test queries: BM25 + each feature run (weights from its fusion queries), BERT rows."""
+    unit = training_unit(context)
+    roles = unit_queries(query_splits, unit)
+    domain = offset_seeds(config.to_domain(), unit.seed)
+    train_ids, test_ids = _ids(roles, "fusion", unit), _ids(roles, "test", unit)
     queries = queries.select("query_id", "text")
     words = collection_vocabulary(WORDS, corpus, queries)
-    bm25 = candidates(candidate_runs, domain.base_run, pl.concat([train_ids, report_ids]), domain.depth)
+    bm25 = candidates(candidate_runs, domain.base_run, pl.concat([train_ids, test_ids]).unique(), domain.depth)
     bm25 = normalised_bm25(bm25, bm25_norms(queries, words, collection_stats(corpus, words)))
-    features = {name: model1_runs.filter(pl.col("run_name") == name) for name in FEATURE_RUNS}
-    fused, models = fuse_with_bm25(bm25, features, qrels, train_ids, report_ids, domain.fusion)
-    bert_run = model1_runs.filter((pl.col("run_name") == BERT_RUN) & pl.col("query_id").is_in(report_ids.implode()))
+    features = {name: model1_runs.filter(pl.col("run_name") == name).select(bm25.columns) for name in FEATURE_RUNS}
+    fused, models = fuse_with_bm25(bm25, features, qrels, train_ids, test_ids, domain.fusion)
+    bert_runs = model1_runs.filter(pl.col("run_name").is_in([BERT_RUN, BERT_VANILLA_RUN])
+                                   & pl.col("query_id").is_in(test_ids.implode())).select(bm25.columns)
     context.add_output_metadata({
-        "measure": domain.fusion.measure, "train_queries": train_ids.len(), "report_queries": report_ids.len(),
+        "measure": domain.fusion.measure, "fusion_queries": train_ids.len(), "test_queries": test_ids.len(),
         "seed": domain.fusion.ascent.seed,
         **{f"weights {name}": [round(w, 4) for w in m.weights] for name, m in models.items()},
         **{f"train {domain.fusion.measure} {name}": round(m.train_score, 4) for name, m in models.items()},
     })
-    return pl.concat([fused, bert_run])
+    return tag_unit(pl.concat([fused, bert_runs]), unit)
 
 
-model1_assets = [model1_em, neural_model1, model1_export, bert_model1, model1_runs, fusion_runs]
+model1_assets = [model1_em, neural_model1, model1_export, bert_model1, bert_vanilla, model1_runs, fusion_runs]
 model1_checks = [model1_rows_sum_to_one]

@@ -26,8 +26,8 @@ import polars as pl
 from assets.metadata import report_headline
 from assets.evaluation import ReportSettings, report_title, restrict_to_split
 from assets.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
-from assets.partitions import collection_partitions, units_in
-from assets.project import collection_specs
+from assets.partitions import COLLECTION_OF_UNIT, collection_partitions, units_in
+from assets.project import collection_specs, training_units
 from assets.resources import DataDirResource
 from dagster_ir.evaluation import (
     DEFAULT_MEASURES,
@@ -48,6 +48,7 @@ from dagster_ir.evaluation.summary import write_summary
 from dagster_ir.methods.cet.report import best_baseline
 from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
 from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
+from dagster_ir.methods.model1 import BERT_SHORT_RUN, PAPER_PAIRS
 
 GROUP = "methods_report"
 TABLE_MEASURES = ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]  # the PHP and CET papers' columns
@@ -64,6 +65,8 @@ class Section:
     extra_runs: tuple[str, ...] = ()  # runs of other inputs shown for reference (e.g. bm25)
     note: str = ""  # a sentence printed under the title
     every_query: bool = False  # over every judged query its own runs answer (all test folds), not the split
+    # the paper's own tests (run, the run it is tested against): one more table per tested-against run
+    pairs: tuple[tuple[str, str], ...] = ()
 
 
 # The neural baselines (`neural_baselines`) each paper's table lists, shown as rows of its section.
@@ -76,12 +79,17 @@ BASELINE_ROWS = {
 TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper): "
               "measures deeper than k count the documents below k as not retrieved, so compare them at depths up to k.")
 
+MODEL1_NOTE = ("bm25(words|wp): BM25 over the Model 1 vocabularies (the paper's BM25 (word) and BM25 (bwps)); "
+               "bert: the cross-encoder on the first 512 tokens (the paper's BERT-vanilla (short)); bert-vanilla: "
+               "the same chunks as bert-model1, mean [CLS] (BERT-vanilla (full)). The tables after this one are "
+               "the paper's tests: each row against the baseline of its tokens.")
+
 SECTIONS = (
     Section("First-stage retrieval", ("candidate_runs",), "bm25", tuple(DEFAULT_MEASURES)),
     Section("PHP: BERT and PHP rerankers of BM25's top-k", ("reranked_runs",), "bert", tuple(TABLE_MEASURES),
             ("bm25", *BASELINE_ROWS["php"]), TOP_K_NOTE),
     Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"),
-            ("bm25", "bert", *BASELINE_ROWS["model1"])),
+            ("bm25", BERT_SHORT_RUN, *BASELINE_ROWS["model1"]), MODEL1_NOTE, pairs=tuple(PAPER_PAIRS.items())),
     Section("GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
             ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert", *BASELINE_ROWS["ghrm"]), every_query=True),
     Section("CET: pooling bias (Table 1), against naive", ("cet_runs",), "naive", tuple(TABLE_MEASURES), ("dense",),
@@ -91,8 +99,9 @@ SECTIONS = (
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="3", deps=["model1_runs"],
-          ins=units_in("reranked_runs", "ghrm_sweeps", "neural_baselines"))
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="4",
+          deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
+          ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines"))
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -125,7 +134,7 @@ def model_report(
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
     figures = {GHRM_SECTION: [sweeps_figure(ghrm_sweeps)]} if ghrm_sweeps.height else {}
     sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures)
-    explained = data.files("model1_runs", context.partition_key) / EXPLANATIONS_FILE
+    explained = _explanations_file(data, context.partition_key)
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
     book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
@@ -141,6 +150,12 @@ def model_report(
         }
     )
     return per_query
+
+
+def _explanations_file(data: DataDirResource, collection: str):
+    """The worked Model 1 examples of the collection's first training unit."""
+    units = [key for key, unit in training_units().items() if unit.collection == collection]
+    return data.files("model1_runs", units[0]) / EXPLANATIONS_FILE
 
 
 def _with_seed(run: pl.DataFrame) -> pl.DataFrame:
@@ -221,6 +236,7 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
         extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
         reports.append(build_report(rows, section.baseline, list(section.measures), section.title, notes,
                                     config, extra_figures=extra, spread=section_spread))
+        reports += _pair_reports(section, rows, present, significance, config, section_spread)
         if section.baseline == "naive":
             best = best_baseline(rows, "RR@10")
             if best is not None:
@@ -228,6 +244,24 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
                 reports.append(build_report(rows, best, list(section.measures),
                                             f"CET: pooling bias, against the best baseline ({best})", notes, config,
                                             spread=spread))
+    return reports
+
+
+def _pair_reports(section: Section, rows: pl.DataFrame, present: set, significance: SignificanceConfig,
+                  config: ReportConfig, spread: pl.DataFrame | None) -> list:
+    """One table per run the paper tests against (its `pairs`), with the runs it tests against it."""
+    against: dict[str, list[str]] = {}
+    for run, baseline in section.pairs:
+        if run in present and baseline in present:
+            against.setdefault(baseline, []).append(run)
+    reports = []
+    for baseline, runs in against.items():
+        chosen = rows.filter(pl.col("run_name").is_in([baseline, *runs]))
+        notes = (f"The paper's test: {', '.join(runs)} against {baseline}, paired two-sided t-test; "
+                 f"{significance.correction} correction.")
+        reports.append(build_report(chosen, baseline, list(section.measures),
+                                    f"{section.title}: the paper's test against {baseline}", notes, config,
+                                    spread=spread))
     return reports
 
 

@@ -100,6 +100,11 @@ class TrainConfig:
     bf16: bool = False  # torch.autocast(bfloat16) around loss_fn
     device: str = "cpu"
     find_unused_parameters: bool = False  # DDP setting, for models with parameters a step may skip
+    # the learning rate is multiplied by this after every epoch, on top of the schedule (1.0: never)
+    epoch_decay: float = 1.0
+    # (parameter-name prefix, lr): a parameter whose name starts with a prefix (the first that matches)
+    # gets that base rate instead of `lr`, e.g. (("layer.", 2e-3),) for a head over a pre-trained encoder
+    lr_groups: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "grad_accumulation", "keep_checkpoints"):
@@ -115,6 +120,12 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.max_steps must be >= 1 or None, got {self.max_steps}")
         if self.checkpoint_every < 0:
             raise ValueError(f"TrainConfig.checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if not 0.0 < self.epoch_decay <= 1.0:
+            raise ValueError(f"TrainConfig.epoch_decay must lie in (0, 1], got {self.epoch_decay}")
+        groups = tuple((str(prefix), float(lr)) for prefix, lr in self.lr_groups)  # JSON gives lists
+        if any(not prefix or lr <= 0 for prefix, lr in groups):
+            raise ValueError(f"TrainConfig.lr_groups: each needs a non-empty prefix and lr > 0, got {self.lr_groups}")
+        object.__setattr__(self, "lr_groups", groups)
 
 
 @dataclass(frozen=True)
@@ -210,11 +221,28 @@ def micro_batches(batch: Batch, rank: int, world_size: int, accumulation: int) -
 
 
 def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
-    """AdamW; biases and normalisation weights (parameters with < 2 dims) get no weight decay."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """AdamW; biases and normalisation weights (parameters with < 2 dims) get no weight decay;
+    parameters named by `config.lr_groups` prefixes get their group's base rate."""
+    def rate(name: str) -> float:
+        return next((lr for prefix, lr in config.lr_groups if name.startswith(prefix)), config.lr)
+
+    buckets: dict[tuple[float, bool], list[torch.nn.Parameter]] = {}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            buckets.setdefault((rate(name), p.ndim >= 2), []).append(p)
+    if not config.lr_groups:  # the two groups as before (their order is part of a checkpoint)
+        buckets = {(config.lr, True): buckets.get((config.lr, True), []),
+                   (config.lr, False): buckets.get((config.lr, False), [])}
+    groups = [{"params": params, "lr": lr, "weight_decay": config.weight_decay if decays else 0.0}
+              for (lr, decays), params in buckets.items()]
     return torch.optim.AdamW(groups, lr=config.lr)
+
+
+def epoch_decayed(factor: Callable[[int], float], steps_per_epoch: int, decay: float) -> Callable[[int], float]:
+    """`factor` times decay ** (epochs completed): the learning rate shrinks by `decay` after each epoch."""
+    if decay == 1.0:
+        return factor
+    return lambda step: factor(step) * decay ** (step // max(1, steps_per_epoch))
 
 
 def linear_schedule(total_steps: int, warmup_ratio: float) -> Callable[[int], float]:
@@ -394,8 +422,11 @@ def _read_state(folder: Path) -> dict:
 def _check_config(state: dict, config: TrainConfig, folder: Path) -> None:
     saved = state.get("config", {})
     # a field added since the checkpoint was written counts as its default
-    changed = [f.name for f in fields(config)
-               if f.name not in _RESUMABLE_CHANGES and saved.get(f.name, f.default) != getattr(config, f.name)]
+    def as_saved(value):  # JSON turns tuples (lr_groups) into lists
+        return json.loads(json.dumps(value))
+
+    changed = [f.name for f in fields(config) if f.name not in _RESUMABLE_CHANGES
+               and as_saved(saved.get(f.name, f.default)) != as_saved(getattr(config, f.name))]
     if changed:
         raise CheckpointError(f"{folder / STATE_FILE}: the checkpoint was trained with other settings "
                               f"({', '.join(f'{n}={saved.get(n)!r}' for n in changed)}); use a fresh checkpoint_dir")
@@ -549,7 +580,8 @@ def _train(model, make_batches, loss_fn, config: TrainConfig, root: Path, on_log
     first = _epoch_batches(make_batches, config, 0)
     per_epoch = len(first)
     total = min(per_epoch * config.epochs, config.max_steps or per_epoch * config.epochs)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, SCHEDULES[config.schedule](total, config.warmup_ratio))
+    schedule = epoch_decayed(SCHEDULES[config.schedule](total, config.warmup_ratio), per_epoch, config.epoch_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     _seed_everything(config.seed + 1000 * rank)
     newest = latest_checkpoint(root) if resume else None
     progress = _load_checkpoint(newest, model, optimizer, scheduler, config) if newest else _Progress()

@@ -138,3 +138,25 @@ def test_the_sweeps_figure_merges_every_unit():
     figure = sweeps_figure(table)
     assert figure.png[:4] == b"\x89PNG"
     assert "mean of 2 training unit(s)" in figure.caption and "rate=0.8" in figure.caption
+
+
+def test_the_model1_section_tests_the_papers_pairs():
+    """Model 1 rows against the multi-field BM25 of their tokens, BERT rows against BERT (short)."""
+    fused = ["bm25+bm25(words)", "bm25+bm25(wp)", "bm25+model1(words)", "bm25+model1(wp)", "bm25+nn-model1",
+             "bm25+nn-model1-exp", "bert-model1", "bert-vanilla"]
+    runs = {name: 0.3 + 0.01 * i for i, name in enumerate(["bm25", "bert", *fused])}
+    rows = [(run, f"q{i}", m, v + 0.01 * i) for run, v in runs.items() for i in range(5)
+            for m in ("nDCG@10", "RR@10", "AP", "RR@100", "nDCG@100")]
+    per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
+    inputs = {"candidate_runs": _runs("bm25"), "reranked_runs": _runs("bert"), "fusion_runs": _runs(*fused),
+              "ghrm_runs": _runs(), "cet_runs": _runs()}
+    recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
+    reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall)
+    shown = {r.title: (r.baseline, sorted(r.comparison["run_name"].unique())) for r in reports}
+    title = "Lexical translation: BM25 + Model 1 (Table 2)"
+    assert shown[title] == ("bm25", sorted(["bm25", "bert", *fused]))
+    assert shown[f"{title}: the paper's test against bm25+bm25(words)"] == (
+        "bm25+bm25(words)", ["bm25+bm25(words)", "bm25+model1(words)"])
+    assert shown[f"{title}: the paper's test against bm25+bm25(wp)"] == (
+        "bm25+bm25(wp)", ["bm25+bm25(wp)", "bm25+model1(wp)", "bm25+nn-model1", "bm25+nn-model1-exp"])
+    assert shown[f"{title}: the paper's test against bert"] == ("bert", ["bert", "bert-model1", "bert-vanilla"])

@@ -1,12 +1,13 @@
 """IBM Model 1 for retrieval (paper 001, Boytsov & Kolter): EM, neural Model 1, BERT-Model1, fusion.
-Used by the `model1` asset group (`model1_em`, `neural_model1`, `model1_export`, `bert_model1`, `model1_runs`, `fusion_runs`).
-Start reading at `train` (EM pipeline), then `neural`, `bert`, and `runs` (the Table 2 fusion rows).
+Used by the `model1` asset group (`model1_em`, `neural_model1`, `model1_export`, `bert_model1`, `bert_vanilla`,
+`model1_runs`, `fusion_runs`). Start reading at `train` (EM pipeline), then `tuning` (lambda and p_self on
+validation queries), `neural`, `bert`, and `runs` (the Table 2 fusion rows and the paper's pairs).
 
 Non-parametric Model 1:
 
 vocabulary (words | word pieces) -> `iter_bitext` (queries x chunks of relevant documents,
 symmetrised) -> `train_em` -> `prune` (threshold, top-N, self-translation) -> `TranslationTable`
-(Parquet / GIZA text) -> `Model1Scorer` over a `ForwardIndex` (rerank, explain).
+(Parquet / GIZA text) -> `tune_model1` (lambda, p_self) -> `Model1Scorer` over a `ForwardIndex` (rerank, explain).
 The neural Model 1 (`neural`) exports to the same table; BERT-Model1 (`bert`) puts the neural layer on
 BERT's contextual embeddings; `bm25` is BM25 over a Model 1 vocabulary (the "BM25 (bwps)" feature) and
 `runs` fuses the feature runs with BM25 by coordinate ascent (`dagster_ir.fusion`).
@@ -37,8 +38,10 @@ from dagster_ir.methods.model1.table import (
     read_giza,
     row_sums,
     write_giza,
+    with_self_prob,
     write_parquet,
 )
+from dagster_ir.methods.model1.tuning import TUNING_COLUMNS, Tuned, TuningGrid, tune_model1
 from dagster_ir.methods.model1.train import (
     PROFILES,
     Model1Config,
@@ -60,7 +63,10 @@ from dagster_ir.methods.model1.vocabulary import (
 from dagster_ir.methods.model1.bm25 import TokenBm25Config, bm25_rerank, bm25_scores, query_idf_sums
 from dagster_ir.methods.model1.runs import (
     BERT_RUN,
+    BERT_SHORT_RUN,
+    BERT_VANILLA_RUN,
     FEATURE_RUNS,
+    PAPER_PAIRS,
     Model1RunsConfig,
     bm25_norms,
     candidates,
@@ -71,7 +77,10 @@ from dagster_ir.methods.model1.runs import (
 
 __all__ = [
     "BERT_RUN",
+    "BERT_SHORT_RUN",
+    "BERT_VANILLA_RUN",
     "FEATURE_RUNS",
+    "PAPER_PAIRS",
     "Model1RunsConfig",
     "TokenBm25Config",
     "bm25_norms",
@@ -122,4 +131,9 @@ __all__ = [
     "wordpiece_vocabulary",
     "write_giza",
     "write_parquet",
+    "with_self_prob",
+    "TUNING_COLUMNS",
+    "Tuned",
+    "TuningGrid",
+    "tune_model1",
 ]

@@ -7,8 +7,17 @@ query tokens' vectors. `Model1Layer` (from `neural`) turns them into
 log P(Q|D) / |Q| = 1/|Q| sum_q log[(1 - lambda) sum_i T(q|d_i) / |D| + lambda P(q|C)]; [CLS] is not
 used. With `max_chunks=1` this is the paper's BERT-Model1 (short).
 
-The shared loop gives every parameter one learning rate; the paper uses 2e-5 for BERT and a larger
-rate for the head (exponent lost in our copy) - a per-group rate needs the shared loop's support.
+Documents: the first `doc_tokens` = max_chunks * (chunk_length - max_query_length - 3) word pieces,
+1431 for the paper's three chunks of 512 with queries of at most 32 (the paper: "the first 1431
+tokens (three BERT chunks)"), whatever the query's own length.
+
+`BertVanilla` is the paper's BERT-vanilla (full) baseline: the same chunks, the mean of the chunks'
+[CLS] vectors, one linear layer to a score (MacAvaney et al.'s "average [CLS]").
+
+Training as the paper: the pairwise margin loss summed, one positive and one negative per query an
+epoch (negatives as the neural Model 1's), AdamW with a linear warm-up, BERT at 2e-5 and the head
+(`layer.*`, the Model 1 layer or the linear layer) at a larger rate of its own (`TrainConfig.lr_groups`;
+the paper's exponent is lost in our copy: we use 2e-3, a hundred times BERT's).
 """
 
 from __future__ import annotations
@@ -25,12 +34,21 @@ from safetensors.torch import load_model, save_model
 
 from dagster_ir.methods.model1.index import CollectionStats
 from dagster_ir.methods.model1.vocabulary import ragged_arange
-from dagster_ir.methods.model1.neural import Model1Layer, Model1LayerConfig, NeuralTexts
+from dagster_ir.methods.model1.neural import (
+    LOSS_REDUCTIONS,
+    PAPER_NEGATIVES,
+    Model1Layer,
+    Model1LayerConfig,
+    NeuralTexts,
+)
+from dagster_ir.negatives import NegativeConfig
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.atomic import atomic_path
 
 LAYER_FILE = "model1_layer.safetensors"
 SETTINGS_FILE = "bert_model1.json"
+HEAD_PREFIX = "layer."  # parameter names of the head over BERT (its own learning rate)
+KINDS = ("model1", "vanilla")
 
 
 @dataclass(frozen=True)
@@ -46,11 +64,21 @@ class BertModel1Config:
     rerank_batch_size: int = 16
     dev_depth: int = 20
     train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        lr=2e-5, weight_decay=1e-7, epochs=1, batch_size=16, warmup_ratio=0.1, seed=0))
+        lr=2e-5, weight_decay=1e-7, epochs=1, batch_size=16, warmup_ratio=0.1, seed=0,
+        lr_groups=((HEAD_PREFIX, 2e-3),)))
+    negatives: NegativeConfig = field(default_factory=lambda: PAPER_NEGATIVES)
+    loss_reduction: str = "sum"
 
     def __post_init__(self) -> None:
         if self.max_chunks < 1 or self.chunk_length < self.max_query_length + 4:
             raise ValueError(f"BertModel1Config: max_chunks >= 1 and chunk_length >= max_query_length + 4: {self}")
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise ValueError(f"loss_reduction must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}")
+
+    @property
+    def doc_tokens(self) -> int:
+        """Document word pieces read: what `max_chunks` chunks hold after the longest query (1431 for 3 x 512)."""
+        return self.max_chunks * (self.chunk_length - self.max_query_length - 3)
 
 
 PROFILES: dict[str, BertModel1Config] = {
@@ -58,7 +86,7 @@ PROFILES: dict[str, BertModel1Config] = {
         layer=Model1LayerConfig(proj_dim=64, hidden_dim=64, self_prob=None), max_query_length=16,
         chunk_length=64, max_chunks=2, rerank_batch_size=32, dev_depth=5,
         train=TrainConfig(lr=1e-4, weight_decay=1e-7, epochs=1, batch_size=8, max_steps=48, warmup_ratio=0.1,
-                          seed=0)),
+                          seed=0, lr_groups=((HEAD_PREFIX, 1e-3),))),
     "paper": BertModel1Config(backbone="bert-base-uncased"),
 }
 
@@ -66,13 +94,18 @@ PROFILES: dict[str, BertModel1Config] = {
 class BertModel1(torch.nn.Module):
     """A BERT encoder with the Model 1 layer on top of its last hidden states."""
 
+    kind = "model1"
+
     def __init__(self, encoder, tokenizer, collection_probs: torch.Tensor, config: BertModel1Config) -> None:
         super().__init__()
         self.config = config
         self.encoder = encoder
         self.tokenizer = tokenizer
-        self.layer = Model1Layer(encoder.config.hidden_size, config.layer, collection_probs)
+        self.layer = self._head(encoder.config.hidden_size, collection_probs)
         self.uses_token_types = getattr(encoder.config, "type_vocab_size", 0) > 1
+
+    def _head(self, hidden_size: int, collection_probs: torch.Tensor) -> torch.nn.Module:
+        return Model1Layer(hidden_size, self.config.layer, collection_probs)
 
     @classmethod
     def from_backbone(cls, stats: CollectionStats, config: BertModel1Config) -> BertModel1:
@@ -103,7 +136,7 @@ class BertModel1(torch.nn.Module):
         docs = texts.docs.tokens
         q_rows, d_rows = texts.queries.rows(query_ids), texts.docs.rows(doc_ids)
         q_lists = [queries.row(r)[: self.config.max_query_length] for r in q_rows]
-        d_lists = [docs.row(r) for r in d_rows]
+        d_lists = [docs.row(r)[: self.config.doc_tokens] for r in d_rows]
         inputs = chunk_inputs(q_lists, d_lists, self.config.chunk_length, self.config.max_chunks,
                               cls_id=self.tokenizer.cls_token_id, sep_id=self.tokenizer.sep_token_id,
                               pad_id=self.tokenizer.pad_token_id)
@@ -132,12 +165,13 @@ class BertModel1(torch.nn.Module):
             self.encoder.save_pretrained(tmp, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp)
             save_model(self.layer, str(tmp / LAYER_FILE))
-            (tmp / SETTINGS_FILE).write_text(json.dumps(asdict(self.config), indent=1), encoding="utf-8")
+            settings = {**asdict(self.config), "kind": self.kind}
+            (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
         return folder
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> BertModel1:
-        """A model written by `save`."""
+        """A model written by `save` (of this class: a BERT-vanilla folder is not a BERT-Model1)."""
         from transformers import AutoModel, AutoTokenizer
 
         folder = Path(folder)
@@ -145,12 +179,40 @@ class BertModel1(torch.nn.Module):
             values = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as error:
             raise ValueError(f"{folder / SETTINGS_FILE}: cannot read the settings ({error})") from error
+        kind = values.pop("kind", "model1")
+        if kind != cls.kind:
+            raise ValueError(f"{folder / SETTINGS_FILE}: a BERT-{kind} model, not BERT-{cls.kind}")
+        negatives = NegativeConfig(**values["negatives"]) if "negatives" in values else PAPER_NEGATIVES
         config = BertModel1Config(**{**values, "layer": Model1LayerConfig(**values["layer"]),
-                                     "train": TrainConfig(**values["train"])})
+                                     "train": TrainConfig(**values["train"]), "negatives": negatives})
         encoder = AutoModel.from_pretrained(folder, use_safetensors=True, add_pooling_layer=False)
         model = cls(encoder, AutoTokenizer.from_pretrained(folder), torch.zeros(encoder.config.vocab_size), config)
         load_model(model.layer, str(folder / LAYER_FILE))
         return model
+
+
+class BertVanilla(BertModel1):
+    """BERT-vanilla (full): the chunks of `BertModel1`, the mean of their [CLS] vectors, a linear score.
+
+    The Model 1 settings of the config (`layer`) are not used; the head is `layer`, one linear layer.
+    """
+
+    kind = "vanilla"
+
+    def _head(self, hidden_size: int, collection_probs: torch.Tensor) -> torch.nn.Module:
+        return torch.nn.Linear(hidden_size, 1)
+
+    def forward(self, input_ids, attention_mask, token_type_ids, sequence_pair, q_ids, q_mask, q_positions,
+                d_ids, d_mask, d_sequence, d_position) -> torch.Tensor:
+        """The score of each pair from the mean [CLS] vector of its chunks (inputs as `chunk_inputs`)."""
+        types = token_type_ids if self.uses_token_types else None
+        cls = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                           token_type_ids=types).last_hidden_state[:, 0]  # (S, H)
+        n_pairs = q_ids.shape[0]
+        summed = torch.zeros((n_pairs, cls.shape[1]), dtype=cls.dtype, device=cls.device)
+        summed.index_add_(0, sequence_pair, cls)
+        chunks = torch.bincount(sequence_pair, minlength=n_pairs).clamp_min(1).to(cls.dtype)
+        return self.layer(summed / chunks[:, None]).squeeze(-1)
 
 
 def chunk_inputs(

@@ -2,8 +2,13 @@
 
 For a pair (source e_1..e_l, target f_1..f_m) the E-step gives every alignment (i, j) the posterior
 t(f_j|e_i) / sum_i' t(f_j|e_i') and adds it to count(f_j, e_i); the M-step sets
-t(f|e) = count(f, e) / sum_f' count(f', e). There is no NULL source word: the paper discards the
-probabilities of spurious insertions that MGIZA learns.
+t(f|e) = count(f, e) / sum_f' count(f', e).
+
+NULL source word (`EMConfig.null_word`): the paper trains with MGIZA, which gives every source
+sentence an empty word e_0 that target words may align to (spurious insertions), then discards the
+probabilities t(f|NULL). With the option on, every source sentence gets e_0 (id V, an extra row) so
+the E-step divides by t(f|e_0) + sum_i t(f|e_i) and the likelihood by l + 1; the NULL row is dropped
+from the result. Off (the `demo` profile), a target word must align to a real source word.
 
 Parameters live in one float64 vector over the co-occurring (source, target) pairs, keyed by
 ``source * V + target`` and sorted, so a lookup is a `searchsorted`. The bitext is processed in blocks
@@ -15,21 +20,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
 
 from dagster_ir.methods.model1.bitext import Bitext
-from dagster_ir.methods.model1.vocabulary import ragged_arange
+from dagster_ir.methods.model1.vocabulary import Ragged, ragged_arange
 
 
 @dataclass(frozen=True)
 class EMConfig:
-    """iterations: EM iterations (the paper: 5); block_entries: alignments (l * m summed) per block."""
+    """iterations: EM iterations (the paper: 5); block_entries: alignments (l * m summed) per block;
+    null_word: align target words to an empty source word too, as MGIZA, and drop its row."""
 
     iterations: int = 5
     block_entries: int = 2_000_000
+    null_word: bool = False
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.block_entries < 1:
@@ -70,7 +77,14 @@ def train_em(
     *,
     on_iteration: Callable[[EMIteration], None] | None = None,
 ) -> EMResult:
-    """Run IBM Model 1 EM; `bitext()` must yield the same blocks each time it is called."""
+    """Run IBM Model 1 EM; `bitext()` must yield the same blocks each time it is called.
+
+    The result is V x V: with `config.null_word` the NULL word's row is trained and then discarded.
+    """
+    if config.null_word:
+        with_null = train_em(lambda: (with_null_source(b, vocab_size) for b in bitext()), vocab_size + 1,
+                             replace(config, null_word=False), on_iteration=on_iteration)
+        return EMResult(with_null.matrix[:vocab_size, :vocab_size].tocsr(), with_null.history)
     keys = _cooccurring_keys(bitext(), vocab_size, config.block_entries)
     if keys.size == 0:
         raise ValueError("train_em: the parallel corpus has no non-empty pairs")
@@ -93,6 +107,15 @@ def train_em(
         (t, (sources, keys % vocab_size)), shape=(vocab_size, vocab_size), dtype=np.float64
     )
     return EMResult(matrix, history)
+
+
+def with_null_source(bitext: Bitext, null_id: int) -> Bitext:
+    """`bitext` with the empty word `null_id` prepended to every source sentence (pairs with an empty
+    target keep no NULL: they carry no alignment)."""
+    source = bitext.source
+    lengths = source.lengths + (bitext.target.lengths > 0)
+    ids = np.insert(source.ids, source.offsets[:-1][bitext.target.lengths > 0], null_id).astype(np.int32)
+    return Bitext(Ragged.from_lengths(ids, lengths), bitext.target)
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,15 @@ def index_collection(
     *,
     keep: pl.Series | None = None,
     batch_size: int = 10_000,
+    max_length: int | None = None,
 ) -> tuple[ForwardIndex, CollectionStats]:
-    """One pass over a CORPUS frame: statistics of every document, forward rows of `keep` (or all)."""
+    """One pass over a CORPUS frame: statistics of every document, forward rows of `keep` (or all).
+
+    `max_length` cuts the forward rows (not the statistics) to each document's first tokens: what a
+    model that reads only those (the neural Model 1) sees, so that its export is scored on the same text.
+    """
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"index_collection: max_length must be >= 1 or None, got {max_length}")
     n = len(vocabulary)
     term_counts, doc_freq = np.zeros(n), np.zeros(n, dtype=np.int64)
     n_docs = n_tokens = 0
@@ -101,8 +108,13 @@ def index_collection(
         chosen = np.arange(batch.height) if keep is None else np.flatnonzero(
             batch["doc_id"].is_in(keep.implode()).to_numpy())
         ids.append(batch["doc_id"].gather(chosen))
-        matrices.append(bag[chosen])
-        lengths.append(tokens.lengths[chosen])
+        if max_length is None:
+            matrices.append(bag[chosen])
+            lengths.append(tokens.lengths[chosen])
+        else:
+            cut = tokens.take(chosen).truncate(max_length)
+            matrices.append(bag_of_tokens(cut, n))
+            lengths.append(cut.lengths)
     term_counts[vocabulary.unk_id] = 0.0
     stats = CollectionStats(term_counts, doc_freq, n_docs, n_tokens)
     if not matrices:

@@ -1,7 +1,14 @@
-"""The paper's Table 2 systems: BM25 fused with Model 1 (and BM25 over word pieces) by learned weights.
+"""The paper's Table 2 systems: BM25 fused with Model 1, and its multi-field BM25 baselines.
 
-Each feature run reranks the top `depth` BM25 candidates of the training (train/fusion) and report
-queries. BM25 scores are divided by the sum of the query's idf (over lower-cased words, stop words
+The paper fuses BM25 (lemmas) with each context-free Model 1 and, as the baselines these must beat
+(every context-free model matches exact terms through self-translation or smoothing), with BM25
+over the same tokens: BM25+BM25(word) and BM25+BM25(bwps), a multi-field BM25. Our rows:
+bm25+bm25(words), bm25+bm25(wp) (bwps: BERT word pieces) and bm25+model1(words | wp),
+bm25+nn-model1(-exp). `PAPER_PAIRS` lists the paper's t-tests: each Model 1 row against the
+baseline of its tokens. Our base BM25 is Lucene's over the analysed text, not over lemmas.
+
+Each feature run reranks the top `depth` BM25 candidates of the fusion queries (the unit's
+train/fusion, or its validation fold under cross-validation) and its test queries. BM25 scores are divided by the sum of the query's idf (over lower-cased words, stop words
 removed: our approximation of Lucene's analysed terms, which the JVM module does not expose), Model 1
 log-scores come divided by the query length. For every feature a pair of weights is learned on
 train/fusion with coordinate ascent and applied to the report queries.
@@ -17,11 +24,23 @@ from dagster_ir.fusion.fuse import FusionConfig, FusionModel, feature_frame, lea
 from dagster_ir.fusion.normalize import divide_by_query
 from dagster_ir.methods.model1.bm25 import query_idf_sums
 from dagster_ir.methods.model1.index import CollectionStats
+from dagster_ir.methods.model1.tuning import TuningGrid
 from dagster_ir.methods.model1.vocabulary import Vocabulary
 from dagster_ir.schemas import RUN, validate
 
-FEATURE_RUNS = ("bm25(wp)", "model1(words)", "model1(wp)", "nn-model1-exp", "nn-model1")
+FEATURE_RUNS = ("bm25(words)", "bm25(wp)", "model1(words)", "model1(wp)", "nn-model1-exp", "nn-model1")
 BERT_RUN = "bert-model1"
+BERT_VANILLA_RUN = "bert-vanilla"  # the full-document BERT ranker over the same chunks
+BERT_SHORT_RUN = "bert"  # the cross-encoder on the first 512 tokens (the PHP group's, BERT-vanilla (short))
+# The paper's hypotheses (two-sided t-tests): row -> the row it is tested against.
+PAPER_PAIRS: dict[str, str] = {
+    "bm25+model1(words)": "bm25+bm25(words)",
+    "bm25+model1(wp)": "bm25+bm25(wp)",
+    "bm25+nn-model1-exp": "bm25+bm25(wp)",
+    "bm25+nn-model1": "bm25+bm25(wp)",
+    BERT_RUN: BERT_SHORT_RUN,
+    BERT_VANILLA_RUN: BERT_SHORT_RUN,
+}
 
 
 def fused_name(feature: str, base: str = "bm25") -> str:
@@ -32,15 +51,14 @@ def fused_name(feature: str, base: str = "bm25") -> str:
 @dataclass(frozen=True)
 class Model1RunsConfig:
     """depth: BM25 candidates the context-free models rerank (the paper: 1000); bert_depth: those
-    BERT-Model1 reranks (the paper: 100); fusion_split: queries the weights are learned on;
-    report_split: queries of the output runs."""
+    BERT-Model1 and BERT-vanilla rerank (the paper: 100); tuning: the (lambda, p_self) grid of the
+    non-parametric Model 1, scored on the validation queries."""
 
     depth: int = 100
     bert_depth: int = 20
     base_run: str = "bm25"
-    fusion_split: str = "train/fusion"
-    report_split: str = "test"
     fusion: FusionConfig = field(default_factory=FusionConfig)
+    tuning: TuningGrid = field(default_factory=TuningGrid)
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.bert_depth < 1:

@@ -117,6 +117,17 @@ def prune(matrix: sp.spmatrix, config: PruneConfig) -> sp.csr_matrix:
     return sp.csr_matrix((vals.astype(np.float32), (rows, cols)), shape=matrix.shape)
 
 
+def with_self_prob(table: TranslationTable, self_prob: float) -> TranslationTable:
+    """`table` with T(t|t) = self_prob in every row that has other entries (rescaled to 1 - self_prob);
+    a row holding only its self translation keeps T(t|t) = 1. On a table `prune` made with any
+    self_prob this equals pruning the EM table with `self_prob` (pruning never looks at it)."""
+    coo = sp.coo_matrix(table.matrix)
+    rows, cols, vals = coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data.astype(np.float64)
+    rows, cols, vals = _with_self_translation(rows, cols, vals, np.unique(rows), self_prob, table.matrix.shape[0])
+    return TranslationTable(table.vocabulary, sp.csr_matrix((vals.astype(np.float32), (rows, cols)),
+                                                            shape=table.matrix.shape))
+
+
 def _rank_in_row(rows: np.ndarray, vals: np.ndarray) -> np.ndarray:
     """0 for the largest value of each row, 1 for the next, ... (ties by position)."""
     order = np.lexsort((-vals, rows))

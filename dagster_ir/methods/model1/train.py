@@ -25,7 +25,6 @@ class Model1Config:
 
     vocabulary: str = WORDPIECES  # "words" | "wordpieces"
     backbone: str = ""  # the word piece tokenizer ("" = bundled all-MiniLM-L6-v2)
-    train_split: str = "train/model"
     bitext: BitextConfig = field(default_factory=BitextConfig)
     em: EMConfig = field(default_factory=EMConfig)
     prune: PruneConfig = field(default_factory=PruneConfig)
@@ -36,7 +35,8 @@ class Model1Config:
 PROFILES: dict[str, Model1Config] = {
     "demo": Model1Config(),
     # bert-base-uncased has the same WordPiece vocabulary as the bundled backbone
-    "paper": Model1Config(backbone="bert-base-uncased", spool_to_disk=True),
+    # MGIZA aligns to the empty word and the paper discards those probabilities: EM with NULL
+    "paper": Model1Config(backbone="bert-base-uncased", spool_to_disk=True, em=EMConfig(null_word=True)),
 }
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dagster_ir.neural.backbone import make_tiny_backbone
-from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config, chunk_inputs
+from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config, BertVanilla, chunk_inputs
 from dagster_ir.methods.model1 import index_collection, wordpiece_vocabulary
 from dagster_ir.methods.model1.neural import Model1LayerConfig, NeuralTexts, TokenizedTexts, rerank, train_ranker
 from dagster_ir.neural.training import TrainConfig
@@ -85,3 +85,49 @@ def test_training_and_the_saved_folder(setup, tmp_path):
     assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
     after = rerank(BertModel1.load(folder), texts, run, "bert-model1", batch_size=2)
     np.testing.assert_allclose(after["score"].to_numpy(), before["score"].to_numpy(), rtol=1e-5)
+
+
+def test_documents_are_cut_to_what_the_chunks_hold_after_the_longest_query(setup):
+    stats, texts, config = setup
+    assert BertModel1Config(chunk_length=512, max_chunks=3, max_query_length=32).doc_tokens == 1431  # the paper's
+    model = BertModel1.from_backbone(stats, config)
+    inputs = model.encode_pairs(texts, ["q0"], ["d0"])  # a 2-token query would leave room for 3 x 11
+    assert config.doc_tokens == 3 * (16 - 8 - 3) and int(inputs["d_mask"].sum()) == config.doc_tokens
+    assert texts.docs.tokens.lengths[texts.docs.rows(["d0"])][0] > config.doc_tokens
+
+
+def test_the_head_gets_its_own_learning_rate(setup):
+    from dagster_ir.neural.training import make_optimizer
+
+    stats, _, config = setup
+    model = BertModel1.from_backbone(stats, config)
+    train = TrainConfig(lr=2e-5, lr_groups=(("layer.", 2e-3),))
+    rates = {}
+    for group in make_optimizer(model, train).param_groups:
+        rates[group["lr"]] = rates.get(group["lr"], 0) + sum(p.numel() for p in group["params"])
+    assert rates[2e-3] == sum(p.numel() for p in model.layer.parameters())
+    assert rates[2e-5] == sum(p.numel() for p in model.encoder.parameters())
+    assert BertModel1Config().train.lr_groups == (("layer.", 2e-3),)  # the paper profile's default
+
+
+def test_bert_vanilla_scores_the_mean_cls_of_its_chunks(setup, tmp_path):
+    stats, texts, config = setup
+    model = BertVanilla.from_backbone(stats, config).eval()
+    inputs = model.encode_pairs(texts, ["q0", "q1"], ["d0", "d1"])
+    with torch.no_grad():
+        scores = model(**inputs)
+        cls = model.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                            token_type_ids=inputs["token_type_ids"] if model.uses_token_types else None
+                            ).last_hidden_state[:, 0]
+        pair = inputs["sequence_pair"]
+        expected = [model.layer(cls[pair == b].mean(0)).item() for b in range(2)]
+    assert int((pair == 0).sum()) == 2 and int((pair == 1).sum()) == 1  # d0: 15 tokens in chunks of 11; d1 one
+    np.testing.assert_allclose(scores.numpy(), expected, rtol=1e-5, atol=1e-6)
+    result = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt")
+    assert result.steps == 3 and all(np.isfinite(result.loss_curve))
+    folder = model.save(tmp_path / "vanilla")
+    again = BertVanilla.load(folder).eval()
+    with torch.no_grad():
+        np.testing.assert_allclose(again(**inputs).numpy(), model.eval()(**inputs).numpy(), rtol=1e-5)
+    with pytest.raises(ValueError, match="BERT-vanilla model, not BERT-model1"):
+        BertModel1.load(folder)

@@ -112,3 +112,25 @@ def test_train_model1_learns_a_translation():
     spooled = train_model1(queries, qrels, corpus, queries["query_id"], vocab,
                            replace(config, spool_to_disk=True, bitext=replace(config.bitext, block_pairs=1)))
     np.testing.assert_allclose(spooled.table.matrix.toarray(), t, rtol=1e-6)
+
+
+def test_null_word_em_matches_two_pairs_computed_by_hand():
+    # (a -> x y), (b -> x), every source with the empty word N prepended. Iteration 1 (uniform t):
+    # x, y of pair 1 split 1/2 : 1/2 between N and a; x of pair 2 between N and b, so
+    # t(x|a) = t(y|a) = 1/2, t(x|b) = 1, t(x|N) = 2/3, t(y|N) = 1/3. Iteration 2, pair 1:
+    # x -> a (1/2) / (2/3 + 1/2) = 3/7, y -> a (1/2) / (1/3 + 1/2) = 3/5, so t(x|a) = (3/7) / (3/7 + 3/5) = 5/12.
+    bitext = Bitext(Ragged.from_lists([[A], [B]]), Ragged.from_lists([[X, Y], [X]]))
+    with_null = train_em(lambda: [bitext], V, EMConfig(iterations=2, null_word=True)).matrix.toarray()
+    assert with_null.shape == (V, V)  # the NULL row is discarded
+    assert with_null[A, X] == pytest.approx(5 / 12)
+    assert with_null[A, Y] == pytest.approx(7 / 12)
+    assert with_null[B, X] == pytest.approx(1.0)
+    without = train_em(lambda: [bitext], V, EMConfig(iterations=2)).matrix.toarray()
+    assert without[A, X] == pytest.approx(0.5) and without[A, Y] == pytest.approx(0.5)  # a is x's and y's only source
+
+
+def test_null_word_adds_one_alignment_per_target_token():
+    bitext = Bitext(Ragged.from_lists([[A, B], [A]]), Ragged.from_lists([[X, Y], [X]]))
+    plain = train_em(lambda: [bitext], V, EMConfig(iterations=1)).history[0]
+    null = train_em(lambda: [bitext], V, EMConfig(iterations=1, null_word=True)).history[0]
+    assert (plain.alignments, null.alignments) == (2 * 2 + 1, 3 * 2 + 2 * 1)

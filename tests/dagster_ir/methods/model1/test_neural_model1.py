@@ -8,6 +8,7 @@ import torch
 from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.methods.model1 import Model1Scorer, ScoringConfig, index_collection, wordpiece_vocabulary
 from dagster_ir.methods.model1.neural import (
+    PROFILES,
     Model1LayerConfig,
     NeuralModel1,
     NeuralModel1Config,
@@ -19,6 +20,7 @@ from dagster_ir.methods.model1.neural import (
     export_table,
     export_vocabulary,
     margin_loss,
+    pairwise_loss,
     rerank,
     train_ranker,
 )
@@ -172,3 +174,45 @@ def test_an_untrained_model_ranks_exact_matches_first(setup):
     with torch.no_grad():
         t = model.layer.mlp(torch.randn(1, 4, 8), torch.randn(1, 5, 8))
     assert float(t.mean()) < 0.1  # initial_translation = 0.02 sets F3's bias
+
+
+def test_a_cut_index_holds_the_words_the_neural_model_reads(setup):
+    vocab, _, stats, _, texts = setup
+    cut, cut_stats = index_collection(CORPUS, vocab, max_length=3)
+    assert cut_stats.n_tokens == stats.n_tokens  # statistics of whole documents
+    ids, mask = texts.docs.padded(CORPUS["doc_id"].to_list(), 3)
+    for row, doc in enumerate(CORPUS["doc_id"]):
+        read = ids[row][mask[row] > 0].numpy()
+        counts = np.bincount(read, minlength=len(vocab))
+        np.testing.assert_array_equal(cut.counts[cut.rows_of([doc])[0]].toarray().ravel(), counts)
+        assert cut.lengths[cut.rows_of([doc])[0]] == read.size
+    with pytest.raises(ValueError, match="max_length"):
+        index_collection(CORPUS, vocab, max_length=0)
+
+
+def test_eq_4_without_the_collection_term(setup):
+    _, _, stats, model, texts = setup
+    config = NeuralModel1Config(backbone=model.config.backbone,
+                                layer=Model1LayerConfig(proj_dim=8, hidden_dim=8, self_prob=0.3, lam=0.0))
+    eq4, _ = build_model(stats, config)
+    inputs = eq4.encode_pairs(texts, ["q2", "q2"], ["d2", "d4"])
+    with torch.no_grad():
+        x_q = eq4.layer.project_query(eq4.embed_q(inputs["q_ids"]))
+        x_d = eq4.layer.project_doc(eq4.embed_d(inputs["d_ids"]))
+        t = eq4.layer.translation(x_q, x_d, inputs["q_ids"], inputs["d_ids"])
+        d_mask = inputs["d_mask"].float()
+        p = (t * d_mask[:, None, :]).sum(-1) / d_mask.sum(-1)[:, None]  # sum_i T(q|d_i) / |D|
+        expected = (torch.log(p) * inputs["q_mask"]).sum(-1) / inputs["q_mask"].sum(-1)
+        np.testing.assert_allclose(eq4(**inputs).numpy(), expected.numpy(), rtol=1e-5)
+    assert PROFILES["paper"].layer.lam == 0.0 and PROFILES["paper"].train.epoch_decay == 0.9
+    assert (PROFILES["paper"].negatives.depth, PROFILES["paper"].negatives.n_per_positive) == (500, 20)
+
+
+def test_the_summed_loss_is_the_mean_times_the_batch(setup):
+    _, _, _, model, texts = setup
+    batch = [("q0", "d0", "d4"), ("q1", "d4", "d2"), ("q2", "d2", "d3")]
+    mean, _ = pairwise_loss(texts, 1.0)(model, batch)
+    summed, _ = pairwise_loss(texts, 1.0, scale=3.0)(model, batch)
+    assert summed.item() == pytest.approx(3 * mean.item())
+    with pytest.raises(ValueError, match="loss_reduction"):
+        NeuralModel1Config(loss_reduction="max")
