@@ -7,6 +7,8 @@ d_i, found through the fast tokenizer's offset mapping) are selected with `ancho
 (0.5), all other tokens with `mask_prob` (0.15), special tokens never; a selected token becomes
 [MASK] (80%), a random token (10%) or stays (10%). The masks of an example come from a generator
 seeded by (seed, epoch, example), so they do not depend on batching, process count or resuming.
+With `mlm_weight` 0 (the no-MLM ablation) nothing is masked: the pairs are the plain inputs, so the
+ablation's ranking loss sees the same text as a fine-tuned model does.
 """
 
 from __future__ import annotations
@@ -127,6 +129,10 @@ class PhpInputs:
             ids = np.asarray(pair.input_ids)
             special = np.zeros(len(ids), dtype=bool)
             special[[0, len(query.ids) + 1, len(ids) - 1]] = True
+            if self.config.mlm_weight == 0:  # no MLM: the inputs stay as they are (nothing to predict)
+                pairs.append(pair)
+                labels.append(np.full(len(ids), IGNORE, dtype=np.int64))
+                continue
             anchor = np.zeros(len(ids), dtype=bool)
             if doc in query.anchors:
                 anchor[1 : 1 + len(query.ids)] = query.anchors[doc]
