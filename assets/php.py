@@ -80,6 +80,7 @@ class PhpSettings(_TrainOverrides):
     mask_prob: Optional[float] = None
     exclude_eval_articles: Optional[bool] = None
     fill_negatives: Optional[str] = None  # "none" | "lower" | "lower+random" (demo): see dagster_ir.methods.php
+    d4_rule: Optional[str] = None  # "cover" (default) | "literal": see dagster_ir.methods.php.examples
     hp_epochs: Optional[int] = None
     shp_epochs: Optional[int] = None
     mrds_epochs: Optional[int] = None
@@ -185,14 +186,16 @@ def eval_articles(queries: pl.DataFrame | None, query_splits: pl.DataFrame | Non
     return queries.join(held_out, on="query_id")["article_id"].unique().sort().to_list()
 
 
-@dg.asset(group_name=GROUP, code_version="1", ins={"php_groups": dg.AssetIn(), **_eval_ins()})
+@dg.asset(group_name=GROUP, code_version="2",
+          ins={"php_groups": dg.AssetIn(), "wiki_link_graph": dg.AssetIn(), **_eval_ins()})
 def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **inputs) -> pl.DataFrame:
     """PHP training examples of every stage (HP, SHP, MRDS): a segment, one positive, n sampled negatives."""
     domain = config.to_domain()
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     frames, metadata = [], {"excluded_articles": len(excluded), "seed": domain.train.seed}
     for stage in php.STAGE_ORDER:
-        frame, counts = php.build_php_examples(inputs["php_groups"], stage, domain, excluded)
+        frame, counts = php.build_php_examples(inputs["php_groups"], stage, domain, excluded,
+                                               link_graph=inputs["wiki_link_graph"])
         frames.append(frame)
         metadata.update({f"{stage}_{k}": v for k, v in asdict(counts).items() if k != "stage"})
     context.add_output_metadata(metadata)

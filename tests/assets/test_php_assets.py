@@ -62,13 +62,25 @@ def test_php_examples_asset_builds_every_stage_and_leaves_out_held_out_articles(
     queries = pl.DataFrame({"query_id": ["f/x"], "text": ["t"], "article_id": ["f"]})
     splits = pl.DataFrame({"query_id": ["f/x"], "split": ["test"], "fold": [0]})
     context = dg.build_asset_context()
+    graph = _link_graph([("a", "b", True), ("a", "c", True), ("a", "e", False), ("a", "f", True)])
     frame = php_examples(context, config=PhpSettings(n_negatives=2), php_groups=groups, queries=queries,
-                         query_splits=splits)
+                         query_splits=splits, wiki_link_graph=graph)
     assert frame.filter(pl.col("stage") == "hp").height == 0  # its only negative, f, is held out
     assert frame.filter(pl.col("stage") == "shp")["pos_id"].sort().to_list() == ["b", "c"]
     kept = php_examples(dg.build_asset_context(), config=PhpSettings(n_negatives=2, exclude_eval_articles=False),
-                        php_groups=groups, queries=queries, query_splits=splits)
+                        php_groups=groups, queries=queries, query_splits=splits, wiki_link_graph=graph)
     assert kept.filter(pl.col("stage") == "hp").height == 3
+    literal = php_examples(dg.build_asset_context(), wiki_link_graph=graph, queries=queries, query_splits=splits,
+                           config=PhpSettings(n_negatives=2, exclude_eval_articles=False, d4_rule="literal",
+                                              fill_negatives="none"), php_groups=groups)
+    assert literal.filter(pl.col("stage") == "hp").height == 0  # f links back to a: no D4 under the literal rule
+
+
+def _link_graph(edges):
+    from dagster_ir.schemas import LINK_GRAPH
+
+    rows = [(src, dst, 1, 1, both, 1 if both else None) for src, dst, both in edges]
+    return pl.DataFrame(rows, schema=list(LINK_GRAPH), orient="row").cast(LINK_GRAPH)
 
 
 def _upstream_assets() -> list:
@@ -123,6 +135,9 @@ def _upstream_tables(root) -> None:
                     links.append((src, n, dst, start, start + 1, dst.upper(), dst))
     put("wiki_links", pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS))
     put("php_groups", pl.DataFrame(groups, schema=list(PHP_GROUPS), orient="row").cast(PHP_GROUPS))
+    from dagster_ir.wiki.graph import build_link_graph
+
+    put("wiki_link_graph", build_link_graph(pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS)))
     docs = [(f"{k}/{n}", "", f"{text} part {n}") for k, text in TOPICS.items() for n in (1, 2)]
     put("corpus", pl.DataFrame(docs, schema=["doc_id", "title", "text"], orient="row"), "wiki-car")
     queries = pl.DataFrame({"query_id": [f"{k}/q" for k in TOPICS], "text": [t.split()[0] for t in TOPICS.values()],

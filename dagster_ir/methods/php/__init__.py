@@ -14,6 +14,7 @@ Loss = LCE + `mlm_weight` * anchor-aware MLM; each stage starts from the previou
 """
 
 from dagster_ir.methods.php.config import (
+    D4_RULES,
     FILL_NEGATIVES,
     GROUP_ORDER,
     IGNORE,
@@ -26,12 +27,13 @@ from dagster_ir.methods.php.config import (
     ablation_config,
     run_key,
 )
-from dagster_ir.methods.php.examples import ExampleCounts, build_php_examples, stage_groups
+from dagster_ir.methods.php.examples import ExampleCounts, apply_d4_rule, build_php_examples, stage_groups
 from dagster_ir.methods.php.masking import PhpInputs, anchor_token_flags, mask_tokens
 from dagster_ir.methods.php.model import MlmHead, PhpModel, php_loss
 from dagster_ir.methods.php.stages import StageResult, pretrain_chain, pretrain_stage, stage_train_config
 
 __all__ = [
+    "D4_RULES",
     "FILL_NEGATIVES",
     "GROUP_ORDER",
     "IGNORE",
@@ -47,6 +49,7 @@ __all__ = [
     "PhpModel",
     "StageResult",
     "ablation_config",
+    "apply_d4_rule",
     "anchor_token_flags",
     "build_php_examples",
     "mask_tokens",

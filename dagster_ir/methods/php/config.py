@@ -21,6 +21,7 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 STAGE_ORDER = ("hp", "shp", "mrds")
 GROUP_ORDER = ("D1", "D2", "D3", "D4")
 FILL_NEGATIVES = ("none", "lower", "lower+random")
+D4_RULES = ("cover", "literal")  # see `dagster_ir.methods.php.examples` (the paper's D4 contradiction)
 MLM_HEAD_FILE = "mlm_head.safetensors"
 PHP_FILE = "php.json"
 IGNORE = -100  # label of tokens that are not predicted
@@ -44,6 +45,7 @@ class PhpConfig:
     mask_prob: float = 0.15
     exclude_eval_articles: bool = True  # leave out the articles of the fine-tuning collection's dev/test queries
     fill_negatives: str = "none"  # "none" (paper) | "lower" | "lower+random": see the module docstring
+    d4_rule: str = "cover"  # "cover": D4 = every link not in s; "literal": only unidirectional ones (see examples)
     train: TrainConfig = TrainConfig(lr=1e-5, warmup_ratio=0.1, weight_decay=0.01, batch_size=24)
 
     def __post_init__(self) -> None:
@@ -57,6 +59,8 @@ class PhpConfig:
                 raise ValueError(f"PhpConfig.{name} must lie in [0, 1], got {getattr(self, name)}")
         if self.mlm_weight < 0:
             raise ValueError(f"PhpConfig.mlm_weight must be >= 0, got {self.mlm_weight}")
+        if self.d4_rule not in D4_RULES:
+            raise ValueError(f"PhpConfig.d4_rule: choose from {D4_RULES}, got {self.d4_rule!r}")
         if self.fill_negatives not in FILL_NEGATIVES:
             raise ValueError(f"PhpConfig.fill_negatives: choose from {FILL_NEGATIVES}, got {self.fill_negatives!r}")
 
