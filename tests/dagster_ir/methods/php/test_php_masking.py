@@ -94,3 +94,31 @@ def test_the_no_mlm_ablation_sees_the_unmasked_inputs(tmp_path):
     assert [p.token_type_ids for p in pairs] == [e.token_type_ids for e in expected]
     assert all((label == IGNORE).all() for label in labels)
     assert tok.mask_token_id in masked[0].input_ids  # the same config with MLM does corrupt them
+
+
+def test_documents_are_the_article_lead_first_up_to_the_budget_as_reranking_reads_them(tmp_path):
+    from dagster_ir.neural.rerank import CrossEncoderScorer
+
+    backbone = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))
+    query = "The river flows past the castle."
+    castle = ["A castle is a fortified home.", "Its walls are thick and old.", "Many were built in stone."]
+    segments = pl.DataFrame(
+        [("a", "A", 1, "", query, 6), ("s", "Sea", 1, "", "The sea is salty water.", 5)]
+        + [("c", "Castle", n, "" if n == 1 else "History", text, len(text.split()))
+           for n, text in reversed(list(enumerate(castle, start=1)))],  # row order must not matter
+        schema=list(SEGMENTS), orient="row").cast(SEGMENTS)
+    links = pl.DataFrame([("a", 1, "castle", 25, 31, "Castle", "c")], schema=list(LINKS), orient="row").cast(LINKS)
+    examples = pl.DataFrame([("hp", "a", 1, "c", ["s"], False)], schema=PHP_EXAMPLES, orient="row")
+    plain = PhpConfig(mlm_weight=0.0)
+    for max_length in (64, 20):  # room for the whole article; then only its lead and part of segment 2
+        model = CrossEncoder.from_pretrained(backbone, max_length=max_length, max_query_length=8)
+        pairs, _ = PhpInputs(examples, segments, links, model, plain).example(0, np.random.default_rng(0))
+        reranked = CrossEncoderScorer(model).encode([query], [" ".join(castle)])[0]
+        assert pairs[0].input_ids == reranked.input_ids and pairs[0].token_type_ids == reranked.token_type_ids
+        doc = model.tokenizer.decode(pairs[0].input_ids[pairs[0].token_type_ids.index(1):], skip_special_tokens=True)
+        assert doc.startswith("a castle is a fortified home.")
+        assert len(pairs[0].input_ids) == min(max_length, len(reranked.input_ids))
+    assert "its walls" in doc and "stone" not in doc and len(pairs[0].input_ids) == 20
+    full = CrossEncoder.from_pretrained(backbone, max_length=64, max_query_length=8)
+    pairs, _ = PhpInputs(examples, segments, links, full, plain).example(0, np.random.default_rng(0))
+    assert full.tokenizer.decode(pairs[0].input_ids, skip_special_tokens=True).endswith("many were built in stone.")
