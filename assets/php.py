@@ -1,7 +1,8 @@
 """PHP assets: pre-training examples, the three PHP stages, ablations, fine-tuned cross-encoders, reranked runs.
 
 php_groups -> php_examples -> php_hp -> php_shp -> php_mrds (-> php_ablations)
-negatives + (backbone | php stage | ablation) -> cross_encoder (per training unit) -> reranked_runs (per unit)
+wiki_articles + wiki_links -> php_baseline_examples -> php_baselines (Table 3: ICT, WLP, PROP, HARP)
+negatives + (backbone | php stage | ablation | baseline) -> cross_encoder (per training unit) -> reranked_runs (per unit)
 
 `cross_encoder` and `reranked_runs` are partitioned by training unit (collection, fold, seed; see
 `assets.partitions`): each unit fine-tunes on its training queries' negatives, chooses the epoch on
@@ -13,7 +14,8 @@ Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFIL
 `max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
 (`files/php/...`); the assets return small manifest frames with their paths.
 Run names of `reranked_runs`: "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
-"php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only").
+"php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only"), and the
+Table 3 baselines by name ("ict", "wlp", "prop", "harp").
 """
 
 import base64
@@ -100,11 +102,28 @@ class PhpAblationSettings(PhpSettings):
     variants: list[str] = []
 
 
+class PhpBaselineSettings(PhpSettings):
+    """The PHP settings (same backbone, budget, MLM, training) plus the Table 3 baselines' generators."""
+
+    methods: list[str] = ["ict", "harp"]  # which to pre-train, of "ict" | "wlp" | "prop" | "harp"
+    baseline_negatives: Optional[int] = None  # ICT and WLP: None = PhpConfig.n_negatives
+    mu: float = 1000.0  # PROP / HARP's RQP: Dirichlet prior of the document language models
+    query_length_mean: float = 3.0  # PROP / HARP's RQP: Poisson mean of a sampled word set's size
+    harp_objectives: list[str] = ["rqp", "rdp"]
+
+    def generator_config(self) -> php.BaselineConfig:
+        domain = self.to_domain()
+        return php.BaselineConfig(n_negatives=self.baseline_negatives or domain.n_negatives, mu=self.mu,
+                                  query_length_mean=self.query_length_mean,
+                                  harp_objectives=tuple(self.harp_objectives), seed=domain.train.seed)
+
+
 class CrossEncoderSettings(_TrainOverrides):
     """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune."""
 
     profile: str = "demo"
-    inits: list[str] = ["bert", "php"]  # "bert" | "php" | "php-<stage>" | "php-<ablation>"
+    # "bert" | "php" | "php-<stage>" | "php-<ablation>" | a Table 3 baseline of php_baselines ("ict", "wlp", ...)
+    inits: list[str] = ["bert", "php", "ict", "harp"]
     backbone: Optional[str] = None
     n_negatives: Optional[int] = None
     max_length: Optional[int] = None
@@ -296,13 +315,57 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
     return pl.DataFrame(rows, schema=schema)
 
 
+@dg.asset(group_name=GROUP, code_version="1", ins=_eval_ins())
+def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame,
+                          wiki_links: pl.DataFrame, **inputs) -> pl.DataFrame:
+    """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump."""
+    domain, generators = config.to_domain(), config.generator_config()
+    excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
+    segments = latest_articles(wiki_articles).segments
+    frames = [php.build_baseline_examples(m, segments, wiki_links, generators, excluded) for m in php.METHODS]
+    frame = pl.concat(frames)
+    counts = frame.group_by("method", "objective").len().sort("method", "objective")
+    context.add_output_metadata({"excluded_articles": len(excluded), "seed": generators.seed,
+                                 **{f"{m}_{o}_examples": n for m, o, n in counts.iter_rows()}})
+    return frame
+
+
+@dg.asset(group_name=GROUP, code_version="1")
+def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
+                  php_baseline_examples: pl.DataFrame) -> pl.DataFrame:
+    """The Table 3 baselines pre-trained with PHP's backbone, budget and MLM: one checkpoint folder each."""
+    domain = config.to_domain()
+    rows, curves, metadata = [], {}, {}
+    for method in config.methods:
+        examples = php_baseline_examples.filter(pl.col("method") == method)
+        key = php.run_key(asdict(domain), method, frame_version(examples))
+        checkpoints = data.files("php", "checkpoints") / f"baseline-{method}-{key}"
+        started = time.monotonic()
+        result = php.pretrain_baseline(method, examples, domain, data.files("php", "baselines", method), checkpoints,
+                                       on_log=_logger(context, method))
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        trained = result.train
+        rows.append({"method": method, "path": str(result.path), "examples": result.examples,
+                     "steps": trained.steps if trained else 0, "seed": domain.train.seed})
+        curves[method] = trained.loss_curve if trained else []
+        metadata[f"{method}_seconds"] = round(time.monotonic() - started, 2)
+    context.add_output_metadata({**metadata, "methods": len(rows),
+                                 "loss_curves": _curves_markdown(curves, "Table 3 baselines")})
+    schema = {"method": pl.String, "path": pl.String, "examples": pl.Int64, "steps": pl.Int64, "seed": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
 # --- fine-tuning and reranking ------------------------------------------------------------------
 
 
-def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame) -> str:
+def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
+                 baselines: pl.DataFrame | None = None) -> str:
     """The folder a named cross-encoder starts from ("" = the backbone)."""
     if name == "bert":
         return ""
+    baseline = baselines.filter(pl.col("method") == name) if baselines is not None else None
+    if baseline is not None and baseline.height:
+        return baseline["path"][0]
     if name == "php":
         return stages["mrds"]
     if name.removeprefix("php-") in stages:
@@ -310,12 +373,13 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame) -> 
     variant = ablations.filter(pl.col("variant") == name.removeprefix("php-"))
     if name.startswith("php-") and variant.height:
         return variant["path"][0]
-    known = ["bert", "php", *(f"php-{s}" for s in stages), *(f"php-{v}" for v in ablations["variant"])]
+    known = ["bert", "php", *(f"php-{s}" for s in stages), *(f"php-{v}" for v in ablations["variant"]),
+             *([] if baselines is None else baselines["method"])]
     raise ValueError(f"cross_encoder: unknown init {name!r}; choose from {known} "
-                     "(add ablations to php_ablations' variants first)")
+                     "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
@@ -331,8 +395,9 @@ def cross_encoder(
     php_shp: pl.DataFrame,
     php_mrds: pl.DataFrame,
     php_ablations: pl.DataFrame,
+    php_baselines: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone and from PHP."""
+    """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone, PHP and its baselines."""
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
@@ -346,7 +411,7 @@ def cross_encoder(
         evaluate = finetune.dev_evaluator(run, queries, corpus, qrels, dev_ids, domain)
     rows, curves = [], {}
     for name in config.inits:
-        init = resolve_init(name, stages, php_ablations)
+        init = resolve_init(name, stages, php_ablations, php_baselines)
         model = finetune.load_model(init, domain)
         key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
                           frame_version(negatives))
@@ -415,5 +480,6 @@ def php_examples_are_contrastive(php_examples: pl.DataFrame) -> dg.AssetCheckRes
     )
 
 
-php_assets = [php_examples, php_hp, php_shp, php_mrds, php_ablations, cross_encoder, reranked_runs]
+php_assets = [php_examples, php_hp, php_shp, php_mrds, php_ablations, php_baseline_examples, php_baselines,
+              cross_encoder, reranked_runs]
 php_checks = [php_examples_are_contrastive]

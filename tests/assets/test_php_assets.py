@@ -6,11 +6,13 @@ import pytest
 
 from assets.php import (
     CrossEncoderSettings,
+    PhpBaselineSettings,
     PhpSettings,
     RerankSettings,
     eval_articles,
     php_assets,
     php_checks,
+    php_baseline_examples,
     php_examples,
     resolve_init,
 )
@@ -54,6 +56,39 @@ def test_init_names_resolve_to_folders():
     assert resolve_init("php-no-mlm", stages, ablations) == "/m/ab/no-mlm"
     with pytest.raises(ValueError, match="php-anchor-0.9"):
         resolve_init("php-anchor-0.9", stages, ablations)
+    baselines = pl.DataFrame({"method": ["ict", "harp"], "path": ["/m/b/ict", "/m/b/harp"]})
+    assert resolve_init("harp", stages, ablations, baselines) == "/m/b/harp"
+    with pytest.raises(ValueError, match="'wlp'; choose from .*'ict', 'harp'"):
+        resolve_init("wlp", stages, ablations, baselines)
+
+
+def test_baseline_settings_share_phps_and_map_onto_the_generators():
+    settings = PhpBaselineSettings(n_negatives=4, mu=50.0, harp_objectives=["rdp"], max_length=64)
+    assert settings.to_domain() == PhpSettings(n_negatives=4, max_length=64).to_domain()
+    generators = settings.generator_config()
+    assert (generators.n_negatives, generators.mu, generators.harp_objectives) == (4, 50.0, ("rdp",))
+    assert generators.seed == settings.to_domain().train.seed
+    assert PhpBaselineSettings(baseline_negatives=1).generator_config().n_negatives == 1
+
+
+def test_php_baseline_examples_asset_leaves_out_held_out_articles():
+    from dagster_ir.schemas import LINKS, SEGMENTS
+
+    texts = {"a": "Rivers flow. They reach the b sea.", "b": "The sea is deep. It is salty.",
+             "c": "Castles are old. One stands by the a river."}
+    segments = pl.DataFrame([(k, k, 1, "", t, 6) for k, t in texts.items()], schema=list(SEGMENTS),
+                            orient="row").cast(SEGMENTS)
+    links = pl.DataFrame([("a", 1, "b", texts["a"].index(" b ") + 1, texts["a"].index(" b ") + 2, "B", "b"),
+                          ("c", 1, "a", texts["c"].index(" a ") + 1, texts["c"].index(" a ") + 2, "A", "a")],
+                         schema=list(LINKS), orient="row").cast(LINKS)
+    queries = pl.DataFrame({"query_id": ["c/x"], "text": ["t"], "article_id": ["c"]})
+    splits = pl.DataFrame({"query_id": ["c/x"], "split": ["test"], "fold": [0]})
+    frame = php_baseline_examples(dg.build_asset_context(), config=PhpBaselineSettings(n_negatives=1),
+                                  wiki_articles=segments.lazy(), wiki_links=links, queries=queries, query_splits=splits)
+    assert set(frame["method"]) == {"ict", "prop", "harp"}  # WLP: a's only other linking segment is c's, held out
+    assert frame.filter(pl.col("method") == "harp").select("objective", "key").sort("objective").rows() == [
+        ("rdp", "a->b"), ("rqp", "b")]
+    assert not any("Castles" in t for t in frame["docs"].explode().to_list())
 
 
 def test_php_examples_asset_builds_every_stage_and_leaves_out_held_out_articles():
@@ -168,15 +203,17 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     _upstream_tables(root)
     php_config = {"backbone": tiny, "max_length": 32, "max_query_length": 12, "n_negatives": 2, "batch_size": 2}
     ce_config = {"backbone": tiny, "max_length": 32, "max_query_length": 8, "n_negatives": 2, "batch_size": 2,
-                 "inits": ["bert", "php", "php-no-mlm"], "epochs": 2}
+                 "inits": ["bert", "php", "php-no-mlm", "ict"], "epochs": 2}
     run_config = {"ops": {"php_examples": {"config": php_config}, "php_hp": {"config": php_config},
+                          "php_baseline_examples": {"config": php_config},
+                          "php_baselines": {"config": {**php_config, "methods": ["ict"]}},
                           "php_shp": {"config": php_config}, "php_mrds": {"config": php_config},
                           "php_ablations": {"config": {**php_config, "variants": ["no-mlm"]}}}}
     everything = _upstream_assets() + php_assets
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("wiki_dump", ["dump"])
         pretrained = dg.materialize(everything, selection=["php_examples", "php_hp", "php_shp", "php_mrds",
-                                                           "php_ablations"],
+                                                           "php_ablations", "php_baseline_examples", "php_baselines"],
                                     resources=resources(str(root)), instance=instance, run_config=run_config)
         assert pretrained.success
         examples = pretrained.asset_value("php_examples")
@@ -190,9 +227,10 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
                                run_config={"ops": {"cross_encoder": {"config": ce_config}}})
         assert tuned.success
     manifest = tuned.asset_value("cross_encoder")
-    assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm"]
+    assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm", "ict"]
     assert manifest["dev_score"].is_not_null().all()  # two epochs: selected on dev
-    assert manifest["train_seed"].to_list() == [42] * 3 and manifest["seed"].to_list() == [0] * 3
+    assert manifest["train_seed"].to_list() == [42] * 4 and manifest["seed"].to_list() == [0] * 4
+    assert pretrained.asset_value("php_baselines")["steps"].item() > 0
     reranked = Catalog(root).query("select run_name, query_id, seed, count(*) as n from reranked_runs group by all")
-    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm"} and (reranked["n"] == len(TOPICS)).all()
+    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm", "ict"} and (reranked["n"] == len(TOPICS)).all()
     assert set(reranked["query_id"]) == {"g/q"} and set(reranked["seed"]) == {0}  # the unit's test queries only
