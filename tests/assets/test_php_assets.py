@@ -203,10 +203,10 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     _upstream_tables(root)
     php_config = {"backbone": tiny, "max_length": 32, "max_query_length": 12, "n_negatives": 2, "batch_size": 2}
     ce_config = {"backbone": tiny, "max_length": 32, "max_query_length": 8, "n_negatives": 2, "batch_size": 2,
-                 "inits": ["bert", "php", "php-no-mlm", "ict"], "epochs": 2}
+                 "inits": ["bert", "php", "php-no-mlm", "harp"], "epochs": 2}
     run_config = {"ops": {"php_examples": {"config": php_config}, "php_hp": {"config": php_config},
                           "php_baseline_examples": {"config": php_config},
-                          "php_baselines": {"config": {**php_config, "methods": ["ict"]}},
+                          "php_baselines": {"config": {**php_config, "methods": ["harp"]}},
                           "php_shp": {"config": php_config}, "php_mrds": {"config": php_config},
                           "php_ablations": {"config": {**php_config, "variants": ["no-mlm"]}}}}
     everything = _upstream_assets() + php_assets
@@ -227,10 +227,10 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
                                run_config={"ops": {"cross_encoder": {"config": ce_config}}})
         assert tuned.success
     manifest = tuned.asset_value("cross_encoder")
-    assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm", "ict"]
+    assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm", "harp"]
     assert manifest["dev_score"].is_not_null().all()  # two epochs: selected on dev
     assert manifest["train_seed"].to_list() == [42] * 4 and manifest["seed"].to_list() == [0] * 4
-    assert pretrained.asset_value("php_baselines")["steps"].item() > 0
+    assert pretrained.asset_value("php_baselines")["steps"].item() > 0  # HARP's RDP: one example per link
     reranked = Catalog(root).query("select run_name, query_id, seed, count(*) as n from reranked_runs group by all")
-    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm", "ict"} and (reranked["n"] == len(TOPICS)).all()
+    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm", "harp"} and (reranked["n"] == len(TOPICS)).all()
     assert set(reranked["query_id"]) == {"g/q"} and set(reranked["seed"]) == {0}  # the unit's test queries only
