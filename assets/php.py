@@ -97,7 +97,7 @@ class PhpSettings(_TrainOverrides):
 
 
 class PhpAblationSettings(PhpSettings):
-    """The PHP settings plus the ablations to pre-train ("<stage>-only", "no-mlm", "anchor-<ratio>")."""
+    """The PHP settings plus the ablations to pre-train ("<stage>-only", "no-mlm", "anchor-<ratio>", "negatives-<n>")."""
 
     variants: list[str] = []
 
@@ -210,6 +210,13 @@ def eval_articles(queries: pl.DataFrame | None, query_splits: pl.DataFrame | Non
 def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **inputs) -> pl.DataFrame:
     """PHP training examples of every stage (HP, SHP, MRDS): a segment, one positive, n sampled negatives."""
     domain = config.to_domain()
+    frame, metadata = _build_examples(domain, inputs)
+    context.add_output_metadata(metadata)
+    return frame
+
+
+def _build_examples(domain: php.PhpConfig, inputs: dict) -> tuple[pl.DataFrame, dict]:
+    """Every stage's examples from php_groups (+ wiki_link_graph, the held-out articles) and their counts."""
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     frames, metadata = [], {"excluded_articles": len(excluded), "seed": domain.train.seed}
     for stage in php.STAGE_ORDER:
@@ -217,8 +224,7 @@ def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **input
                                                link_graph=inputs["wiki_link_graph"])
         frames.append(frame)
         metadata.update({f"{stage}_{k}": v for k, v in asdict(counts).items() if k != "stage"})
-    context.add_output_metadata(metadata)
-    return pl.concat(frames)
+    return pl.concat(frames), metadata
 
 
 def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, init: Optional[str],
@@ -294,16 +300,21 @@ def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataD
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(group_name=GROUP, code_version="2",
+          ins={"php_groups": dg.AssetIn(), "wiki_link_graph": dg.AssetIn(), **_eval_ins()})
 def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
-                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
-    """PHP ablations (single stage, no MLM, anchor mask ratio), each pre-trained from the backbone."""
+                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame,
+                  **inputs) -> pl.DataFrame:
+    """PHP ablations (single stage, no MLM, anchor mask ratio, negatives), each pre-trained from the backbone."""
     rows, curves = [], {}
     for variant in config.variants:
         domain = php.ablation_config(config.to_domain(), variant)
-        key = php.run_key(asdict(domain), frame_version(php_examples))
+        examples = php_examples
+        if domain.n_negatives != config.to_domain().n_negatives:  # "negatives-<n>": drawn again with n
+            examples, _ = _build_examples(domain, inputs)
+        key = php.run_key(asdict(domain), frame_version(examples))
         checkpoints = data.files("php", "checkpoints") / f"ablation-{variant}-{key}"
-        results = php.pretrain_chain(domain, php_examples, latest_articles(wiki_articles).segments, wiki_links,
+        results = php.pretrain_chain(domain, examples, latest_articles(wiki_articles).segments, wiki_links,
                                      data.files("php", "ablations", variant), checkpoints)
         shutil.rmtree(checkpoints, ignore_errors=True)
         final = results[-1]

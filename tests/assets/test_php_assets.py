@@ -208,7 +208,7 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
                           "php_baseline_examples": {"config": php_config},
                           "php_baselines": {"config": {**php_config, "methods": ["harp"]}},
                           "php_shp": {"config": php_config}, "php_mrds": {"config": php_config},
-                          "php_ablations": {"config": {**php_config, "variants": ["no-mlm"]}}}}
+                          "php_ablations": {"config": {**php_config, "variants": ["no-mlm", "negatives-1"]}}}}
     everything = _upstream_assets() + php_assets
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("wiki_dump", ["dump"])
@@ -220,6 +220,8 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
         assert set(examples["stage"]) == {"hp", "shp", "mrds"}
         held_out = {"f", "g"}  # the articles of wiki-car's dev and test queries
         assert not held_out & set(examples["article_id"]) and not held_out & set(examples["pos_id"])
+        ablations = pretrained.asset_value("php_ablations")
+        assert ablations["variant"].to_list() == ["no-mlm", "negatives-1"] and (ablations["steps"] > 0).all()
         hp = pretrained.asset_materializations_for_node("php_hp")[0].metadata
         assert hp["steps"].value > 0 and "loss_curve" in hp and hp["seed"].value == 42
         tuned = dg.materialize(everything, selection=["cross_encoder", "reranked_runs"], partition_key="wiki-car/seed-0",

@@ -2,7 +2,8 @@
 
 Stages (section 3.2): HP contrasts D1 u D2 u D3 against D4, SHP D1 u D2 against D3, MRDS D1 against D2.
 Ablations are named configurations (`ablation_config`): "<stage>-only" (one stage from the
-backbone), "no-mlm", "anchor-<ratio>" (e.g. "anchor-0.15").
+backbone), "no-mlm" (no MLM loss and unmasked inputs), "anchor-<ratio>" (e.g. "anchor-0.15"),
+"negatives-<n>" (n negatives per example in every stage, Figure 5a; the examples are drawn again).
 """
 
 from __future__ import annotations
@@ -78,18 +79,20 @@ PROFILES: dict[str, PhpConfig] = {
 
 
 def ablation_config(base: PhpConfig, name: str) -> PhpConfig:
-    """The settings of a named ablation: "<stage>-only", "no-mlm" or "anchor-<ratio>"."""
+    """The settings of a named ablation: "<stage>-only", "no-mlm", "anchor-<ratio>" or "negatives-<n>"."""
     if name.endswith("-only") and name.removesuffix("-only") in STAGES:
         return replace(base, stages=(name.removesuffix("-only"),))
     if name == "no-mlm":
         return replace(base, mlm_weight=0.0)
+    if name.startswith("negatives-") and name.removeprefix("negatives-").isdigit():
+        return replace(base, n_negatives=int(name.removeprefix("negatives-")))
     if name.startswith("anchor-"):
         try:
             return replace(base, anchor_mask_prob=float(name.removeprefix("anchor-")))
         except ValueError:
             pass
     raise ValueError(f"unknown PHP ablation {name!r}: use '<stage>-only' ({', '.join(STAGE_ORDER)}), "
-                     "'no-mlm' or 'anchor-<ratio>'")
+                     "'no-mlm', 'anchor-<ratio>' or 'negatives-<n>'")
 
 
 

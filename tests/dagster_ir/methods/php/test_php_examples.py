@@ -89,7 +89,10 @@ def test_ablations_are_named_configurations():
     assert ablation_config(base, "shp-only").stages == ("shp",)
     assert ablation_config(base, "no-mlm").mlm_weight == 0.0
     assert ablation_config(base, "anchor-0.15").anchor_mask_prob == 0.15
-    for bad in ("xyz-only", "anchor-high", "mlm"):
+    assert ablation_config(base, "negatives-8").n_negatives == 8
+    hp, _ = build_php_examples(GROUPS, "hp", ablation_config(replace(base, n_negatives=2), "negatives-1"))
+    assert hp["neg_ids"].list.len().unique().to_list() == [1]  # the examples follow the ablation's n
+    for bad in ("xyz-only", "anchor-high", "mlm", "negatives-many"):
         with pytest.raises(ValueError, match="unknown PHP ablation"):
             ablation_config(base, bad)
     with pytest.raises(ValueError, match="stages"):
