@@ -182,36 +182,51 @@ def _wlp(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) ->
 
 
 class _LanguageModels:
-    """Dirichlet-smoothed unigram models of articles: p(w|d) = (tf(w, d) + mu p(w|C)) / (|d| + mu)."""
+    """Dirichlet-smoothed unigram models of articles: p(w|d) = (tf(w, d) + mu p(w|C)) / (|d| + mu).
+
+    Work per draw or score is in the size of the word set (a document's tokens and the background's
+    cumulative distribution are kept), not in the vocabulary's, so a full dump stays affordable.
+    """
 
     def __init__(self, documents: dict[str, str], mu: float) -> None:
-        self.counts = {d: Counter(words(t)) for d, t in documents.items()}
+        self.tokens = {d: words(t) for d, t in documents.items()}
+        self.counts = {d: Counter(tokens) for d, tokens in self.tokens.items()}
         corpus = Counter()
         for counts in self.counts.values():
             corpus.update(counts)
         self.vocabulary = sorted(corpus)
-        total = sum(corpus.values())
-        self.background = np.array([corpus[w] / total for w in self.vocabulary]) if total else np.zeros(0)
-        self.index = {w: i for i, w in enumerate(self.vocabulary)}
+        self.total = sum(corpus.values())
+        self.corpus = corpus
+        self.cumulative = np.cumsum([corpus[w] for w in self.vocabulary]) / max(self.total, 1)
         self.mu = mu
 
-    def probabilities(self, doc: str) -> np.ndarray:
-        counts = self.counts[doc]
-        tf = np.zeros(len(self.vocabulary))
-        for w, c in counts.items():
-            tf[self.index[w]] = c
-        return (tf + self.mu * self.background) / (sum(counts.values()) + self.mu)
+    def probability(self, doc: str, word: str) -> float:
+        length = len(self.tokens[doc])
+        return (self.counts[doc][word] + self.mu * self.corpus[word] / self.total) / (length + self.mu)
 
     def sample(self, doc: str, rng: np.random.Generator, mean_length: float) -> list[str]:
-        """A word set: its size from Poisson(mean_length) (at least 1), words drawn without replacement."""
-        p = self.probabilities(doc)
-        size = min(max(1, int(rng.poisson(mean_length))), int((p > 0).sum()))
-        return [self.vocabulary[i] for i in rng.choice(len(p), size=size, replace=False, p=p)]
+        """A word set: its size from Poisson(mean_length) (at least 1), distinct words drawn from p(.|d).
+
+        p(.|d) is the mixture of the document's tokens (weight |d| / (|d| + mu)) and the corpus model.
+        """
+        tokens = self.tokens[doc]
+        size = min(max(1, int(rng.poisson(mean_length))), len(self.vocabulary))
+        own = len(tokens) / (len(tokens) + self.mu)
+        chosen: dict[str, None] = {}
+        for _ in range(100 * size):
+            if tokens and rng.random() < own:
+                word = tokens[int(rng.integers(len(tokens)))]
+            else:
+                word = self.vocabulary[min(int(np.searchsorted(self.cumulative, rng.random(), side="right")),
+                                           len(self.vocabulary) - 1)]
+            chosen.setdefault(word)
+            if len(chosen) == size:
+                break
+        return list(chosen)
 
     def log_likelihood(self, doc: str, query: Iterable[str]) -> float:
         """log p(q|d) of a word list under the article's model (words outside the vocabulary: skipped)."""
-        p = self.probabilities(doc)
-        return float(sum(math.log(p[self.index[w]]) for w in query if w in self.index))
+        return float(sum(math.log(self.probability(doc, w)) for w in query if w in self.corpus))
 
 
 def _articles(segments: pl.DataFrame) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """The Table 3 baselines' example generators on a handmade four-article dump, and their training."""
 
 import math
+from collections import Counter
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 import pytest
 import torch
@@ -119,6 +121,15 @@ def test_language_model_is_dirichlet_smoothed_by_hand():
     # corpus: red 2, blue 2, green 1 of 5; p(red|x) = (2 + 2 * 2/5) / (3 + 2), p(green|x) = (0 + 2 * 1/5) / 5
     assert models.log_likelihood("x", ["red", "green"]) == pytest.approx(math.log(2.8 / 5) + math.log(0.4 / 5))
     assert words("The Red and the Blue") == ["red", "blue"]  # lower-cased, stop words out
+    rng = np.random.default_rng(0)
+    own = _LanguageModels({"x": "red red blue", "y": "green yellow"}, mu=1e-9)  # no smoothing: x's words only
+    assert all(set(own.sample("x", rng, 5.0)) <= {"red", "blue"} for _ in range(50))
+    drawn = Counter(w for _ in range(2000) for w in models.sample("y", rng, 1e-9))  # one word a draw
+    # p(.|y) = (tf + 2 p(w|C)) / 4: blue 0.45, green 0.35, red 0.2
+    expected = {"blue": 0.45, "green": 0.35, "red": 0.2}
+    assert drawn.keys() == expected.keys()
+    assert all(abs(drawn[w] / 2000 - p) < 0.035 for w, p in expected.items())  # 3 sd of 2000 draws
+    assert sum(models.probability("y", w) for w in expected) == pytest.approx(1.0)
 
 
 def test_excluded_articles_leave_every_generator():
