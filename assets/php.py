@@ -491,6 +491,21 @@ def php_examples_are_contrastive(php_examples: pl.DataFrame) -> dg.AssetCheckRes
     )
 
 
+@dg.asset_check(asset=php_baseline_examples, blocking=True)
+def php_baseline_examples_are_contrastive(php_baseline_examples: pl.DataFrame) -> dg.AssetCheckResult:
+    """Every example's preferred (query, document) differs from each of its other candidates, one width a method."""
+    frame = php_baseline_examples.with_row_index("row")
+    candidates = frame.select("row", "queries", "docs").explode("queries", "docs").with_columns(
+        position=pl.int_range(pl.len()).over("row"))
+    preferred = candidates.filter(pl.col("position") == 0).drop("position")
+    others = candidates.filter(pl.col("position") > 0)
+    same = others.join(preferred, on=["row", "queries", "docs"], how="semi")["row"].n_unique()
+    widths = frame.group_by("method").agg(pl.col("docs").list.len().n_unique().alias("widths"))
+    ragged = widths.filter(pl.col("widths") > 1)["method"].sort().to_list()
+    return dg.AssetCheckResult(passed=same == 0 and not ragged,
+                               metadata={"preferred_among_others": same, "ragged_methods": ", ".join(ragged) or "none"})
+
+
 php_assets = [php_examples, php_hp, php_shp, php_mrds, php_ablations, php_baseline_examples, php_baselines,
               cross_encoder, reranked_runs]
-php_checks = [php_examples_are_contrastive]
+php_checks = [php_examples_are_contrastive, php_baseline_examples_are_contrastive]

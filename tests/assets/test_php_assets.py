@@ -11,6 +11,7 @@ from assets.php import (
     RerankSettings,
     eval_articles,
     php_assets,
+    php_baseline_examples_are_contrastive,
     php_checks,
     php_baseline_examples,
     php_examples,
@@ -89,6 +90,10 @@ def test_php_baseline_examples_asset_leaves_out_held_out_articles():
     assert frame.filter(pl.col("method") == "harp").select("objective", "key").sort("objective").rows() == [
         ("rdp", "a->b"), ("rqp", "b")]
     assert not any("Castles" in t for t in frame["docs"].explode().to_list())
+    assert php_baseline_examples_are_contrastive(frame).passed
+    leaking = pl.DataFrame([("ict", "ict", "a/1", ["q", "q"], ["d", "d"])], schema=php.BASELINE_EXAMPLES,
+                           orient="row")
+    assert not php_baseline_examples_are_contrastive(leaking).passed  # the preferred pair repeated
 
 
 def test_php_examples_asset_builds_every_stage_and_leaves_out_held_out_articles():

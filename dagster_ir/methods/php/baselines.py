@@ -2,7 +2,7 @@
 
 Each generator reads the same Wikipedia tables as PHP (`wiki_articles` segments, `wiki_links`) and
 writes BASELINE_EXAMPLES rows: one pseudo query-document example per row, its candidates as parallel
-lists `queries` / `docs`, the first candidate the preferred one. `pretrain` (in `baseline_training`)
+lists `queries` / `docs`, the first candidate the preferred one. `pretrain_baseline` (`baseline_training`)
 then trains every method with PHP's backbone, input budget (`max_length`), MLM and TrainConfig, and
 the fine-tuning that follows is the same `cross_encoder` asset, so only the pre-training signal differs.
 
