@@ -110,6 +110,9 @@ class PhpBaselineSettings(PhpSettings):
     mu: float = 1000.0  # PROP / HARP's RQP: Dirichlet prior of the document language models
     query_length_mean: float = 3.0  # PROP / HARP's RQP: Poisson mean of a sampled word set's size
     harp_objectives: list[str] = ["rqp", "rdp"]
+    # Cap each baseline at the optimizer steps PHP's three stages took together (the same budget);
+    # False: the profile's own caps (max_examples, epochs of the three stages, max_steps).
+    match_php_steps: bool = True
 
     def generator_config(self) -> php.BaselineConfig:
         domain = self.to_domain()
@@ -343,17 +346,20 @@ def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaseline
 
 @dg.asset(group_name=GROUP, code_version="1")
 def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
-                  php_baseline_examples: pl.DataFrame) -> pl.DataFrame:
+                  php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
+                  php_mrds: pl.DataFrame) -> pl.DataFrame:
     """The Table 3 baselines pre-trained with PHP's backbone, budget and MLM: one checkpoint folder each."""
     domain = config.to_domain()
-    rows, curves, metadata = [], {}, {}
+    php_steps = int(sum(frame["steps"].sum() for frame in (php_hp, php_shp, php_mrds)))
+    budget = max(php_steps, 1) if config.match_php_steps else None
+    rows, curves, metadata = [], {}, {"php_steps": php_steps, "max_steps": budget or "profile"}
     for method in config.methods:
         examples = php_baseline_examples.filter(pl.col("method") == method)
-        key = php.run_key(asdict(domain), method, frame_version(examples))
+        key = php.run_key(asdict(domain), method, frame_version(examples), budget)
         checkpoints = data.files("php", "checkpoints") / f"baseline-{method}-{key}"
         started = time.monotonic()
         result = php.pretrain_baseline(method, examples, domain, data.files("php", "baselines", method), checkpoints,
-                                       on_log=_logger(context, method))
+                                       max_steps=budget, on_log=_logger(context, method))
         shutil.rmtree(checkpoints, ignore_errors=True)
         trained = result.train
         rows.append({"method": method, "path": str(result.path), "examples": result.examples,

@@ -2,7 +2,8 @@
 
 Same model (`PhpModel`: cross-encoder + MLM head), backbone, input budget, TrainConfig and MLM
 weight as PHP (`PhpConfig`); one run over the examples for as many epochs as PHP's three stages
-together (`baseline_train_config`), so the budget matches. The ranking loss is LCE over 1 + n
+together (`baseline_train_config`), and at most as many optimizer steps as PHP took when `max_steps`
+is given (the `php_baselines` asset passes PHP's), so the budget matches. The ranking loss is LCE over 1 + n
 candidates (ICT, WLP) or the pairwise hinge max(0, 1 - s+ + s-) (PROP, HARP); see `baselines`.
 """
 
@@ -115,9 +116,13 @@ def pretrain_baseline(
     checkpoint_dir: str | os.PathLike[str],
     *,
     init: str | None = None,
+    max_steps: int | None = None,
     on_log: Callable[[int, dict[str, float]], None] | None = None,
 ) -> StageResult:
-    """Pre-train `method` from `init` (default: the backbone) on its examples; save a PHP-style folder."""
+    """Pre-train `method` from `init` (default: the backbone) on its examples; save a PHP-style folder.
+
+    `max_steps` (e.g. the optimizer steps PHP's three stages took together) replaces the TrainConfig's cap.
+    """
     from dagster_ir.neural.backbone import backbone_path
 
     if method not in METHODS:
@@ -129,6 +134,10 @@ def pretrain_baseline(
         examples = examples[chosen]
     init = init or backbone_path(config.backbone)
     train_config = baseline_train_config(config)
+    if max_steps is not None:
+        if max_steps < 1:
+            raise ValueError(f"pretrain_baseline: max_steps must be >= 1, got {max_steps}")
+        train_config = replace(train_config, max_steps=max_steps)
     model = PhpModel.from_pretrained(init, config, seed=train_config.seed)
     info = {"method": method, "init": init, "examples": examples.height, "config": asdict(config)}
     if examples.height == 0:

@@ -165,5 +165,7 @@ def test_a_baseline_trains_and_saves_a_cross_encoder_folder(tmp_path, method):
     assert result.examples == examples.height and result.train.steps == 2 * math.ceil(examples.height / 2)
     assert all(math.isfinite(v["rank"]) and "mlm" in v for v in logs)
     assert CrossEncoder.from_pretrained(str(result.path)).max_length == 32
+    capped = pretrain_baseline(method, examples, config, tmp_path / "capped", tmp_path / "ckpt3", max_steps=1)
+    assert capped.train.steps == 1  # PHP's step count, when the asset passes it
     empty = pretrain_baseline(method, examples.head(0), config, tmp_path / "empty", tmp_path / "ckpt2")
     assert empty.train is None and empty.examples == 0
