@@ -99,7 +99,7 @@ def test_sections_show_the_spread_over_seeds_when_a_run_has_several():
     per_seed = pl.DataFrame(rows, schema={**PER_QUERY_EVAL, "seed": pl.Int64}, orient="row")
     per_seed = per_seed.with_columns(value=pl.col("value") + pl.col("seed").fill_null(0) * 0.02)
     per_query = per_seed.group_by("run_name", "query_id", "measure", maintain_order=True).agg(pl.col("value").mean())
-    inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php", "ict"),
+    inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php"),
               "fusion_runs": _runs(), "ghrm_runs": _runs(), "cet_runs": _runs()}
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
     reports = _sections(per_query.select(list(PER_QUERY_EVAL)), inputs, SignificanceConfig(n_resamples=100), recall,
