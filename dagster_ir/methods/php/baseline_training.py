@@ -53,7 +53,10 @@ class BaselineInputs:
             raise ValueError(f"baseline examples: one width per method, got {sorted(widths.unique().to_list())}")
         self.model, self.config = model, config
         texts = pl.concat([examples["queries"].explode(), examples["docs"].explode()]).unique().sort().to_list()
-        tokens = dict(zip(texts, model.tokenize(texts), strict=True))
+        # cut at the budget while tokenising: encode_pair never reads further (whole articles are long)
+        ids = model.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=model.max_length,
+                              verbose=False)["input_ids"] if texts else []
+        tokens = dict(zip(texts, ids, strict=True))
         self.examples = [[(tokens[q], tokens[d]) for q, d in zip(qs, ds, strict=True)]
                          for qs, ds in examples.select("queries", "docs").iter_rows()]
         self.mask_id, self.vocab_size = model.tokenizer.mask_token_id, len(model.tokenizer)

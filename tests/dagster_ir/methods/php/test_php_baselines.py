@@ -169,3 +169,22 @@ def test_a_baseline_trains_and_saves_a_cross_encoder_folder(tmp_path, method):
     assert capped.train.steps == 1  # PHP's step count, when the asset passes it
     empty = pretrain_baseline(method, examples.head(0), config, tmp_path / "empty", tmp_path / "ckpt2")
     assert empty.train is None and empty.examples == 0
+
+
+def test_baseline_inputs_are_the_pairs_reranking_would_encode_and_masking_follows_mlm(tmp_path):
+    from dagster_ir.methods.php import BaselineInputs
+    from dagster_ir.neural.cross_encoder import CrossEncoder
+    from dagster_ir.neural.rerank import CrossEncoderScorer
+
+    model = CrossEncoder.from_pretrained(str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16)), max_length=16,
+                                         max_query_length=4)
+    examples = _examples("harp", BaselineConfig(harp_objectives=("rdp",)))
+    plain = BaselineInputs(examples, model, PhpConfig(mlm_weight=0.0))
+    pairs, labels = plain.example(0, np.random.default_rng(0))  # castle->river: "river" with river, castle
+    expected = CrossEncoderScorer(model).encode(["river", "river"], [RIVER, CASTLE])
+    assert [p.input_ids for p in pairs] == [e.input_ids for e in expected] and len(pairs[0].input_ids) == 16
+    assert all((label == -100).all() for label in labels)
+    masked, labels = BaselineInputs(examples, model, PhpConfig(mask_prob=1.0)).example(0, np.random.default_rng(0))
+    for pair, label in zip(pairs, labels, strict=True):  # every token but [CLS] and the two [SEP] is predicted
+        special = [0, pair.token_type_ids.index(1) - 1, len(pair.input_ids) - 1]
+        assert (label[special] == -100).all() and (np.delete(label, special) != -100).all()
