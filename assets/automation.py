@@ -33,7 +33,7 @@ SOURCES = ("wiki_dump_file", "collection_config", "imported_runs")
 TRAINING_POOL = "training"
 # Steps that fit a model (checkpoints, EM tables, word vectors, per-fold GNNs, CET rankers).
 TRAINING_STEPS = frozenset({
-    "php_hp", "php_shp", "php_mrds", "php_ablations", "cross_encoder",
+    "php_hp", "php_shp", "php_mrds", "php_ablations", "php_baselines", "cross_encoder",
     "model1_em", "neural_model1", "bert_model1", "bert_vanilla",
     "word2vec", "ghrm_runs", "ghrm_sweeps",
     "cet", "neural_baselines",

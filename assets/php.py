@@ -1,7 +1,8 @@
 """PHP assets: pre-training examples, the three PHP stages, ablations, fine-tuned cross-encoders, reranked runs.
 
 php_groups -> php_examples -> php_hp -> php_shp -> php_mrds (-> php_ablations)
-negatives + (backbone | php stage | ablation) -> cross_encoder (per training unit) -> reranked_runs (per unit)
+wiki_articles + wiki_links -> php_baseline_examples -> php_baselines (Table 3: ICT, WLP, PROP, HARP)
+negatives + (backbone | php stage | ablation | baseline) -> cross_encoder (per training unit) -> reranked_runs (per unit)
 
 `cross_encoder` and `reranked_runs` are partitioned by training unit (collection, fold, seed; see
 `assets.partitions`): each unit fine-tunes on its training queries' negatives, chooses the epoch on
@@ -13,7 +14,8 @@ Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFIL
 `max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
 (`files/php/...`); the assets return small manifest frames with their paths.
 Run names of `reranked_runs`: "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
-"php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only").
+"php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only"), and the
+Table 3 baselines by name ("ict", "wlp", "prop", "harp").
 """
 
 import base64
@@ -80,6 +82,7 @@ class PhpSettings(_TrainOverrides):
     mask_prob: Optional[float] = None
     exclude_eval_articles: Optional[bool] = None
     fill_negatives: Optional[str] = None  # "none" | "lower" | "lower+random" (demo): see dagster_ir.methods.php
+    d4_rule: Optional[str] = None  # "cover" (default) | "literal": see dagster_ir.methods.php.examples
     hp_epochs: Optional[int] = None
     shp_epochs: Optional[int] = None
     mrds_epochs: Optional[int] = None
@@ -94,16 +97,36 @@ class PhpSettings(_TrainOverrides):
 
 
 class PhpAblationSettings(PhpSettings):
-    """The PHP settings plus the ablations to pre-train ("<stage>-only", "no-mlm", "anchor-<ratio>")."""
+    """The PHP settings plus the ablations to pre-train ("<stage>-only", "no-mlm", "anchor-<ratio>", "negatives-<n>")."""
 
     variants: list[str] = []
+
+
+class PhpBaselineSettings(PhpSettings):
+    """The PHP settings (same backbone, budget, MLM, training) plus the Table 3 baselines' generators."""
+
+    methods: list[str] = ["ict", "harp"]  # which to pre-train, of "ict" | "wlp" | "prop" | "harp"
+    baseline_negatives: Optional[int] = None  # ICT and WLP: None = PhpConfig.n_negatives
+    mu: float = 1000.0  # PROP / HARP's RQP: Dirichlet prior of the document language models
+    query_length_mean: float = 3.0  # PROP / HARP's RQP: Poisson mean of a sampled word set's size
+    harp_objectives: list[str] = ["rqp", "rdp"]
+    # Cap each baseline at the optimizer steps PHP's three stages took together (the same budget);
+    # False: the profile's own caps (max_examples, epochs of the three stages, max_steps).
+    match_php_steps: bool = True
+
+    def generator_config(self) -> php.BaselineConfig:
+        domain = self.to_domain()
+        return php.BaselineConfig(n_negatives=self.baseline_negatives or domain.n_negatives, mu=self.mu,
+                                  query_length_mean=self.query_length_mean,
+                                  harp_objectives=tuple(self.harp_objectives), seed=domain.train.seed)
 
 
 class CrossEncoderSettings(_TrainOverrides):
     """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune."""
 
     profile: str = "demo"
-    inits: list[str] = ["bert", "php"]  # "bert" | "php" | "php-<stage>" | "php-<ablation>"
+    # "bert" | "php" | "php-<stage>" | "php-<ablation>" | a Table 3 baseline of php_baselines ("ict", "wlp", ...)
+    inits: list[str] = ["bert", "php", "ict", "harp"]
     backbone: Optional[str] = None
     n_negatives: Optional[int] = None
     max_length: Optional[int] = None
@@ -185,18 +208,26 @@ def eval_articles(queries: pl.DataFrame | None, query_splits: pl.DataFrame | Non
     return queries.join(held_out, on="query_id")["article_id"].unique().sort().to_list()
 
 
-@dg.asset(group_name=GROUP, code_version="1", ins={"php_groups": dg.AssetIn(), **_eval_ins()})
+@dg.asset(group_name=GROUP, code_version="2",
+          ins={"php_groups": dg.AssetIn(), "wiki_link_graph": dg.AssetIn(), **_eval_ins()})
 def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **inputs) -> pl.DataFrame:
     """PHP training examples of every stage (HP, SHP, MRDS): a segment, one positive, n sampled negatives."""
     domain = config.to_domain()
+    frame, metadata = _build_examples(domain, inputs)
+    context.add_output_metadata(metadata)
+    return frame
+
+
+def _build_examples(domain: php.PhpConfig, inputs: dict) -> tuple[pl.DataFrame, dict]:
+    """Every stage's examples from php_groups (+ wiki_link_graph, the held-out articles) and their counts."""
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     frames, metadata = [], {"excluded_articles": len(excluded), "seed": domain.train.seed}
     for stage in php.STAGE_ORDER:
-        frame, counts = php.build_php_examples(inputs["php_groups"], stage, domain, excluded)
+        frame, counts = php.build_php_examples(inputs["php_groups"], stage, domain, excluded,
+                                               link_graph=inputs["wiki_link_graph"])
         frames.append(frame)
         metadata.update({f"{stage}_{k}": v for k, v in asdict(counts).items() if k != "stage"})
-    context.add_output_metadata(metadata)
-    return pl.concat(frames)
+    return pl.concat(frames), metadata
 
 
 def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, init: Optional[str],
@@ -272,16 +303,21 @@ def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataD
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(group_name=GROUP, code_version="2",
+          ins={"php_groups": dg.AssetIn(), "wiki_link_graph": dg.AssetIn(), **_eval_ins()})
 def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
-                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
-    """PHP ablations (single stage, no MLM, anchor mask ratio), each pre-trained from the backbone."""
+                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame,
+                  **inputs) -> pl.DataFrame:
+    """PHP ablations (single stage, no MLM, anchor mask ratio, negatives), each pre-trained from the backbone."""
     rows, curves = [], {}
     for variant in config.variants:
         domain = php.ablation_config(config.to_domain(), variant)
-        key = php.run_key(asdict(domain), frame_version(php_examples))
+        examples = php_examples
+        if domain.n_negatives != config.to_domain().n_negatives:  # "negatives-<n>": drawn again with n
+            examples, _ = _build_examples(domain, inputs)
+        key = php.run_key(asdict(domain), frame_version(examples))
         checkpoints = data.files("php", "checkpoints") / f"ablation-{variant}-{key}"
-        results = php.pretrain_chain(domain, php_examples, latest_articles(wiki_articles).segments, wiki_links,
+        results = php.pretrain_chain(domain, examples, latest_articles(wiki_articles).segments, wiki_links,
                                      data.files("php", "ablations", variant), checkpoints)
         shutil.rmtree(checkpoints, ignore_errors=True)
         final = results[-1]
@@ -293,13 +329,60 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
     return pl.DataFrame(rows, schema=schema)
 
 
+@dg.asset(group_name=GROUP, code_version="1", ins=_eval_ins())
+def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame,
+                          wiki_links: pl.DataFrame, **inputs) -> pl.DataFrame:
+    """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump."""
+    domain, generators = config.to_domain(), config.generator_config()
+    excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
+    segments = latest_articles(wiki_articles).segments
+    frames = [php.build_baseline_examples(m, segments, wiki_links, generators, excluded) for m in php.METHODS]
+    frame = pl.concat(frames)
+    counts = frame.group_by("method", "objective").len().sort("method", "objective")
+    context.add_output_metadata({"excluded_articles": len(excluded), "seed": generators.seed,
+                                 **{f"{m}_{o}_examples": n for m, o, n in counts.iter_rows()}})
+    return frame
+
+
+@dg.asset(group_name=GROUP, code_version="1")
+def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
+                  php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
+                  php_mrds: pl.DataFrame) -> pl.DataFrame:
+    """The Table 3 baselines pre-trained with PHP's backbone, budget and MLM: one checkpoint folder each."""
+    domain = config.to_domain()
+    php_steps = int(sum(frame["steps"].sum() for frame in (php_hp, php_shp, php_mrds)))
+    budget = max(php_steps, 1) if config.match_php_steps else None
+    rows, curves, metadata = [], {}, {"php_steps": php_steps, "max_steps": budget or "profile"}
+    for method in config.methods:
+        examples = php_baseline_examples.filter(pl.col("method") == method)
+        key = php.run_key(asdict(domain), method, frame_version(examples), budget)
+        checkpoints = data.files("php", "checkpoints") / f"baseline-{method}-{key}"
+        started = time.monotonic()
+        result = php.pretrain_baseline(method, examples, domain, data.files("php", "baselines", method), checkpoints,
+                                       max_steps=budget, on_log=_logger(context, method))
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        trained = result.train
+        rows.append({"method": method, "path": str(result.path), "examples": result.examples,
+                     "steps": trained.steps if trained else 0, "seed": domain.train.seed})
+        curves[method] = trained.loss_curve if trained else []
+        metadata[f"{method}_seconds"] = round(time.monotonic() - started, 2)
+    context.add_output_metadata({**metadata, "methods": len(rows),
+                                 "loss_curves": _curves_markdown(curves, "Table 3 baselines")})
+    schema = {"method": pl.String, "path": pl.String, "examples": pl.Int64, "steps": pl.Int64, "seed": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
 # --- fine-tuning and reranking ------------------------------------------------------------------
 
 
-def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame) -> str:
+def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
+                 baselines: pl.DataFrame | None = None) -> str:
     """The folder a named cross-encoder starts from ("" = the backbone)."""
     if name == "bert":
         return ""
+    baseline = baselines.filter(pl.col("method") == name) if baselines is not None else None
+    if baseline is not None and baseline.height:
+        return baseline["path"][0]
     if name == "php":
         return stages["mrds"]
     if name.removeprefix("php-") in stages:
@@ -307,12 +390,13 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame) -> 
     variant = ablations.filter(pl.col("variant") == name.removeprefix("php-"))
     if name.startswith("php-") and variant.height:
         return variant["path"][0]
-    known = ["bert", "php", *(f"php-{s}" for s in stages), *(f"php-{v}" for v in ablations["variant"])]
+    known = ["bert", "php", *(f"php-{s}" for s in stages), *(f"php-{v}" for v in ablations["variant"]),
+             *([] if baselines is None else baselines["method"])]
     raise ValueError(f"cross_encoder: unknown init {name!r}; choose from {known} "
-                     "(add ablations to php_ablations' variants first)")
+                     "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
@@ -328,8 +412,9 @@ def cross_encoder(
     php_shp: pl.DataFrame,
     php_mrds: pl.DataFrame,
     php_ablations: pl.DataFrame,
+    php_baselines: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone and from PHP."""
+    """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone, PHP and its baselines."""
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
@@ -343,7 +428,7 @@ def cross_encoder(
         evaluate = finetune.dev_evaluator(run, queries, corpus, qrels, dev_ids, domain)
     rows, curves = [], {}
     for name in config.inits:
-        init = resolve_init(name, stages, php_ablations)
+        init = resolve_init(name, stages, php_ablations, php_baselines)
         model = finetune.load_model(init, domain)
         key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
                           frame_version(negatives))
@@ -412,5 +497,21 @@ def php_examples_are_contrastive(php_examples: pl.DataFrame) -> dg.AssetCheckRes
     )
 
 
-php_assets = [php_examples, php_hp, php_shp, php_mrds, php_ablations, cross_encoder, reranked_runs]
-php_checks = [php_examples_are_contrastive]
+@dg.asset_check(asset=php_baseline_examples, blocking=True)
+def php_baseline_examples_are_contrastive(php_baseline_examples: pl.DataFrame) -> dg.AssetCheckResult:
+    """Every example's preferred (query, document) differs from each of its other candidates, one width a method."""
+    frame = php_baseline_examples.with_row_index("row")
+    candidates = frame.select("row", "queries", "docs").explode("queries", "docs").with_columns(
+        position=pl.int_range(pl.len()).over("row"))
+    preferred = candidates.filter(pl.col("position") == 0).drop("position")
+    others = candidates.filter(pl.col("position") > 0)
+    same = others.join(preferred, on=["row", "queries", "docs"], how="semi")["row"].n_unique()
+    widths = frame.group_by("method").agg(pl.col("docs").list.len().n_unique().alias("widths"))
+    ragged = widths.filter(pl.col("widths") > 1)["method"].sort().to_list()
+    return dg.AssetCheckResult(passed=same == 0 and not ragged,
+                               metadata={"preferred_among_others": same, "ragged_methods": ", ".join(ragged) or "none"})
+
+
+php_assets = [php_examples, php_hp, php_shp, php_mrds, php_ablations, php_baseline_examples, php_baselines,
+              cross_encoder, reranked_runs]
+php_checks = [php_examples_are_contrastive, php_baseline_examples_are_contrastive]

@@ -12,17 +12,19 @@ def _runs(*names):
 
 
 def test_sections_pick_their_runs_and_baselines():
-    runs = {"bm25": 0.3, "dense": 0.5, "ghrm": 0.35, "bert": 0.4, "php": 0.45, "naive": 0.2, "zhan": 0.25, "cet": 0.3}
+    runs = {"bm25": 0.3, "dense": 0.5, "ghrm": 0.35, "bert": 0.4, "php": 0.45, "ict": 0.42, "naive": 0.2, "zhan": 0.25, "cet": 0.3}
     measures = ["RR@10", "RR@100", "nDCG@10", "nDCG@100", "nDCG@20", "P@20", "AP", "R@100", "R@1000"]
     rows = [(run, f"q{i}", m, v + 0.01 * i) for run, v in runs.items() for i in range(5) for m in measures]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
-    inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php"),
+    inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php", "ict"),
               "fusion_runs": _runs(), "ghrm_runs": _runs("ghrm"), "cet_runs": _runs("naive", "zhan", "cet")}
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
     reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall)
     shown = {r.title: (r.baseline, sorted(r.comparison["run_name"].unique())) for r in reports}
     assert shown["First-stage retrieval"] == ("bm25", ["bm25", "dense"])
-    assert shown["PHP: BERT and PHP rerankers of BM25's top-k"] == ("bert", ["bert", "bm25", "php"])
+    assert shown["PHP: BERT and PHP rerankers of BM25's top-k"] == ("bert", ["bert", "bm25", "ict", "php"])
+    against_php = "PHP: the pre-training baselines (Table 3) and ablations, against PHP"
+    assert shown[against_php] == ("php", ["bert", "bm25", "ict", "php"])
     assert shown["CET: pooling bias (Table 1), against naive"] == ("naive", ["cet", "dense", "naive", "zhan"])
     assert shown["CET: pooling bias, against the best baseline (zhan)"][0] == "zhan"
     ghrm_title = next(s.title for s in SECTIONS if s.inputs == ("ghrm_runs",))

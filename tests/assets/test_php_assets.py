@@ -6,11 +6,14 @@ import pytest
 
 from assets.php import (
     CrossEncoderSettings,
+    PhpBaselineSettings,
     PhpSettings,
     RerankSettings,
     eval_articles,
     php_assets,
+    php_baseline_examples_are_contrastive,
     php_checks,
+    php_baseline_examples,
     php_examples,
     resolve_init,
 )
@@ -54,6 +57,43 @@ def test_init_names_resolve_to_folders():
     assert resolve_init("php-no-mlm", stages, ablations) == "/m/ab/no-mlm"
     with pytest.raises(ValueError, match="php-anchor-0.9"):
         resolve_init("php-anchor-0.9", stages, ablations)
+    baselines = pl.DataFrame({"method": ["ict", "harp"], "path": ["/m/b/ict", "/m/b/harp"]})
+    assert resolve_init("harp", stages, ablations, baselines) == "/m/b/harp"
+    with pytest.raises(ValueError, match="'wlp'; choose from .*'ict', 'harp'"):
+        resolve_init("wlp", stages, ablations, baselines)
+
+
+def test_baseline_settings_share_phps_and_map_onto_the_generators():
+    settings = PhpBaselineSettings(n_negatives=4, mu=50.0, harp_objectives=["rdp"], max_length=64)
+    assert settings.to_domain() == PhpSettings(n_negatives=4, max_length=64).to_domain()
+    generators = settings.generator_config()
+    assert (generators.n_negatives, generators.mu, generators.harp_objectives) == (4, 50.0, ("rdp",))
+    assert generators.seed == settings.to_domain().train.seed
+    assert PhpBaselineSettings(baseline_negatives=1).generator_config().n_negatives == 1
+
+
+def test_php_baseline_examples_asset_leaves_out_held_out_articles():
+    from dagster_ir.schemas import LINKS, SEGMENTS
+
+    texts = {"a": "Rivers flow. They reach the b sea.", "b": "The sea is deep. It is salty.",
+             "c": "Castles are old. One stands by the a river."}
+    segments = pl.DataFrame([(k, k, 1, "", t, 6) for k, t in texts.items()], schema=list(SEGMENTS),
+                            orient="row").cast(SEGMENTS)
+    links = pl.DataFrame([("a", 1, "b", texts["a"].index(" b ") + 1, texts["a"].index(" b ") + 2, "B", "b"),
+                          ("c", 1, "a", texts["c"].index(" a ") + 1, texts["c"].index(" a ") + 2, "A", "a")],
+                         schema=list(LINKS), orient="row").cast(LINKS)
+    queries = pl.DataFrame({"query_id": ["c/x"], "text": ["t"], "article_id": ["c"]})
+    splits = pl.DataFrame({"query_id": ["c/x"], "split": ["test"], "fold": [0]})
+    frame = php_baseline_examples(dg.build_asset_context(), config=PhpBaselineSettings(n_negatives=1),
+                                  wiki_articles=segments.lazy(), wiki_links=links, queries=queries, query_splits=splits)
+    assert set(frame["method"]) == {"ict", "prop", "harp"}  # WLP: a's only other linking segment is c's, held out
+    assert frame.filter(pl.col("method") == "harp").select("objective", "key").sort("objective").rows() == [
+        ("rdp", "a->b"), ("rqp", "b")]
+    assert not any("Castles" in t for t in frame["docs"].explode().to_list())
+    assert php_baseline_examples_are_contrastive(frame).passed
+    leaking = pl.DataFrame([("ict", "ict", "a/1", ["q", "q"], ["d", "d"])], schema=php.BASELINE_EXAMPLES,
+                           orient="row")
+    assert not php_baseline_examples_are_contrastive(leaking).passed  # the preferred pair repeated
 
 
 def test_php_examples_asset_builds_every_stage_and_leaves_out_held_out_articles():
@@ -62,13 +102,25 @@ def test_php_examples_asset_builds_every_stage_and_leaves_out_held_out_articles(
     queries = pl.DataFrame({"query_id": ["f/x"], "text": ["t"], "article_id": ["f"]})
     splits = pl.DataFrame({"query_id": ["f/x"], "split": ["test"], "fold": [0]})
     context = dg.build_asset_context()
+    graph = _link_graph([("a", "b", True), ("a", "c", True), ("a", "e", False), ("a", "f", True)])
     frame = php_examples(context, config=PhpSettings(n_negatives=2), php_groups=groups, queries=queries,
-                         query_splits=splits)
+                         query_splits=splits, wiki_link_graph=graph)
     assert frame.filter(pl.col("stage") == "hp").height == 0  # its only negative, f, is held out
     assert frame.filter(pl.col("stage") == "shp")["pos_id"].sort().to_list() == ["b", "c"]
     kept = php_examples(dg.build_asset_context(), config=PhpSettings(n_negatives=2, exclude_eval_articles=False),
-                        php_groups=groups, queries=queries, query_splits=splits)
+                        php_groups=groups, queries=queries, query_splits=splits, wiki_link_graph=graph)
     assert kept.filter(pl.col("stage") == "hp").height == 3
+    literal = php_examples(dg.build_asset_context(), wiki_link_graph=graph, queries=queries, query_splits=splits,
+                           config=PhpSettings(n_negatives=2, exclude_eval_articles=False, d4_rule="literal",
+                                              fill_negatives="none"), php_groups=groups)
+    assert literal.filter(pl.col("stage") == "hp").height == 0  # f links back to a: no D4 under the literal rule
+
+
+def _link_graph(edges):
+    from dagster_ir.schemas import LINK_GRAPH
+
+    rows = [(src, dst, 1, 1, both, 1 if both else None) for src, dst, both in edges]
+    return pl.DataFrame(rows, schema=list(LINK_GRAPH), orient="row").cast(LINK_GRAPH)
 
 
 def _upstream_assets() -> list:
@@ -123,6 +175,9 @@ def _upstream_tables(root) -> None:
                     links.append((src, n, dst, start, start + 1, dst.upper(), dst))
     put("wiki_links", pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS))
     put("php_groups", pl.DataFrame(groups, schema=list(PHP_GROUPS), orient="row").cast(PHP_GROUPS))
+    from dagster_ir.wiki.graph import build_link_graph
+
+    put("wiki_link_graph", build_link_graph(pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS)))
     docs = [(f"{k}/{n}", "", f"{text} part {n}") for k, text in TOPICS.items() for n in (1, 2)]
     put("corpus", pl.DataFrame(docs, schema=["doc_id", "title", "text"], orient="row"), "wiki-car")
     queries = pl.DataFrame({"query_id": [f"{k}/q" for k in TOPICS], "text": [t.split()[0] for t in TOPICS.values()],
@@ -153,21 +208,25 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     _upstream_tables(root)
     php_config = {"backbone": tiny, "max_length": 32, "max_query_length": 12, "n_negatives": 2, "batch_size": 2}
     ce_config = {"backbone": tiny, "max_length": 32, "max_query_length": 8, "n_negatives": 2, "batch_size": 2,
-                 "inits": ["bert", "php", "php-no-mlm"], "epochs": 2}
+                 "inits": ["bert", "php", "php-no-mlm", "harp"], "epochs": 2}
     run_config = {"ops": {"php_examples": {"config": php_config}, "php_hp": {"config": php_config},
+                          "php_baseline_examples": {"config": php_config},
+                          "php_baselines": {"config": {**php_config, "methods": ["harp"]}},
                           "php_shp": {"config": php_config}, "php_mrds": {"config": php_config},
-                          "php_ablations": {"config": {**php_config, "variants": ["no-mlm"]}}}}
+                          "php_ablations": {"config": {**php_config, "variants": ["no-mlm", "negatives-1"]}}}}
     everything = _upstream_assets() + php_assets
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("wiki_dump", ["dump"])
         pretrained = dg.materialize(everything, selection=["php_examples", "php_hp", "php_shp", "php_mrds",
-                                                           "php_ablations"],
+                                                           "php_ablations", "php_baseline_examples", "php_baselines"],
                                     resources=resources(str(root)), instance=instance, run_config=run_config)
         assert pretrained.success
         examples = pretrained.asset_value("php_examples")
         assert set(examples["stage"]) == {"hp", "shp", "mrds"}
         held_out = {"f", "g"}  # the articles of wiki-car's dev and test queries
         assert not held_out & set(examples["article_id"]) and not held_out & set(examples["pos_id"])
+        ablations = pretrained.asset_value("php_ablations")
+        assert ablations["variant"].to_list() == ["no-mlm", "negatives-1"] and (ablations["steps"] > 0).all()
         hp = pretrained.asset_materializations_for_node("php_hp")[0].metadata
         assert hp["steps"].value > 0 and "loss_curve" in hp and hp["seed"].value == 42
         tuned = dg.materialize(everything, selection=["cross_encoder", "reranked_runs"], partition_key="wiki-car/seed-0",
@@ -175,9 +234,12 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
                                run_config={"ops": {"cross_encoder": {"config": ce_config}}})
         assert tuned.success
     manifest = tuned.asset_value("cross_encoder")
-    assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm"]
+    assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm", "harp"]
     assert manifest["dev_score"].is_not_null().all()  # two epochs: selected on dev
-    assert manifest["train_seed"].to_list() == [42] * 3 and manifest["seed"].to_list() == [0] * 3
+    assert manifest["train_seed"].to_list() == [42] * 4 and manifest["seed"].to_list() == [0] * 4
+    php_steps = sum(pretrained.asset_value(f"php_{stage}")["steps"].item() for stage in ("hp", "shp", "mrds"))
+    baseline_steps = pretrained.asset_value("php_baselines")["steps"].item()
+    assert 0 < baseline_steps <= php_steps  # HARP's RDP (one example per link), within PHP's budget
     reranked = Catalog(root).query("select run_name, query_id, seed, count(*) as n from reranked_runs group by all")
-    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm"} and (reranked["n"] == len(TOPICS)).all()
+    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm", "harp"} and (reranked["n"] == len(TOPICS)).all()
     assert set(reranked["query_id"]) == {"g/q"} and set(reranked["seed"]) == {0}  # the unit's test queries only

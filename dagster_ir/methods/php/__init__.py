@@ -1,6 +1,7 @@
 """PHP: progressive hyperlink prediction pre-training (paper 000, "Pre-training for IR: Are Hyperlinks Fully Explored?").
 Used by the `php` asset group (`php_examples`, `php_hp` -> `php_shp` -> `php_mrds`, `php_ablations`, `cross_encoder`).
-Start reading at `config` (stages, groups, profiles), then `examples`, `masking`, `model`, `stages`.
+Start reading at `config` (stages, groups, profiles), then `examples`, `masking`, `model`, `stages`;
+the Table 3 baselines (ICT, WLP, PROP, HARP) are `baselines` (example generators) and `baseline_training`.
 
 A segment s of article d is the query; the articles d links to are documents in four groups
 D1..D4 (`php_groups`, built in `dagster_ir.wiki.graph`). Each stage contrasts one positive against
@@ -14,6 +15,7 @@ Loss = LCE + `mlm_weight` * anchor-aware MLM; each stage starts from the previou
 """
 
 from dagster_ir.methods.php.config import (
+    D4_RULES,
     FILL_NEGATIVES,
     GROUP_ORDER,
     IGNORE,
@@ -26,12 +28,37 @@ from dagster_ir.methods.php.config import (
     ablation_config,
     run_key,
 )
-from dagster_ir.methods.php.examples import ExampleCounts, build_php_examples, stage_groups
+from dagster_ir.methods.php.baseline_training import (
+    BaselineInputs,
+    baseline_loss,
+    baseline_train_config,
+    pairwise_hinge,
+    pretrain_baseline,
+)
+from dagster_ir.methods.php.baselines import (
+    BASELINE_EXAMPLES,
+    HARP_OBJECTIVES,
+    METHODS,
+    BaselineConfig,
+    build_baseline_examples,
+)
+from dagster_ir.methods.php.examples import ExampleCounts, apply_d4_rule, build_php_examples, stage_groups
 from dagster_ir.methods.php.masking import PhpInputs, anchor_token_flags, mask_tokens
 from dagster_ir.methods.php.model import MlmHead, PhpModel, php_loss
 from dagster_ir.methods.php.stages import StageResult, pretrain_chain, pretrain_stage, stage_train_config
 
 __all__ = [
+    "BASELINE_EXAMPLES",
+    "HARP_OBJECTIVES",
+    "METHODS",
+    "BaselineConfig",
+    "BaselineInputs",
+    "baseline_loss",
+    "baseline_train_config",
+    "build_baseline_examples",
+    "pairwise_hinge",
+    "pretrain_baseline",
+    "D4_RULES",
     "FILL_NEGATIVES",
     "GROUP_ORDER",
     "IGNORE",
@@ -47,6 +74,7 @@ __all__ = [
     "PhpModel",
     "StageResult",
     "ablation_config",
+    "apply_d4_rule",
     "anchor_token_flags",
     "build_php_examples",
     "mask_tokens",

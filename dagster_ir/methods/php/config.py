@@ -2,7 +2,8 @@
 
 Stages (section 3.2): HP contrasts D1 u D2 u D3 against D4, SHP D1 u D2 against D3, MRDS D1 against D2.
 Ablations are named configurations (`ablation_config`): "<stage>-only" (one stage from the
-backbone), "no-mlm", "anchor-<ratio>" (e.g. "anchor-0.15").
+backbone), "no-mlm" (no MLM loss and unmasked inputs), "anchor-<ratio>" (e.g. "anchor-0.15"),
+"negatives-<n>" (n negatives per example in every stage, Figure 5a; the examples are drawn again).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 STAGE_ORDER = ("hp", "shp", "mrds")
 GROUP_ORDER = ("D1", "D2", "D3", "D4")
 FILL_NEGATIVES = ("none", "lower", "lower+random")
+D4_RULES = ("cover", "literal")  # see `dagster_ir.methods.php.examples` (the paper's D4 contradiction)
 MLM_HEAD_FILE = "mlm_head.safetensors"
 PHP_FILE = "php.json"
 IGNORE = -100  # label of tokens that are not predicted
@@ -44,6 +46,7 @@ class PhpConfig:
     mask_prob: float = 0.15
     exclude_eval_articles: bool = True  # leave out the articles of the fine-tuning collection's dev/test queries
     fill_negatives: str = "none"  # "none" (paper) | "lower" | "lower+random": see the module docstring
+    d4_rule: str = "cover"  # "cover": D4 = every link not in s; "literal": only unidirectional ones (see examples)
     train: TrainConfig = TrainConfig(lr=1e-5, warmup_ratio=0.1, weight_decay=0.01, batch_size=24)
 
     def __post_init__(self) -> None:
@@ -57,6 +60,8 @@ class PhpConfig:
                 raise ValueError(f"PhpConfig.{name} must lie in [0, 1], got {getattr(self, name)}")
         if self.mlm_weight < 0:
             raise ValueError(f"PhpConfig.mlm_weight must be >= 0, got {self.mlm_weight}")
+        if self.d4_rule not in D4_RULES:
+            raise ValueError(f"PhpConfig.d4_rule: choose from {D4_RULES}, got {self.d4_rule!r}")
         if self.fill_negatives not in FILL_NEGATIVES:
             raise ValueError(f"PhpConfig.fill_negatives: choose from {FILL_NEGATIVES}, got {self.fill_negatives!r}")
 
@@ -74,18 +79,20 @@ PROFILES: dict[str, PhpConfig] = {
 
 
 def ablation_config(base: PhpConfig, name: str) -> PhpConfig:
-    """The settings of a named ablation: "<stage>-only", "no-mlm" or "anchor-<ratio>"."""
+    """The settings of a named ablation: "<stage>-only", "no-mlm", "anchor-<ratio>" or "negatives-<n>"."""
     if name.endswith("-only") and name.removesuffix("-only") in STAGES:
         return replace(base, stages=(name.removesuffix("-only"),))
     if name == "no-mlm":
         return replace(base, mlm_weight=0.0)
+    if name.startswith("negatives-") and name.removeprefix("negatives-").isdigit():
+        return replace(base, n_negatives=int(name.removeprefix("negatives-")))
     if name.startswith("anchor-"):
         try:
             return replace(base, anchor_mask_prob=float(name.removeprefix("anchor-")))
         except ValueError:
             pass
     raise ValueError(f"unknown PHP ablation {name!r}: use '<stage>-only' ({', '.join(STAGE_ORDER)}), "
-                     "'no-mlm' or 'anchor-<ratio>'")
+                     "'no-mlm', 'anchor-<ratio>' or 'negatives-<n>'")
 
 
 

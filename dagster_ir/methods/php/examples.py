@@ -12,6 +12,18 @@ segments hold two groups - the bundled sample has one SHP segment and no MRDS on
 then D4), "lower+random" then articles of the link graph that d does not link to (each example reads a
 window of n + deg(d) + 1 articles of the graph at a hashed start, so it never lists them all). Both keep the
 paper's order D1 > D2 > D3 > D4 > unlinked, so a positive still outranks every negative it meets.
+
+D4 and the paper's contradiction (section 3.1). The paper defines D4 as "Asymmetric linked
+documents not in segment s: There exists a unidirectional hyperlink from d to d_i but a_i does not
+appears in the segment s. i.e., d -> d_i and a_i not in s", and then states "D1 u D2 u D3 u D4 = D,
+D_i n D_j = {} if i != j". The two cannot both hold: a d_i that links back to d (d <-> d_i) and whose
+anchor a_i is not in s fits no group's definition, yet D is said to be covered. `php_groups` keeps the
+covering rule (such links are D4: every linked document not linked from s), which is
+`d4_rule="cover"` (the default, and the `paper` profile's, since HP's negatives come only from D4).
+`d4_rule="literal"` follows the definition instead: those bidirectional links are dropped from D4
+(they are in no group, so they are neither HP negatives nor "lower" fillers); it needs the link
+graph's `reciprocal` flag, so `build_php_examples` then takes `link_graph`. The rows dropped are
+counted (`d4_dropped`).
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ from dagster_ir.methods.php.config import (
     PhpConfig,
     seed_of,
 )
-from dagster_ir.schemas import PHP_EXAMPLES, PHP_GROUPS, validate
+from dagster_ir.schemas import LINK_GRAPH, PHP_EXAMPLES, PHP_GROUPS, validate
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,7 @@ class ExampleCounts:
     filled_from_lower: int  # examples whose negatives come from lower groups (fill_negatives)
     filled_from_random: int  # examples whose negatives are articles d does not link to (fill_negatives)
     excluded_rows: int  # php_groups rows left out (articles of evaluation queries)
+    d4_dropped: int  # D4 rows of bidirectional links left out (d4_rule "literal")
     sampled_out: int  # examples dropped by max_examples
 
 
@@ -59,14 +72,18 @@ def build_php_examples(
     stage: str,
     config: PhpConfig,
     exclude_articles: Iterable[str] = (),
+    link_graph: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, ExampleCounts]:
     """PHP_EXAMPLES rows of one stage (see the module docstring), sorted by (d, s, positive).
 
     Vectorised: every draw is a hash of (seed, stage, d, s, positive, candidate), so there is no
     Python loop over articles and the work grows with the rows, not with articles x segments.
+
+    `link_graph` (LINK_GRAPH) is needed only by `d4_rule="literal"`.
     """
     validate(groups, PHP_GROUPS, "php_groups")
     positive_groups, negative_groups = stage_groups(stage)
+    groups, d4_dropped = apply_d4_rule(groups, config.d4_rule, link_graph)
     excluded = pl.Series(sorted(set(exclude_articles)), dtype=pl.String)
     keep = ~pl.col("article_id").is_in(excluded.implode()) & ~pl.col("linked_id").is_in(excluded.implode())
     kept = groups.filter(keep)
@@ -103,6 +120,7 @@ def build_php_examples(
         filled_from_lower=from_source.get("lower", 0),
         filled_from_random=from_source.get("random", 0),
         excluded_rows=groups.height - kept.height,
+        d4_dropped=d4_dropped,
         sampled_out=sampled_out,
     )
     return frame, counts
@@ -158,6 +176,22 @@ def _random_candidates(kept: pl.DataFrame, wanting: pl.DataFrame, n: int, salt: 
         .join(linked, on=["article_id", "candidate"], how="anti")
         .with_columns(source=pl.lit("random"))
     )
+
+
+def apply_d4_rule(groups: pl.DataFrame, rule: str, link_graph: pl.DataFrame | None) -> tuple[pl.DataFrame, int]:
+    """`groups` under a D4 rule: "cover" keeps them; "literal" drops D4 rows whose link is bidirectional."""
+    if rule == "cover":
+        return groups, 0
+    if rule != "literal":
+        raise ValueError(f"d4_rule: choose 'cover' or 'literal', got {rule!r}")
+    if link_graph is None:
+        raise ValueError("build_php_examples: d4_rule 'literal' needs the link graph (its reciprocal flag)")
+    validate(link_graph, LINK_GRAPH, "wiki_link_graph")
+    both_ways = link_graph.filter(pl.col("reciprocal")).select(article_id="src_id", linked_id="dst_id", both=True)
+    marked = groups.join(both_ways, on=["article_id", "linked_id"], how="left")
+    drop = (pl.col("group") == "D4") & pl.col("both").fill_null(False)
+    kept = marked.filter(~drop).drop("both")
+    return kept, groups.height - kept.height
 
 
 def _cap(frame: pl.DataFrame, max_examples: int | None, seed: int) -> tuple[pl.DataFrame, int]:

@@ -1,12 +1,17 @@
 """PHP inputs and anchor-aware masking (section 3.3).
 
-Inputs: `[CLS] s [SEP] d_i [SEP]`, d_i being the lead (segment 1) of the linked article; s keeps
-at most `max_query_length` tokens and the lead what is left of `max_length` (`PhpInputs`).
+Inputs: `[CLS] s [SEP] d_i [SEP]` (equation 1), d_i being the linked article's text, lead first
+(its segments in order, joined by spaces); s keeps at most `max_query_length` tokens and d_i what
+is left of `max_length` (512 in the paper profile), as fine-tuning and reranking cut a document
+(`CrossEncoder.encode_pair`). Only the segments that can reach the budget are tokenised: a segment
+is read while the words before it are fewer than the budget (each word is at least one token).
 Masking (`mask_tokens`): the tokens of the anchor text a_i inside s (the anchors of s that link to
 d_i, found through the fast tokenizer's offset mapping) are selected with `anchor_mask_prob`
 (0.5), all other tokens with `mask_prob` (0.15), special tokens never; a selected token becomes
 [MASK] (80%), a random token (10%) or stays (10%). The masks of an example come from a generator
 seeded by (seed, epoch, example), so they do not depend on batching, process count or resuming.
+With `mlm_weight` 0 (the no-MLM ablation) nothing is masked: the pairs are the plain inputs, so the
+ablation's ranking loss sees the same text as a fine-tuned model does.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class _Query:
 
 
 class PhpInputs:
-    """Tokenised queries (segments with anchor flags) and documents (leads) of a stage's examples."""
+    """Tokenised queries (segments with anchor flags) and documents (articles, lead first) of a stage's examples."""
 
     def __init__(self, examples: pl.DataFrame, segments: pl.DataFrame | pl.LazyFrame, links: pl.DataFrame | pl.LazyFrame,
                  model: CrossEncoder, config: PhpConfig) -> None:
@@ -79,7 +84,7 @@ class PhpInputs:
         self.examples = [(a, s, [p, *n]) for a, s, p, n in
                          examples.select("article_id", "segment_no", "pos_id", "neg_ids").iter_rows()]
         self.queries = self._tokenize_queries(examples, segments, links)
-        self.docs = self._tokenize_leads(examples, segments)
+        self.docs = self._tokenize_documents(examples, segments)
         tokenizer = model.tokenizer
         self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
 
@@ -108,14 +113,19 @@ class PhpInputs:
             queries[(article, segment)] = _Query(np.asarray(ids[:limit], dtype=np.int32), anchors)
         return queries
 
-    def _tokenize_leads(self, examples, segments) -> dict[str, np.ndarray]:
+    def _tokenize_documents(self, examples, segments) -> dict[str, np.ndarray]:
+        """Token ids of each linked article: its segments in order (lead first) up to the budget."""
         ids = pl.concat([examples["pos_id"], examples["neg_ids"].explode()]).unique().to_frame("article_id")
-        leads = segments.lazy().filter(pl.col("segment_no") == 1).join(ids.lazy(), on="article_id", how="semi").select(
-            "article_id", "text").unique("article_id").collect()
-        _require(ids, leads, ["article_id"], "leads (segment 1) of linked articles")
         room = self.model.max_length - 3
-        tokens = [np.asarray(t[:room], dtype=np.int32) for t in self.model.tokenize(leads["text"].to_list())]
-        return dict(zip(leads["article_id"], tokens, strict=True))
+        texts = (
+            segments.lazy().join(ids.lazy(), on="article_id", how="semi")
+            .unique(["article_id", "segment_no"]).sort("article_id", "segment_no")
+            .filter((pl.col("n_words").cum_sum() - pl.col("n_words")).over("article_id") < room)
+            .group_by("article_id").agg(text=pl.col("text").str.join(" ")).collect()
+        )
+        _require(ids, texts, ["article_id"], "linked articles (their segments)")
+        tokens = [np.asarray(t[:room], dtype=np.int32) for t in self.model.tokenize(texts["text"].to_list())]
+        return dict(zip(texts["article_id"], tokens, strict=True))
 
     def example(self, index: int, rng: np.random.Generator) -> tuple[list[Pair], list[np.ndarray]]:
         """The 1 + n masked pairs of example `index` (positive first) and their MLM labels."""
@@ -127,6 +137,10 @@ class PhpInputs:
             ids = np.asarray(pair.input_ids)
             special = np.zeros(len(ids), dtype=bool)
             special[[0, len(query.ids) + 1, len(ids) - 1]] = True
+            if self.config.mlm_weight == 0:  # no MLM: the inputs stay as they are (nothing to predict)
+                pairs.append(pair)
+                labels.append(np.full(len(ids), IGNORE, dtype=np.int64))
+                continue
             anchor = np.zeros(len(ids), dtype=bool)
             if doc in query.anchors:
                 anchor[1 : 1 + len(query.ids)] = query.anchors[doc]

@@ -89,7 +89,10 @@ def test_ablations_are_named_configurations():
     assert ablation_config(base, "shp-only").stages == ("shp",)
     assert ablation_config(base, "no-mlm").mlm_weight == 0.0
     assert ablation_config(base, "anchor-0.15").anchor_mask_prob == 0.15
-    for bad in ("xyz-only", "anchor-high", "mlm"):
+    assert ablation_config(base, "negatives-8").n_negatives == 8
+    hp, _ = build_php_examples(GROUPS, "hp", ablation_config(replace(base, n_negatives=2), "negatives-1"))
+    assert hp["neg_ids"].list.len().unique().to_list() == [1]  # the examples follow the ablation's n
+    for bad in ("xyz-only", "anchor-high", "mlm", "negatives-many"):
         with pytest.raises(ValueError, match="unknown PHP ablation"):
             ablation_config(base, bad)
     with pytest.raises(ValueError, match="stages"):
@@ -114,3 +117,29 @@ def test_fill_negatives_takes_lower_groups_then_unlinked_articles():
     assert _by_positive(shp) == {"b": ["e", "e"], "c": ["e", "e"]} and counts.filled_from_lower == 0
     with pytest.raises(ValueError, match="fill_negatives"):
         PhpConfig(fill_negatives="random")
+
+
+def _graph(edges):
+    from dagster_ir.schemas import LINK_GRAPH
+
+    rows = [(src, dst, 1, 1, both, 1 if both else None) for src, dst, both in edges]
+    return pl.DataFrame(rows, schema=list(LINK_GRAPH), orient="row").cast(LINK_GRAPH)
+
+
+def test_d4_rule_literal_drops_bidirectional_links_outside_s_and_cover_keeps_them():
+    # a <-> b and a <-> c link both ways, a -> e and a -> f one way. Segment 2's D4 holds b, c (both ways)
+    # and e (one way); segment 1's D4 holds f (one way).
+    graph = _graph([("a", "b", True), ("a", "c", True), ("a", "e", False), ("a", "f", False)])
+    cover = PhpConfig(n_negatives=3)
+    literal = replace(cover, d4_rule="literal")
+    hp_cover, counts_cover = build_php_examples(GROUPS, "hp", cover, link_graph=graph)
+    hp_literal, counts_literal = build_php_examples(GROUPS, "hp", literal, link_graph=graph)
+    second = lambda frame: frame.filter(pl.col("segment_no") == 2)["neg_ids"].item().to_list()  # noqa: E731
+    assert sorted(second(hp_cover)) == ["b", "c", "e"]
+    assert second(hp_literal) == ["e", "e", "e"]  # only the unidirectional e is D4 by the definition
+    assert _by_positive(hp_literal) == _by_positive(hp_cover) == {p: ["f"] * 3 for p in "bce"}
+    assert (counts_cover.d4_dropped, counts_literal.d4_dropped) == (0, 2)
+    with pytest.raises(ValueError, match="needs the link graph"):
+        build_php_examples(GROUPS, "hp", literal)
+    with pytest.raises(ValueError, match="d4_rule"):
+        PhpConfig(d4_rule="strict")
