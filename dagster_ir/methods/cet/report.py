@@ -214,10 +214,10 @@ def sweeps_plot(manifest: pl.DataFrame) -> Figure:
             continue
         x, y = rows["sweep_value"].to_numpy(), rows["dev_mrr10"].to_numpy()
         ax.plot(x, y, marker="o", color="#4f6fad", label="cet" if sweep == "tau" else "rocketqa")
-        pick = 1.0 if sweep == "tau" else chosen_eta
+        pick = chosen_eta
         if sweep == "tau":
-            pick = float(manifest.filter(pl.col("run_name") == "cet")["tau"].item()) if "tau" in manifest.columns \
-                and manifest.filter(pl.col("run_name") == "cet").height else None
+            cet_row = manifest.filter(pl.col("run_name") == "cet")
+            pick = float(cet_row["tau"][0]) if "tau" in manifest.columns and cet_row.height else None
         if pick is not None and np.isclose(x, pick).any():
             i = int(np.flatnonzero(np.isclose(x, pick))[0])
             ax.plot([x[i]], [y[i]], marker="o", markersize=14, fillstyle="none", color="#c0392b", linestyle="none",
