@@ -53,12 +53,12 @@ def test_rankers_run_naive_first_with_the_eta_and_tau_sweeps() -> None:
 
 
 def test_negatives_are_drawn_afresh_each_epoch_for_every_method() -> None:
-    runs = pl.concat([run_of("dense", {"t": [f"a{i}" for i in range(1, 30)]}),
+    runs = pl.concat([run_of("dense", {"t": [f"a{i}" for i in range(1, 30)], "v": ["v1", "v2"]}),
                       run_of("bm25", {"t": [f"b{i}" for i in range(1, 30)] + ["a1"], "v": ["v4"]})])
-    lab = LabData(runs, pl.DataFrame({"query_id": ["t"], "text": ["x"]}), pl.DataFrame(), SPARSE, DENSE, ("t",), ())
-    config = LabConfig(negative_depth=30, n_per_positive=3)
+    lab = LabData(runs, pl.DataFrame({"query_id": ["t"], "text": ["x"]}), pl.DataFrame(), SPARSE, DENSE, ("t",), ("v",))
+    config = LabConfig(negative_depth=30, n_per_positive=3, rance_smoothing=1)
     scorer = lambda pairs: np.zeros(pairs.height)  # noqa: E731 - nothing rejected at eta 0
-    for method in ("naive", "zhan", "dml", "rocketqa"):
+    for method in ("naive", "zhan", "dml", "cet", "rance", "rocketqa"):
         draws = [set(lab_negatives(method, lab, config, scorer, epoch, eta=0.0)[0]["neg_doc_id"]) for epoch in range(3)]
         assert draws[0] != draws[1] != draws[2], method
         assert draws[1] == set(lab_negatives(method, lab, config, scorer, 1, eta=0.0)[0]["neg_doc_id"])
