@@ -1,8 +1,9 @@
 """DML, dynamic multi-granularity learning (Zhang and Yang, CIKM 2021): the reference baseline of CET's Table 1.
 
 The CET paper trains BERT_DML "with all parameters as in Zhang and Yang 2021, except that only one
-negative is sampled for each positive" and says no more. The DML paper's own description (its
-abstract; the four-page paper gives the formulas we follow in spirit) has two parts:
+negative is sampled for each positive" and says no more. We could read only the DML paper's
+abstract (CIKM 2021, pp. 3642-3646; no public code was found), so the formulas below are our
+reading of its two parts, not a transcription:
 
 * **Dynamic weights**: "by introducing a Gaussian distribution into traditional loss functions, the
   weights of different documents change dynamically according to the prediction probability, to
