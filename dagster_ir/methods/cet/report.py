@@ -229,7 +229,7 @@ def sweeps_plot(manifest: pl.DataFrame) -> Figure:
             ax.set_xticks(x, [f"{t:g}" for t in x])
         else:
             etas = [json.loads(n).get("eta", float("nan")) for n in rows["notes"]]
-            ax.set_xticks(x, [f"{q:g}\n({e:.2f})" for q, e in zip(x, etas, strict=True)])
+            ax.set_xticks(x, [f"{q:g}\n({e:.3g})" for q, e in zip(x, etas, strict=True)])
         ax.legend(loc="best")
     fig.suptitle("Figure 4 on dev: sensitivity to tau and eta")
     return fig

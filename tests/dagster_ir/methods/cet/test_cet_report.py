@@ -103,7 +103,7 @@ def test_figure4_plots_the_dev_sweeps_and_rings_the_chosen_values() -> None:
     eta_line, ring = eta_axis.get_lines()[:2]
     assert eta_line.get_xdata().tolist() == [0.5, 0.9] and eta_line.get_ydata().tolist() == pytest.approx([0.31, 0.34])
     assert ring.get_xdata().tolist() == [0.9]  # rocketqa's chosen eta
-    assert [t.get_text() for t in eta_axis.get_xticklabels()] == ["0.5\n(-1.50)", "0.9\n(0.25)"]
+    assert [t.get_text() for t in eta_axis.get_xticklabels()] == ["0.5\n(-1.5)", "0.9\n(0.25)"]
     assert eta_axis.get_lines()[-1].get_ydata()[0] == pytest.approx(0.30)  # naive's dev value, dashed
     with pytest.raises(ValueError, match="no tau or eta sweep"):
         sweeps_plot(lab_manifest().filter(pl.col("sweep") == ""))
