@@ -1,8 +1,11 @@
 """CET assets: the pooling-bias lab and the coupled relevance/selection rankers trained against it.
 
 qrels + candidate_runs -> sparse_qrels -> false_negative_analysis
-                                       -> cet (R and S checkpoints of naive, zhan, rocketqa, rance, cet[-tau<x>])
-                                            -> cet_runs (each R reranking the strong run's top-k on the report's queries)
+                                       -> cet (R and S checkpoints of naive, zhan, rocketqa[-q<x>], rance, dml,
+                                               cet[-tau<x>]; each ranker's dev MRR@10, which picks eta and the
+                                               best baseline)
+                                            -> cet_runs (each Table 1 ranker reranking its candidates' top-k on the
+                                               report's queries: the strong run, the basic one for bm25+bert)
 
 The sparse labels are what training sees; `cet_runs` is evaluated later against the dense judgments
 (`qrels`), so the report shows what false negatives cost and what CET recovers.
@@ -20,12 +23,12 @@ from assets.partitions import collection_partitions
 from assets.resources import DataDirResource
 from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
 from dagster_ir.methods.cet.model import LabConfig, profile
-from dagster_ir.methods.cet.lab import LabData, manifest, rerank_lab, train_lab
+from dagster_ir.methods.cet.lab import BM25_BERT, LabData, manifest, rerank_lab, train_lab
 from dagster_ir.methods.cet.report import (
     TABLE1_MEASURES,
-    cet_taus,
+    dev_best_baseline,
+    sweeps_plot,
     table1,
-    tau_sensitivity_plot,
     training_curves_plot,
 )
 from dagster_ir.neural.training import TrainResult
@@ -148,14 +151,17 @@ def _markdown(frame: pl.DataFrame) -> str:
 class CetConfig(dg.Config):
     """Maps onto `dagster_ir.methods.cet.model.LabConfig`: a profile ("demo" | "paper") plus overrides.
 
-    None keeps the profile's value; `layers` 0 means every backbone layer.
+    None keeps the profile's value; `layers` 0 means every backbone layer; `max_weight` 0 means no
+    clamp (the paper's setting); `eta` None sweeps `eta_quantiles` on dev.
     """
 
     profile: str = "demo"
-    methods: Optional[list[str]] = None  # of naive, zhan, rocketqa, rance, cet
+    methods: Optional[list[str]] = None  # of naive, zhan, rocketqa, rance, dml, cet
     taus: Optional[list[float]] = None  # extra CET rankers cet-tau<x>
     tau: Optional[float] = None
     max_weight: Optional[float] = None
+    dml_sigma: Optional[float] = None
+    dml_instance_weight: Optional[float] = None
     backbone: Optional[str] = None
     layers: Optional[int] = None
     max_length: Optional[int] = None
@@ -168,10 +174,13 @@ class CetConfig(dg.Config):
     negative_depth: Optional[int] = None
     n_per_positive: Optional[int] = None
     eta: Optional[float] = None
+    eta_quantiles: Optional[list[float]] = None
+    resample: Optional[bool] = None
     rerank_depth: Optional[int] = None
     select_on_dev: Optional[bool] = None
     strong_run: Optional[str] = None
     basic_run: Optional[str] = None
+    dev_judgments: Optional[str] = None
     train_split: str = "train/model"
     dev_split: str = "dev"
     device: str = "cpu"
@@ -185,16 +194,20 @@ class CetConfig(dg.Config):
             ranker = replace(ranker, layers=self.layers or None)
         train = replace(base.cet.train, device=self.device, **_given(
             lr=self.lr, batch_size=self.batch_size, epochs=self.epochs, max_steps=self.max_steps, seed=self.seed))
-        cet = replace(base.cet, ranker=ranker, train=train, **_given(tau=self.tau, max_weight=self.max_weight))
+        dml = replace(base.cet.dml, **_given(sigma=self.dml_sigma, instance_weight=self.dml_instance_weight))
+        cet = replace(base.cet, ranker=ranker, train=train, dml=dml, **_given(tau=self.tau))
+        if self.max_weight is not None:
+            cet = replace(cet, max_weight=self.max_weight or None)
         return replace(base, cet=cet, **_given(
             methods=tuple(self.methods) if self.methods is not None else None,
             taus=tuple(self.taus) if self.taus is not None else None,
+            eta_quantiles=tuple(self.eta_quantiles) if self.eta_quantiles is not None else None,
             negative_depth=self.negative_depth, n_per_positive=self.n_per_positive, eta=self.eta,
-            rerank_depth=self.rerank_depth, select_on_dev=self.select_on_dev, strong_run=self.strong_run,
-            basic_run=self.basic_run))
+            resample=self.resample, rerank_depth=self.rerank_depth, select_on_dev=self.select_on_dev,
+            strong_run=self.strong_run, basic_run=self.basic_run, dev_judgments=self.dev_judgments))
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
 def cet(
     context: dg.AssetExecutionContext,
     config: CetConfig,
@@ -206,7 +219,7 @@ def cet(
     sparse_qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance and CET trained on the sparse labels."""
+    """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the sparse labels."""
     domain = config.to_domain()
     lab = LabData(candidate_runs, queries, corpus, sparse_qrels, qrels,
                   tuple(_split_ids(query_splits, [config.train_split])),
@@ -220,10 +233,23 @@ def cet(
                                             ylabel="mean w_r (S's weight on R's loss)"), "mean w_r"),
         **{f"{r.run_name} false_negative_share": round(r.false_negative_share, 4) for r in trained},
         **{f"{r.run_name} examples_per_s": round(r.examples_per_s, 2) for r in trained},
+        **{f"{r.run_name} dev MRR@10": round(r.dev_mrr10, 4) for r in trained if r.dev_mrr10 is not None},
+        **{f"{r.run_name} clamped_share": round(r.notes["clamped_share"], 6)
+           for r in trained if r.notes.get("clamped_share", 0.0) > 0},  # only where the clamp bound
+        "best_baseline (dev)": dev_best_baseline(table) or "none",
+        **{"rocketqa eta (dev)": round(t.notes["eta"], 4) for t in trained if t.run_name == "rocketqa" and "eta" in t.notes},
+        **_sweeps_metadata(table),
         "seconds": round(sum(r.seconds for r in trained), 1),
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str))),
     })
     return table
+
+
+def _sweeps_metadata(table: pl.DataFrame) -> dict:
+    """Figure 4 (dev MRR@10 against tau and eta) when the manifest holds a sweep."""
+    if table.filter(pl.col("sweep").is_in(["tau", "eta"]) & pl.col("dev_mrr10").is_not_null()).height == 0:
+        return {}
+    return {"figure4": _figure(sweeps_plot(table), "Figure 4 on dev: tau and eta")}
 
 
 # --- runs for the report -------------------------------------------------------------------------------
@@ -250,7 +276,7 @@ class CetRunsConfig(dg.Config):
             rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size))
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
 def cet_runs(
     context: dg.AssetExecutionContext,
     config: CetRunsConfig,
@@ -261,31 +287,34 @@ def cet_runs(
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Each ranker's R reranking the strong retriever's top-k on the report's queries (RUN rows per ranker)."""
+    """Each Table 1 ranker's R reranking its candidates' top-k on the report's queries (RUN rows per ranker)."""
     domain = config.to_domain()
     ids = _split_ids(query_splits, [config.split])
     strong = _named_run(candidate_runs, domain.strong_run)
-    runs = rerank_lab(cet, strong, queries, corpus, ids, domain)
+    runs = rerank_lab(cet, candidate_runs, queries, corpus, ids, domain)
     context.add_output_metadata(_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha))
     return runs
 
 
 def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: LabConfig, alpha: float) -> dict:
-    """Table 1 against the dense judgments (the retriever's own top-k as a reference row) and the tau plot."""
+    """Table 1 against the dense judgments (the retriever's own top-k as a reference row; † vs DML,
+    ‡ vs the best baseline chosen on dev) and Figure 4 (dev)."""
     in_split = pl.col("query_id").is_in(pl.Series(ids, dtype=pl.String).implode())
     reference = strong.filter(in_split & (pl.col("rank") <= domain.rerank_depth)).select(list(RUN))
     judged = qrels.filter(in_split)
     per_query = evaluate_run(pl.concat([reference, runs]), judged, list(TABLE1_MEASURES))
     metadata = {f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
                 for r in aggregate(per_query).iter_rows(named=True) if r["measure"] in ("RR@10", "nDCG@10")}
-    if "naive" in set(runs["run_name"].to_list()):
+    names = set(runs["run_name"].to_list())
+    reference = "dml" if "dml" in names else "naive"
+    if reference in names:
         order = [domain.strong_run, *runs["run_name"].unique(maintain_order=True).to_list()]
-        table = table1(per_query, order, retriever=domain.strong_run,
+        best = dev_best_baseline(manifest_frame)
+        table = table1(per_query, order, retriever=domain.strong_run, reference=reference,
+                       best=best if best in names else None,
                        config=SignificanceConfig(alpha=alpha, n_resamples=1000))
         metadata["table1"] = dg.MetadataValue.md(table.to_markdown())
-    taus = cet_taus(manifest_frame)
-    if len(taus) > 1 and "naive" in set(runs["run_name"].to_list()):
-        metadata["tau_sensitivity"] = _figure(tau_sensitivity_plot(per_query, taus), "tau sensitivity")
+    metadata.update(_sweeps_metadata(manifest_frame) if "sweep" in manifest_frame.columns else {})
     return metadata
 
 
@@ -304,11 +333,13 @@ def sparse_labels_are_relevant(sparse_qrels: pl.DataFrame, qrels: pl.DataFrame) 
 
 @dg.asset_check(asset=cet_runs, blocking=True)
 def cet_runs_rerank_the_same_candidates(cet_runs: pl.DataFrame) -> dg.AssetCheckResult:
-    """Every ranker reorders the same (query, doc) candidates, once each, with finite scores."""
+    """Every ranker of the strong run reorders the same (query, doc) candidates, once each, with finite
+    scores (bm25+bert reranks the basic run's: only its rows' uniqueness and scores are checked)."""
     duplicates = cet_runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().sum()).item()
     non_finite = cet_runs.select((~pl.col("score").is_finite()).sum()).item()
     sets = {name: set(part.select("query_id", "doc_id").iter_rows())
-            for (name,), part in cet_runs.partition_by("run_name", as_dict=True).items()}
+            for (name,), part in cet_runs.filter(pl.col("run_name") != BM25_BERT)
+            .partition_by("run_name", as_dict=True).items()}
     first = next(iter(sets.values()), set())
     differing = sorted(name for name, pairs in sets.items() if pairs != first)
     return dg.AssetCheckResult(passed=not (duplicates or non_finite or differing), metadata={

@@ -4,7 +4,9 @@ from dagster_ir.negatives.sampling import (
     NegativeConfig,
     NegativeSample,
     SamplingCounts,
+    epoch_seed,
     false_negative_share,
+    for_epoch,
     sample_negatives,
 )
 
@@ -12,6 +14,8 @@ __all__ = [
     "NegativeConfig",
     "NegativeSample",
     "SamplingCounts",
+    "epoch_seed",
     "false_negative_share",
+    "for_epoch",
     "sample_negatives",
 ]

@@ -12,13 +12,18 @@ When a pool holds fewer than `n_per_positive` documents the query is sampled wit
 The result depends only on the config and on the *content* of the inputs, never on their row order:
 pools are ordered by (rank, doc_id), positives by doc_id, and each (query, positive) draws from its
 own random generator seeded by (seed, query_id, pos_doc_id).
+
+Fresh draws per epoch (CET's Algorithm 1 samples new triples every iteration): `epoch_seed(seed,
+epoch)` derives the seed of epoch `epoch` from the configured seed, and `for_epoch(config, epoch)` is
+the config with that seed, so epoch e of any sampler draws the same negatives for the same (seed, e)
+and, in general, other ones for another epoch.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -45,6 +50,19 @@ class NegativeConfig:
         for name in ("depth", "n_per_positive"):
             if getattr(self, name) < 1:
                 raise ValueError(f"NegativeConfig.{name} must be >= 1, got {getattr(self, name)}")
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The sampling seed of epoch `epoch` (0-based) derived from `seed`: a 63-bit hash of (seed, epoch)."""
+    if epoch < 0:
+        raise ValueError(f"epoch_seed: epoch must be >= 0, got {epoch}")
+    state = np.random.SeedSequence([int(seed), int(epoch)]).generate_state(2, np.uint32)
+    return int(state[0]) << 31 | int(state[1]) >> 1
+
+
+def for_epoch(config: NegativeConfig, epoch: int) -> NegativeConfig:
+    """`config` with the seed of epoch `epoch` (see `epoch_seed`)."""
+    return replace(config, seed=epoch_seed(config.seed, epoch))
 
 
 @dataclass(frozen=True)

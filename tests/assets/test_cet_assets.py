@@ -73,20 +73,33 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     dense_top2 = analysis.filter((pl.col("run_name") == "dense") & (pl.col("depth") == 2))
     assert dense_top2["expected_share"].item() == 1.0  # dense's top 2 are unlabelled relevant documents
 
-    training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=2, negative_depth=4, taus=[])
+    training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=2, negative_depth=4, taus=[2.0])
     trained = cet(_context(), training, DataDirResource(path=str(tmp_path)), c["candidate_runs"], c["queries"],
                   c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
-    assert trained["run_name"].to_list() == ["naive", "zhan", "rocketqa", "rance", "cet"]
-    assert trained.filter(pl.col("selection_path").is_not_null())["run_name"].to_list() == ["cet"]
+    assert trained["run_name"].to_list() == ["naive", "zhan", "rocketqa-q0.5", "rocketqa-q0.9", "rance", "dml", "cet",
+                                             "cet-tau2", "rocketqa", "bm25+bert"]
+    sweeps = trained.filter(pl.col("sweep") != "").select("run_name", "sweep", "sweep_value", "table").rows()
+    assert sweeps == [("rocketqa-q0.5", "eta", 0.5, False), ("rocketqa-q0.9", "eta", 0.9, False),
+                      ("cet", "tau", 1.0, True), ("cet-tau2", "tau", 2.0, False)]
+    assert trained.filter(pl.col("selection_path").is_not_null())["run_name"].to_list() == ["cet", "cet-tau2"]
     by_name = {row["run_name"]: row for row in trained.iter_rows(named=True)}
     assert by_name["naive"]["queries"] == 3 and by_name["naive"]["steps"] == 2  # 3 queries, batches of 2
     assert '"rejected"' in by_name["rocketqa"]["notes"] and by_name["rocketqa"]["queries"] <= 3
     assert by_name["naive"]["false_negative_share"] == 1.0  # dense's top 4 minus the label: all relevant (every negative is false)
+    assert all(by_name[n]["dev_mrr10"] is not None for n in ("naive", "dml", "cet"))
+    chosen = max(("rocketqa-q0.5", "rocketqa-q0.9"), key=lambda n: (by_name[n]["dev_mrr10"], -by_name[n]["sweep_value"]))
+    assert by_name["rocketqa"]["relevance_path"] == by_name[chosen]["relevance_path"]  # eta chosen on dev
+    assert by_name["bm25+bert"]["relevance_path"] == by_name["zhan"]["relevance_path"]
+    assert by_name["bm25+bert"]["candidates"] == "bm25" and by_name["naive"]["candidates"] == "dense"
 
     runs = cet_runs(_context(), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"], c["queries"],
                     c["corpus"].lazy(), c["qrels"], c["query_splits"])
     assert runs.schema == pl.Schema(RUN)
-    assert set(runs["query_id"]) == {"5", "6"} and runs.height == 5 * 2 * 3
+    table_rows = ["naive", "zhan", "rance", "dml", "cet", "rocketqa", "bm25+bert"]  # no sweep variants
+    assert runs["run_name"].unique(maintain_order=True).to_list() == table_rows
+    assert set(runs["query_id"]) == {"5", "6"} and runs.height == 7 * 2 * 3
+    bm25_top3 = {(q, f"d{q}{j}") for q in ("5", "6") for j in range(3)}
+    assert set(runs.filter(pl.col("run_name") == "bm25+bert").select("query_id", "doc_id").iter_rows()) == bm25_top3
     assert cet_runs_rerank_the_same_candidates(runs).passed
 
 
@@ -97,8 +110,13 @@ def test_the_definitions_load_and_configs_map_onto_the_profiles() -> None:
     dg.Definitions.validate_loadable(defs)
     demo = CetConfig().to_domain()
     assert demo.cet.ranker.layers is not None and demo.rerank_depth == 20
+    assert demo.taus == (2.0,) and demo.eta is None and len(demo.eta_quantiles) == 2 and demo.resample
     overridden = CetConfig(profile="paper", layers=0, lr=1e-5, methods=["naive", "cet"], taus=[]).to_domain()
     assert overridden.cet.ranker.layers is None and overridden.cet.train.lr == 1e-5
     assert overridden.methods == ("naive", "cet") and overridden.taus == ()
+    assert overridden.cet.max_weight is None  # the paper has no clamp
+    assert CetConfig(max_weight=0).to_domain().cet.max_weight is None
+    assert CetConfig(max_weight=50).to_domain().cet.max_weight == 50
+    assert CetConfig(eta=0.2, resample=False).to_domain().eta == 0.2
     with pytest.raises(ValueError, match="profile 'nope'"):
         CetConfig(profile="nope").to_domain()

@@ -19,14 +19,21 @@ def test_sections_pick_their_runs_and_baselines():
     inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php", "ict"),
               "fusion_runs": _runs(), "ghrm_runs": _runs("ghrm"), "cet_runs": _runs("naive", "zhan", "cet")}
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
-    reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall)
+    reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall, cet_best="zhan")
     shown = {r.title: (r.baseline, sorted(r.comparison["run_name"].unique())) for r in reports}
     assert shown["First-stage retrieval"] == ("bm25", ["bm25", "dense"])
     assert shown["PHP: BERT and PHP rerankers of BM25's top-k"] == ("bert", ["bert", "bm25", "ict", "php"])
     against_php = "PHP: the pre-training baselines (Table 3) and ablations, against PHP"
     assert shown[against_php] == ("php", ["bert", "bm25", "ict", "php"])
     assert shown["CET: pooling bias (Table 1), against naive"] == ("naive", ["cet", "dense", "naive", "zhan"])
-    assert shown["CET: pooling bias, against the best baseline (zhan)"][0] == "zhan"
+    assert shown["CET: pooling bias, against the best baseline on dev (zhan)"][0] == "zhan"  # dev's choice, given
+    with_dml = _sections(per_query.vstack(per_query.filter(pl.col("run_name") == "naive")
+                                          .with_columns(run_name=pl.lit("dml"))),
+                         {**inputs, "cet_runs": _runs("naive", "zhan", "dml", "cet")},
+                         SignificanceConfig(n_resamples=100), recall)
+    titles = {r.title: r.baseline for r in with_dml}
+    assert titles["CET: pooling bias (Table 1), against dml"] == "dml"  # Table 1's dagger reference
+    assert not any("best baseline" in t for t in titles)  # no dev choice given: none made on test
     ghrm_title = next(s.title for s in SECTIONS if s.inputs == ("ghrm_runs",))
     assert shown[ghrm_title] == ("bm25", ["bert", "bm25", "ghrm"])  # ql absent here
     assert not any("Model 1" in title for title in shown)  # no runs, no section
@@ -162,3 +169,16 @@ def test_the_model1_section_tests_the_papers_pairs():
     assert shown[f"{title}: the paper's test against bm25+bm25(wp)"] == (
         "bm25+bm25(wp)", ["bm25+bm25(wp)", "bm25+model1(wp)", "bm25+nn-model1", "bm25+nn-model1-exp"])
     assert shown[f"{title}: the paper's test against bert"] == ("bert", ["bert", "bert-model1", "bert-vanilla"])
+
+
+def test_the_cet_section_gets_figure4_from_the_dev_sweeps_of_the_manifest():
+    from assets.model_report import CET_SECTION, cet_figures
+
+    manifest = pl.DataFrame({"run_name": ["naive", "cet", "cet-tau2", "rocketqa"], "method": ["naive", "cet", "cet", "rocketqa"],
+                             "tau": [None, 1.0, 2.0, None], "sweep": ["", "tau", "tau", ""],
+                             "sweep_value": [None, 1.0, 2.0, None], "dev_mrr10": [0.3, 0.4, 0.35, 0.32],
+                             "notes": ["{}", "{}", "{}", '{"eta": 0.1, "eta_quantile": 0.9}']})
+    (figure,) = cet_figures(manifest)[CET_SECTION]
+    assert figure.name == "cet_sweeps" and "dev" in figure.caption
+    assert cet_figures(manifest.with_columns(sweep=pl.lit(""))) == {}  # no sweep, no figure
+    assert cet_figures(manifest.drop("sweep")) == {}  # an older manifest

@@ -4,15 +4,16 @@ Both draw, like `dagster_ir.negatives.sample_negatives`, `n_per_positive` negati
 positive) from the candidate pool (a run's top `depth` minus every labelled positive), seeded per
 (seed, query id, positive id) so that results depend only on the inputs' content.
 
-* **RocketQA-style denoising** (Ding et al., 2021; `denoised_negatives`): a first ranker, trained
-  naively on the same labels, scores the unlabelled candidates, and those it rates above a
-  threshold eta are not used as negatives. A pairwise-trained cross-encoder's scores are defined only
-  up to a shift, so the thresholded quantity is the one calibrated by its training: the probability
-  sigma(s(q, d_j) - s(q, d_i)) that the ranker prefers candidate d_j to the labelled positive d_i
-  of the pair. Candidates are drawn uniformly without replacement from the pool and rejected while
-  that probability exceeds eta - which gives exactly a uniform draw from the filtered pool while
-  scoring only the candidates drawn (about n per positive when false negatives are rare), instead of
-  the whole pool. A pair whose filtered pool holds fewer than n candidates keeps what it has.
+* **RocketQA-style denoising** (Ding et al., 2021; `denoised_negatives`), as the CET paper states it
+  (section 5.4): a first ranker, trained naively on the same labels, scores the unlabelled
+  candidates, and negatives are drawn uniformly from those whose score is *below* eta, on that
+  ranker's own (raw) score scale: a candidate scoring above eta is taken for an unlabelled positive
+  and never used. A pairwise-trained cross-encoder's scores are defined only up to a shift, so no
+  fixed eta means anything across models: the lab chooses eta on dev from a sweep (`lab`).
+  Candidates are drawn uniformly without replacement from the pool and rejected while their score
+  exceeds eta - which gives exactly a uniform draw from the filtered pool while scoring only the
+  candidates drawn (about n per positive when few are rejected), instead of the whole pool. A pair
+  whose filtered pool holds fewer than n candidates keeps what it has.
 * **RANCE-style sampling** (Prakash et al., 2021; `relevance_by_rank`, `rance_rank_weights`,
   `sample_negatives_by_rank`): on a densely judged set of queries (never the test split),
   p_rel(r) is the share of queries whose document at rank r is relevant; the sampling weight of
@@ -45,15 +46,15 @@ class DenoiseConfig:
 
     depth: int = 100
     n_per_positive: int = 1
-    eta: float = 0.5  # drop d_j for (q, d_i) when sigma(s_j - s_i) > eta
+    eta: float = 0.0  # drop d_j when the first ranker's raw score s(q, d_j) > eta
     seed: int = 42
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.n_per_positive < 1:
             raise ValueError(f"DenoiseConfig: depth and n_per_positive must be >= 1 "
                              f"(got {self.depth}, {self.n_per_positive})")
-        if not 0.0 < self.eta <= 1.0:
-            raise ValueError(f"DenoiseConfig.eta must lie in (0, 1], got {self.eta}")
+        if not np.isfinite(self.eta):
+            raise ValueError(f"DenoiseConfig.eta must be a finite score threshold, got {self.eta}")
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ class DenoisedSample:
     """Negatives after denoising, their counts, and what the first ranker did."""
 
     sample: NegativeSample
-    scored: int  # (query, doc) pairs the first ranker scored, positives included
-    rejected: int  # drawn candidates dropped as likely false negatives
+    scored: int  # (query, doc) pairs the first ranker scored (by this call's scorer)
+    rejected: int  # drawn candidates dropped as likely false negatives (score > eta)
 
 
 @dataclass(frozen=True)
@@ -250,17 +251,15 @@ def denoised_negatives(
     score: PairScorer,
     config: DenoiseConfig = DenoiseConfig(),
 ) -> DenoisedSample:
-    """Uniform negatives from the pool that the first ranker (`score`) does not prefer to the
-    pair's positive with probability above eta; see the module docstring."""
+    """Uniform negatives from the pool among the candidates that the first ranker (`score`) scores
+    at most eta; see the module docstring."""
     pools = _pools(run, qrels_train, query_ids, config.depth)
     pairs = [(q, p) for q, positives in pools.positives.items() if pools.pools.get(q) for p in positives]
     scores = _ScoreCache(score)
-    scores.fetch([(q, p) for q, p in pairs])
     orders = {(q, p): _rng(config.seed, q, p).permutation(len(pools.pools[q][0])) for q, p in pairs}
     accepted: dict[tuple[str, str], list[int]] = {pair: [] for pair in pairs}
     cursor = dict.fromkeys(pairs, 0)
     rejected = 0
-    threshold = np.log(config.eta) - np.log1p(-config.eta) if config.eta < 1 else np.inf  # logit(eta)
     open_pairs = list(pairs)
     while open_pairs:
         drawn = []
@@ -271,7 +270,7 @@ def denoised_negatives(
             drawn += [(pair, int(i)) for i in take]
         scores.fetch([(q, pools.pools[q][0][i]) for (q, _), i in drawn])
         for (q, p), i in drawn:
-            if scores[q, pools.pools[q][0][i]] - scores[q, p] > threshold:
+            if scores[q, pools.pools[q][0][i]] > config.eta:
                 rejected += 1
             else:
                 accepted[q, p].append(i)

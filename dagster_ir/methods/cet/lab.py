@@ -7,11 +7,22 @@ from the sparse training labels; they differ in their negatives and, for CET, th
   false negatives included) - the paper's "ANCE + BERT".
 * ``zhan``: negatives from the basic retriever (BM25) instead; it still reranks the strong
   retriever's candidates (Zhan et al.'s training-evaluating inconsistency).
-* ``rocketqa``: naive's R is the first ranker; candidates it prefers to the pair's positive with
-  probability above eta are not used as negatives (`baselines.denoised_negatives`).
+* ``bm25+bert``: zhan's ranker reranking the basic retriever's candidates (Table 1's first row:
+  BM25 negatives, BM25 candidates) - no training of its own.
+* ``rocketqa``: naive's R is the first ranker; candidates it scores above eta (on its own raw
+  score scale) are not used as negatives (`baselines.denoised_negatives`). Unless `eta` is set,
+  one ranker ``rocketqa-q<x>`` is trained per grid value (eta = the x-quantile of naive's scores of
+  its own first-epoch negatives) and the one with the best dev MRR@10 becomes ``rocketqa``.
 * ``rance``: negatives drawn by RANCE's rank weights from p_rel(r), estimated on the densely
   judged dev queries (`baselines`).
+* ``dml``: naive's negatives, DML's loss (`dml`), one negative per positive as the CET paper sets it.
 * ``cet``: naive's negatives, CET's coupled loss (R and S); ``cet-tau<x>``: the same with tau = x.
+
+Negatives are drawn afresh every epoch (`LabConfig.resample`), epoch e with the seed derived from
+(negative_seed, e), for every method alike: naive, dml and cet see the same draws each epoch.
+After training, each ranker reranks the dev queries and its MRR@10 there (against the dense dev
+judgments by default) is recorded: it picks rocketqa's eta, the best baseline (`report`) and draws
+the tau and eta sweeps (Figure 4). The test split is never used for a choice.
 
 Every ranker's R starts from the same initialisation (the score head seeded by the training seed).
 Checkpoints land in ``out_dir/<run name>/relevance`` (and ``selection``), Hugging Face folders, with
@@ -37,15 +48,16 @@ import torch
 
 from dagster_ir.methods.cet.model import (
     METHODS,
+    TokenizedTexts,
     CetConfig,
     CoupledRanker,
     LabConfig,
+    QueryPairs,
     document_texts,
     query_pairs,
     query_texts,
     save_ranker,
     tau_run_name,
-    tokenize_texts,
     train_ranker,
     with_tau,
 )
@@ -60,7 +72,7 @@ from dagster_ir.methods.cet.baselines import (
     relevance_by_rank,
     sample_negatives_by_rank,
 )
-from dagster_ir.negatives.sampling import NegativeConfig, false_negative_share, sample_negatives
+from dagster_ir.negatives.sampling import NegativeConfig, epoch_seed, false_negative_share, sample_negatives
 from dagster_ir.schemas import QRELS, RUN, validate
 from dagster_ir.storage.locks import remove_unlocked_siblings
 from dagster_ir.storage.parquet import frame_version
@@ -93,19 +105,43 @@ class LabData:
         return run
 
 
+BM25_BERT = "bm25+bert"
+SWEEPS = ("tau", "eta")
+
+
 @dataclass(frozen=True)
 class RankerSpec:
-    """One ranker of the lab: its run name, how its negatives are drawn, and its training config."""
+    """One ranker of the lab: its run name, how its negatives are drawn, and its training config.
+
+    `table`: a row of Table 1 (the sweep variants are not); `sweep` ("tau", "eta" or ""): a point of
+    that sweep, at `sweep_value` (tau, or eta's quantile).
+    """
 
     run_name: str
     method: str
     config: CetConfig
+    table: bool = True
+    sweep: str = ""
+    sweep_value: float | None = None
+
+
+def eta_run_name(quantile: float) -> str:
+    """"rocketqa-q0.9" for the ranker trained with eta at naive's 0.9-quantile."""
+    return f"rocketqa-q{quantile:g}"
 
 
 def lab_rankers(config: LabConfig) -> list[RankerSpec]:
     """The rankers `config` asks for, in training order (naive before rocketqa), tau variants last."""
-    specs = [RankerSpec(m, m, config.cet) for m in METHODS if m in config.methods]
-    specs += [RankerSpec(tau_run_name(t), "cet", with_tau(config.cet, t)) for t in config.taus if t != config.cet.tau]
+    specs = []
+    for method in (m for m in METHODS if m in config.methods):
+        if method == "rocketqa" and config.eta is None:
+            specs += [RankerSpec(eta_run_name(q), method, config.cet, False, "eta", q) for q in config.eta_quantiles]
+        elif method == "cet":
+            specs.append(RankerSpec("cet", "cet", config.cet, True, "tau" if config.taus else "", config.cet.tau))
+        else:
+            specs.append(RankerSpec(method, method, config.cet))
+    specs += [RankerSpec(tau_run_name(t), "cet", with_tau(config.cet, t), False, "tau", t)
+              for t in config.taus if t != config.cet.tau]
     return specs
 
 
@@ -127,7 +163,12 @@ class TrainedRanker:
     final_loss: float
     best_epoch: int
     fingerprint: str
-    notes: dict[str, float] = field(default_factory=dict)  # e.g. rocketqa's scored and rejected counts
+    candidates: str = ""  # the candidate run it reranks
+    table: bool = True  # a row of Table 1
+    sweep: str = ""  # "tau" / "eta": a point of that sweep
+    sweep_value: float | None = None
+    dev_mrr10: float | None = None  # MRR@10 reranking the dev queries (LabConfig.dev_judgments)
+    notes: dict[str, float] = field(default_factory=dict)  # e.g. rocketqa's eta, rejected counts
     result: TrainResult | None = None
 
     def row(self) -> dict[str, object]:
@@ -140,7 +181,8 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "run_name": pl.String, "method": pl.String, "tau": pl.Float64, "relevance_path": pl.String,
     "selection_path": pl.String, "queries": pl.Int64, "pairs": pl.Int64, "false_negative_share": pl.Float64,
     "steps": pl.Int64, "seconds": pl.Float64, "examples_per_s": pl.Float64, "final_loss": pl.Float64,
-    "best_epoch": pl.Int64, "fingerprint": pl.String, "notes": pl.String,
+    "best_epoch": pl.Int64, "fingerprint": pl.String, "candidates": pl.String, "table": pl.Boolean,
+    "sweep": pl.String, "sweep_value": pl.Float64, "dev_mrr10": pl.Float64, "notes": pl.String,
 }  # fmt: skip
 
 
@@ -153,18 +195,29 @@ def manifest(rankers: Sequence[TrainedRanker]) -> pl.DataFrame:
 
 
 def lab_negatives(
-    method: str, data: LabData, config: LabConfig, first_ranker: CrossEncoder | None = None
+    method: str,
+    data: LabData,
+    config: LabConfig,
+    first_ranker: CrossEncoder | Callable[[pl.DataFrame], np.ndarray] | None = None,
+    epoch: int = 0,
+    eta: float | None = None,
 ) -> tuple[pl.DataFrame, dict[str, float]]:
-    """(NEGATIVES, notes) for `method`'s training queries; rocketqa needs the naive R as `first_ranker`."""
+    """(NEGATIVES, notes) of epoch `epoch` for `method`'s training queries.
+
+    rocketqa needs the naive R (or a scorer of (query_id, doc_id) rows) as `first_ranker` and a
+    threshold `eta` (default `config.eta`). The seed is derived from (negative_seed, epoch) when
+    `config.resample`, else negative_seed for every epoch.
+    """
     train = list(data.train_query_ids)
     labels = data.sparse_qrels
-    if method in ("naive", "cet", "zhan"):  # cet: the same negatives as naive
+    seed = epoch_seed(config.negative_seed, epoch) if config.resample else config.negative_seed
+    if method in ("naive", "cet", "zhan", "dml"):  # cet, dml: the same negatives as naive
         run = data.run(config.basic_run if method == "zhan" else config.strong_run)
-        negative_config = NegativeConfig("random", config.negative_depth, config.n_per_positive, config.negative_seed)
+        negative_config = NegativeConfig("random", config.negative_depth, config.n_per_positive, seed)
         return sample_negatives(run, labels, train, negative_config).negatives, {}
     if method == "rance":
         rance = RanceConfig(config.negative_depth, config.rance_smoothing, config.rance_gain_k,
-                            config.n_per_positive, config.negative_seed)
+                            config.n_per_positive, seed)
         if not data.dev_query_ids:
             raise ValueError("CET lab: rance estimates its curve on the dev queries, and there are none")
         curve = relevance_by_rank(data.run(config.strong_run), data.dense_qrels, data.dev_query_ids, rance.depth)
@@ -174,11 +227,41 @@ def lab_negatives(
     if method == "rocketqa":
         if first_ranker is None:
             raise ValueError("CET lab: rocketqa needs the naive ranker as its first ranker")
-        denoise = DenoiseConfig(config.negative_depth, config.n_per_positive, config.eta, config.negative_seed)
-        scorer = _pair_scorer(first_ranker, data, config)
+        eta = config.eta if eta is None else eta
+        if eta is None:
+            raise ValueError("CET lab: rocketqa needs a threshold eta (set LabConfig.eta or sweep eta_quantiles)")
+        denoise = DenoiseConfig(config.negative_depth, config.n_per_positive, eta, seed)
+        scorer = _pair_scorer(first_ranker, data, config) if isinstance(first_ranker, CrossEncoder) else first_ranker
         result = denoised_negatives(data.run(config.strong_run), labels, train, scorer, denoise)
-        return result.sample.negatives, {"scored": float(result.scored), "rejected": float(result.rejected)}
+        return result.sample.negatives, {"eta": eta, "rejected": float(result.rejected)}
     raise ValueError(f"CET lab: unknown method {method!r}")
+
+
+class MemoScorer:
+    """A pair scorer that scores each (query_id, doc_id) once and remembers it (rocketqa's epochs)."""
+
+    def __init__(self, score: Callable[[pl.DataFrame], np.ndarray]) -> None:
+        self.score = score
+        self.values: dict[tuple[str, str], float] = {}
+
+    def __call__(self, pairs: pl.DataFrame) -> np.ndarray:
+        keys = list(pairs.select("query_id", "doc_id").iter_rows())
+        missing = list(dict.fromkeys(k for k in keys if k not in self.values))
+        if missing:
+            frame = pl.DataFrame(missing, schema={"query_id": pl.String, "doc_id": pl.String}, orient="row")
+            self.values.update(zip(missing, np.asarray(self.score(frame), dtype=float).tolist()))
+        return np.array([self.values[k] for k in keys], dtype=float)
+
+
+def eta_grid(negatives: pl.DataFrame, scorer: Callable[[pl.DataFrame], np.ndarray],
+             quantiles: Sequence[float]) -> dict[float, float]:
+    """quantile -> eta: the quantiles of the first ranker's raw scores of `negatives` (naive's first
+    epoch: a uniform sample of the pools)."""
+    pairs = negatives.select("query_id", doc_id="neg_doc_id").unique(maintain_order=True)
+    if pairs.height == 0:
+        raise ValueError("CET lab: no negatives to place rocketqa's eta grid on")
+    scores = scorer(pairs)
+    return {q: float(np.quantile(scores, q)) for q in quantiles}
 
 
 def _pair_scorer(model: CrossEncoder, data: LabData, config: LabConfig) -> Callable[[pl.DataFrame], np.ndarray]:
@@ -206,67 +289,170 @@ def train_lab(
     *,
     on_log: Callable[[str, int, dict[str, float]], None] | None = None,
 ) -> list[TrainedRanker]:
-    """Train every ranker of `config` (see the module docstring); returns them in training order."""
+    """Train every ranker of `config` (see the module docstring); returns them in training order,
+    with the aliases ``rocketqa`` (the eta chosen on dev) and ``bm25+bert`` (zhan on the basic run)."""
     out_dir = Path(out_dir)
     trained: list[TrainedRanker] = []
-    drawn: dict[str, tuple[pl.DataFrame, dict[str, float]]] = {}  # cet trains on naive's negatives
-    first_ranker: CrossEncoder | None = None
+    draws: dict[tuple[str, float | None, int], tuple[pl.DataFrame, dict[str, float]]] = {}
+    scorer: MemoScorer | None = None
+    etas: dict[float, float] = {}
+
+    def draw(kind: str, eta: float | None) -> Callable[[int], tuple[pl.DataFrame, dict[str, float]]]:
+        def at(epoch: int) -> tuple[pl.DataFrame, dict[str, float]]:
+            epoch = epoch if config.resample else 0
+            if (kind, eta, epoch) not in draws:
+                draws[kind, eta, epoch] = lab_negatives(kind, data, config, scorer, epoch, eta)
+            return draws[kind, eta, epoch]
+        return at
+
     for spec in lab_rankers(config):
-        kind = "naive" if spec.method == "cet" else spec.method
-        if kind not in drawn:
-            drawn[kind] = lab_negatives(kind, data, config, first_ranker)
-        negatives, notes = drawn[kind]
-        model, ranker = _train_one(spec, negatives, notes, data, config, out_dir, on_log)
-        if spec.method == "naive":
-            first_ranker = model.relevance
+        kind = "naive" if spec.method in ("cet", "dml") else spec.method
+        eta = None
+        if spec.method == "rocketqa":
+            eta = config.eta if spec.sweep != "eta" else etas[spec.sweep_value]
+        model, ranker = _train_one(spec, draw(kind, eta), data, config, out_dir, on_log)
+        if spec.method == "naive" and "rocketqa" in config.methods:
+            scorer = MemoScorer(_pair_scorer(model.relevance, data, config))
+            if config.eta is None:
+                etas = eta_grid(draw("naive", None)(0)[0], scorer, config.eta_quantiles)
         trained.append(ranker)
-    return trained
+    return trained + _aliases(trained, config)
+
+
+def _aliases(trained: Sequence[TrainedRanker], config: LabConfig) -> list[TrainedRanker]:
+    """The rocketqa row (the eta variant with the best dev MRR@10) and the bm25+bert row (zhan's R)."""
+    from dataclasses import replace
+
+    extra = []
+    variants = [r for r in trained if r.sweep == "eta"]
+    if variants:
+        best = max(variants, key=lambda r: (_score_or_low(r.dev_mrr10), -(r.sweep_value or 0.0)))
+        extra.append(replace(best, run_name="rocketqa", table=True, sweep="", sweep_value=None,
+                             notes={**best.notes, "eta_quantile": float(best.sweep_value or 0.0)}))
+    zhan = next((r for r in trained if r.run_name == "zhan"), None)
+    if zhan is not None and config.bm25_bert:
+        extra.append(replace(zhan, run_name=BM25_BERT, candidates=config.basic_run, dev_mrr10=None, result=None))
+    return extra
+
+
+def _score_or_low(value: float | None) -> float:
+    return value if value is not None and np.isfinite(value) else -np.inf
+
+
+class _EpochExamples:
+    """Examples per epoch from a per-epoch draw of negatives, tokenising new texts as they appear."""
+
+    def __init__(self, draw: Callable[[int], tuple[pl.DataFrame, dict[str, float]]], model: CrossEncoder,
+                 data: LabData, use_title: bool) -> None:
+        self.draw, self.model, self.data, self.use_title = draw, model, data, use_title
+        self.texts = TokenizedTexts(queries={}, docs={})
+        self.epochs: dict[int, pl.DataFrame] = {}
+        self.notes: dict[int, dict[str, float]] = {}
+
+    def negatives(self, epoch: int) -> pl.DataFrame:
+        if epoch not in self.epochs:
+            negatives, notes = self.draw(epoch)
+            self._tokenize(negatives)
+            self.epochs[epoch], self.notes[epoch] = negatives, notes
+        return self.epochs[epoch]
+
+    def __call__(self, epoch: int) -> list[QueryPairs]:
+        return query_pairs(self.negatives(epoch))
+
+    def _tokenize(self, negatives: pl.DataFrame) -> None:
+        queries = [q for q in negatives["query_id"].unique().to_list() if q not in self.texts.queries]
+        docs = pl.concat([negatives["pos_doc_id"], negatives["neg_doc_id"]]).unique().to_list()
+        docs = [d for d in docs if d not in self.texts.docs]
+        if queries:
+            frame = query_texts(self.data.queries, queries)
+            self.texts.queries.update(zip(frame["query_id"], self.model.tokenize(frame["text"].to_list()), strict=True))
+        if docs:
+            frame = document_texts(self.data.corpus, docs, self.use_title)
+            tokens = [ids[: self.model.max_length] for ids in self.model.tokenize(frame["text"].to_list())]
+            self.texts.docs.update(zip(frame["doc_id"], tokens, strict=True))
 
 
 def _train_one(
     spec: RankerSpec,
-    negatives: pl.DataFrame,
-    notes: dict[str, float],
+    draw: Callable[[int], tuple[pl.DataFrame, dict[str, float]]],
     data: LabData,
     config: LabConfig,
     out_dir: Path,
     on_log: Callable[[str, int, dict[str, float]], None] | None,
 ) -> tuple[CoupledRanker, TrainedRanker]:
-    examples = query_pairs(negatives)
     model = CoupledRanker.build(spec.config.ranker, coupled=spec.method == "cet", seed=spec.config.train.seed)
-    doc_ids = pl.concat([negatives["pos_doc_id"], negatives["neg_doc_id"]]).unique()
-    texts = tokenize_texts(model.relevance, data.queries, data.corpus, negatives["query_id"].unique(), doc_ids,
-                           spec.config.ranker.use_title)
-    fingerprint = _fingerprint(spec, negatives)
+    examples = _EpochExamples(draw, model.relevance, data, spec.config.ranker.use_title)
+    first = examples.negatives(0)
+    fingerprint = _fingerprint(spec, first, config)
     state = _state_dir(out_dir / spec.run_name, fingerprint)
     evaluate = _dev_evaluator(data, config) if config.select_on_dev else None
     log = (lambda step, logs: on_log(spec.run_name, step, logs)) if on_log else None
-    result = train_ranker(model, examples, texts, spec.config, state, evaluate=evaluate, on_log=log)
+    loss = "dml" if spec.method == "dml" else None
+    result = train_ranker(model, examples, examples.texts, spec.config, state, evaluate=evaluate, on_log=log,
+                          loss=loss)
     folders = save_ranker(model, out_dir / spec.run_name)
+    drawn = pl.concat([examples.epochs[e] for e in sorted(examples.epochs)])
+    notes = dict(examples.notes[0])
+    if "rejected" in notes:
+        notes["rejected"] = float(sum(n.get("rejected", 0.0) for n in examples.notes.values()))
+    notes["epochs_drawn"] = float(len(examples.epochs))
+    notes.update(_clamp_notes(result))
     ranker = TrainedRanker(
         run_name=spec.run_name,
         method=spec.method,
         tau=spec.config.tau if spec.method == "cet" else None,
         relevance_path=str(folders.relevance),
         selection_path=str(folders.selection) if folders.selection else None,
-        queries=len(examples),
-        pairs=negatives.height,
-        false_negative_share=false_negative_share(negatives, data.dense_qrels),
+        queries=first["query_id"].n_unique(),
+        pairs=first.height,
+        false_negative_share=false_negative_share(drawn, data.dense_qrels),
         steps=result.steps,
         seconds=result.seconds,
         examples_per_s=result.examples_per_s,
         final_loss=result.loss_curve[-1] if result.loss_curve else float("nan"),
         best_epoch=result.best_epoch,
         fingerprint=fingerprint,
+        candidates=config.strong_run,
+        table=spec.table,
+        sweep=spec.sweep,
+        sweep_value=spec.sweep_value,
+        dev_mrr10=dev_mrr10(model.relevance, data, config),
         notes=notes,
         result=result,
     )
     return model, ranker
 
 
-def _fingerprint(spec: RankerSpec, negatives: pl.DataFrame) -> str:
-    """A short hash of the ranker's settings and training triples."""
-    settings = json.dumps({"method": spec.method, "config": asdict(spec.config)}, sort_keys=True, default=str)
+def _clamp_notes(result: TrainResult) -> dict[str, float]:
+    """How often CET's weight clamp bound: the mean and the largest per-step share of clamped weights."""
+    clamped = result.log_curves.get("clamped", [])
+    if not clamped:
+        return {}
+    return {"clamped_share": float(np.mean(clamped)), "clamped_max": float(np.max(clamped))}
+
+
+def dev_mrr10(model: CrossEncoder, data: LabData, config: LabConfig, candidates: str | None = None) -> float | None:
+    """MRR@10 of `model` reranking the dev queries' candidates (default: the strong run), against
+    the dense or sparse dev judgments (`config.dev_judgments`); None without dev queries."""
+    from dagster_ir.evaluation import aggregate, evaluate_run
+
+    if not data.dev_query_ids:
+        return None
+    dev = pl.Series(list(data.dev_query_ids), dtype=pl.String).implode()
+    judgments = data.dense_qrels if config.dev_judgments == "dense" else data.sparse_qrels
+    labels = judgments.filter(pl.col("query_id").is_in(dev))
+    run = data.run(candidates or config.strong_run).filter(pl.col("query_id").is_in(dev))
+    if run.height == 0 or labels.height == 0:
+        return None
+    reranked = rerank_with(model, run, data.queries, data.corpus, config, "dev")
+    return float(aggregate(evaluate_run(reranked, labels, ["RR@10"]))["mean"][0])
+
+
+def _fingerprint(spec: RankerSpec, negatives: pl.DataFrame, config: LabConfig) -> str:
+    """A short hash of the ranker's settings and its first epoch's training triples (later epochs'
+    follow from the same settings and inputs)."""
+    settings = json.dumps({"method": spec.method, "config": asdict(spec.config), "resample": config.resample,
+                           "negative_seed": config.negative_seed}, sort_keys=True, default=str)
     digest = hashlib.blake2b(settings.encode(), digest_size=8)
     digest.update(frame_version(negatives.sort(list(negatives.columns))).encode())
     return digest.hexdigest()
@@ -315,20 +501,26 @@ def rerank_with(
 
 def rerank_lab(
     rankers: pl.DataFrame,
-    strong_run: pl.DataFrame,
+    candidate_runs: pl.DataFrame,
     queries: pl.DataFrame,
     corpus: pl.DataFrame | pl.LazyFrame,
     query_ids: Sequence[str],
     config: LabConfig,
 ) -> pl.DataFrame:
-    """RUN rows: every ranker of the manifest `rankers` (run_name, relevance_path) reranking
-    `strong_run`'s top `rerank_depth` for `query_ids`; run_name = the ranker's."""
+    """RUN rows: every Table 1 ranker of the manifest `rankers` (run_name, relevance_path, and
+    `candidates` / `table` when present) reranking its candidate run's top `rerank_depth` (default
+    the strong run) for `query_ids`; run_name = the ranker's. Sweep variants are left out."""
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
-    candidates = strong_run.filter(pl.col("query_id").is_in(wanted))
-    if candidates.height == 0:
-        raise ValueError("CET lab: the strong run has no candidates for the requested queries")
+    if "table" in rankers.columns:
+        rankers = rankers.filter(pl.col("table"))
+    if "candidates" not in rankers.columns:
+        rankers = rankers.with_columns(candidates=pl.lit(config.strong_run))
     runs = []
-    for run_name, path in rankers.select("run_name", "relevance_path").iter_rows():
+    for run_name, path, source in rankers.select("run_name", "relevance_path", "candidates").iter_rows():
+        source = source or config.strong_run
+        candidates = candidate_runs.filter((pl.col("run_name") == source) & pl.col("query_id").is_in(wanted))
+        if candidates.height == 0:
+            raise ValueError(f"CET lab: the {source!r} run has no candidates for the requested queries")
         model = CrossEncoder.from_pretrained(path)
         runs.append(rerank_with(model, candidates, queries, corpus, config, run_name))
     return pl.concat(runs) if runs else pl.DataFrame(schema=RUN)

@@ -13,10 +13,13 @@ analysis. Implementation choices:
 
 * **No gradient through the weights.** w_r and w_s are computed from the scores of the same
   forward pass and detached (`bias_weights`), so L'(R) moves only R and L'(S) only S.
-* **Numerical guard.** A weight is computed in log space, (s_j - s_i) / tau, clamped above at
-  log(max_weight) and only then exponentiated (in float32): it is finite, in (0, max_weight], and a
-  pair whose weight underflows to 0 simply contributes nothing. `max_weight` (default 100) caps how
-  much one pair can dominate a batch when the other model scores a negative far above the positive.
+* **Numerical guard (optional).** A weight is computed in log space, (s_j - s_i) / tau, and, when
+  `max_weight` is set, clamped above at log(max_weight) before it is exponentiated (in float32): it
+  is then finite, in (0, max_weight], and a pair whose weight underflows to 0 simply contributes
+  nothing. `max_weight` caps how much one pair can dominate a batch when the other model scores a
+  negative far above the positive. The paper has no clamp: the `paper` profile sets
+  `max_weight=None` (the weight is the plain exp); the `demo` profile keeps 100. The share of
+  weights the clamp cut is logged per step (`clamped`) and reported per ranker.
 * **One optimizer.** Both models live in one module (`CoupledRanker`) trained by the shared loop
   (`dagster_ir.neural.training.train`) with one AdamW over both parameter sets and the loss L'(R) + L'(S). The weights
   being constants, the gradient of the sum with respect to R's parameters is that of L'(R) and
@@ -27,7 +30,10 @@ analysis. Implementation choices:
   rather than a second pass in eval mode, which would double the cost.
 * Baselines use the same module without S (`selection=None`): the loss is then the plain pairwise
   loss -log sigma(R(q, d_i) - R(q, d_j)), and the baselines differ only in their negatives (see
-  `lab`).
+  `lab`) - except DML, which trains naive's negatives with its own loss (`dml`).
+* **Fresh triples per epoch.** `train_ranker` takes either fixed examples or a function of the
+  epoch; the lab passes the latter, drawing new negatives every epoch (Algorithm 1 samples new
+  triples at every iteration; we resample once per pass over the labels).
 
 API
 ---
@@ -53,11 +59,13 @@ import polars as pl
 import torch
 import torch.nn.functional as F
 
+from dagster_ir.methods.cet.dml import DmlConfig, dml_losses
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
 from dagster_ir.schemas import NEGATIVES, validate
 
-METHODS: tuple[str, ...] = ("naive", "zhan", "rocketqa", "rance", "cet")
+METHODS: tuple[str, ...] = ("naive", "zhan", "rocketqa", "rance", "dml", "cet")
+LOSSES: tuple[str, ...] = ("pairwise", "cet", "dml")
 
 
 # --- configuration -------------------------------------------------------------------------------
@@ -80,18 +88,19 @@ class RankerConfig:
 
 @dataclass(frozen=True)
 class CetConfig:
-    """One ranker's training: the model, the loop's settings, and CET's tau and weight guard."""
+    """One ranker's training: the model, the loop's settings, CET's tau and weight clamp, DML's settings."""
 
     ranker: RankerConfig = RankerConfig()
     train: TrainConfig = TrainConfig(lr=3e-6, warmup_ratio=0.1, batch_size=64, max_grad_norm=None)
     tau: float = 1.0
-    max_weight: float = 100.0
+    max_weight: float | None = 100.0  # None: no clamp (the paper)
+    dml: DmlConfig = DmlConfig()
 
     def __post_init__(self) -> None:
         if not self.tau > 0:
             raise ValueError(f"CetConfig.tau must be > 0, got {self.tau}")
-        if not self.max_weight >= 1.0 or not math.isfinite(self.max_weight):
-            raise ValueError(f"CetConfig.max_weight must be finite and >= 1, got {self.max_weight}")
+        if self.max_weight is not None and (not self.max_weight >= 1.0 or not math.isfinite(self.max_weight)):
+            raise ValueError(f"CetConfig.max_weight must be None or finite and >= 1, got {self.max_weight}")
 
 
 @dataclass(frozen=True)
@@ -99,9 +108,18 @@ class LabConfig:
     """The whole lab: which rankers, their negatives, the baselines' settings, reranking, tau grid.
 
     strong_run / basic_run name candidate runs: the strong retriever (ANCE's role; negatives of
-    naive, rocketqa, rance and cet, and the candidates every ranker reranks) and the basic one
-    (zhan's negatives). Negatives are drawn uniformly from a run's top `negative_depth` minus the
-    labels (RANCE: by its rank weights over the same depth), `n_per_positive` per label.
+    naive, rocketqa, rance, dml and cet, and the candidates every ranker reranks) and the basic one
+    (zhan's negatives; `bm25_bert` adds the "BM25 + BERT" row: zhan's ranker reranking the basic
+    run). Negatives are drawn uniformly from a run's top `negative_depth` minus the labels (RANCE:
+    by its rank weights over the same depth), `n_per_positive` per label, afresh every epoch with a
+    seed derived from (negative_seed, epoch) unless `resample` is off.
+
+    RocketQA's eta is a threshold on naive's raw score. With `eta` None it is chosen on dev: the
+    grid is the `eta_quantiles` of naive's scores of its own first-epoch negatives (a uniform
+    sample of the pool), one rocketqa ranker is trained per grid value ("rocketqa-q<x>"), and the
+    one with the best dev MRR@10 is the "rocketqa" row. Likewise `taus` adds "cet-tau<x>" rankers
+    for the tau sweep. Dev MRR@10 (on the `dev_judgments`, "dense" or "sparse") of every ranker
+    picks the best baseline and draws Figure 4.
     """
 
     cet: CetConfig = CetConfig()
@@ -112,12 +130,16 @@ class LabConfig:
     negative_depth: int = 100
     n_per_positive: int = 1
     negative_seed: int = 42
-    eta: float = 0.5  # rocketqa: drop d_j for (q, d_i) when sigma(R0(q, d_j) - R0(q, d_i)) > eta
+    resample: bool = True  # fresh negatives every epoch (Algorithm 1); False: one draw for all epochs
+    eta: float | None = None  # rocketqa: drop d_j when R0(q, d_j) > eta (raw score); None: sweep on dev
+    eta_quantiles: tuple[float, ...] = (0.5, 0.8, 0.95)
     rance_smoothing: int = 5
     rance_gain_k: float = 2.0
     rerank_depth: int = 100
     score_batch_size: int = 64
     select_on_dev: bool = False  # keep each ranker's best epoch by dev MRR@10 on the sparse labels
+    bm25_bert: bool = True  # the "BM25 + BERT" row (needs zhan)
+    dev_judgments: str = "dense"  # what dev MRR@10 (best baseline, eta, Figure 4) is measured against
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
@@ -127,6 +149,14 @@ class LabConfig:
             raise ValueError("LabConfig.methods: rocketqa needs naive (its first ranker)")
         if any(not t > 0 for t in self.taus):
             raise ValueError(f"LabConfig.taus must be > 0, got {self.taus}")
+        if "rocketqa" in self.methods and self.eta is None and not self.eta_quantiles:
+            raise ValueError("LabConfig: rocketqa needs eta or eta_quantiles to sweep")
+        if any(not 0.0 < q <= 1.0 for q in self.eta_quantiles):
+            raise ValueError(f"LabConfig.eta_quantiles must lie in (0, 1], got {self.eta_quantiles}")
+        if self.eta is not None and not math.isfinite(self.eta):
+            raise ValueError(f"LabConfig.eta must be finite or None, got {self.eta}")
+        if self.dev_judgments not in ("dense", "sparse"):
+            raise ValueError(f"LabConfig.dev_judgments: 'dense' or 'sparse', not {self.dev_judgments!r}")
         for name in ("negative_depth", "n_per_positive", "rerank_depth", "score_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"LabConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -135,7 +165,7 @@ class LabConfig:
 PROFILES: dict[str, LabConfig] = {
     # Small scale for 2 CPU cores: the first 2 layers of MiniLM at 64 tokens, 2 epochs over the
     # sparse labels (one per training query) in batches of 8 queries, the test queries' dense top 20
-    # reranked, no tau grid (set taus for the plot). About 2 minutes for the five rankers on wiki-car.
+    # reranked; Figure 4's grids at their smallest (tau 1, 2; eta at naive's 0.5 and 0.9 quantiles).
     # Measured there: 20 steps leave the loss at ln 2; 2 epochs train it; 6 epochs drive it to ~0
     # (memorised) without reranking better - 362 labels are too few for a cross-encoder to beat the
     # dense retriever's order, so at this scale the table exercises the lab rather than reproduces
@@ -145,7 +175,9 @@ PROFILES: dict[str, LabConfig] = {
             ranker=RankerConfig(layers=2, max_length=64, max_query_length=24),
             train=TrainConfig(lr=2e-4, warmup_ratio=0.1, epochs=2, batch_size=8, max_grad_norm=1.0),
         ),
+        taus=(2.0,),  # Figure 4's tau panel at its smallest: tau 1 (the cet row) and 2
         negative_depth=20,
+        eta_quantiles=(0.5, 0.9),
         rance_smoothing=2,
         rerank_depth=20,
     ),
@@ -156,7 +188,9 @@ PROFILES: dict[str, LabConfig] = {
             ranker=RankerConfig(backbone="bert-base-uncased", max_length=256, max_query_length=64),
             train=TrainConfig(lr=3e-6, warmup_ratio=0.1, epochs=20, batch_size=64, max_steps=150_000,
                               max_grad_norm=None),
+            max_weight=None,  # the paper's weights are not clamped
         ),
+        eta_quantiles=(0.5, 0.7, 0.8, 0.9, 0.95, 0.99),
         taus=(0.25, 0.5, 2.0, 4.0),
         negative_depth=1000,
         rerank_depth=1000,
@@ -180,9 +214,12 @@ def tau_run_name(tau: float) -> str:
 # --- the loss ------------------------------------------------------------------------------------
 
 
-def bias_weights(pos: torch.Tensor, neg: torch.Tensor, tau: float, max_weight: float) -> torch.Tensor:
-    """exp(neg / tau) / exp(pos / tau) per pair, computed in log space, clamped at max_weight, detached."""
+def bias_weights(pos: torch.Tensor, neg: torch.Tensor, tau: float, max_weight: float | None) -> torch.Tensor:
+    """exp(neg / tau) / exp(pos / tau) per pair, computed in log space, clamped at max_weight unless
+    it is None, detached."""
     log_weight = (neg.detach().float() - pos.detach().float()) / tau
+    if max_weight is None:
+        return log_weight.exp()
     return log_weight.clamp(max=math.log(max_weight)).exp()
 
 
@@ -215,7 +252,7 @@ def cet_losses(
     query_index: torch.Tensor,
     n_queries: int,
     tau: float = 1.0,
-    max_weight: float = 100.0,
+    max_weight: float | None = 100.0,
 ) -> CetLosses:
     """Equations 18-21: each model's pairwise loss weighted by the other's detached propensity ratio."""
     w_r = bias_weights(s_pos, s_neg, tau, max_weight)
@@ -362,8 +399,11 @@ def tokenize_texts(
 LossFn = Callable[[torch.nn.Module, Sequence[QueryPairs]], tuple[torch.Tensor, dict[str, float]]]
 
 
-def make_loss_fn(texts: TokenizedTexts, config: CetConfig) -> LossFn:
-    """The loop's loss: CET's L'(R) + L'(S) for a coupled ranker, the plain pairwise loss otherwise."""
+def make_loss_fn(texts: TokenizedTexts, config: CetConfig, loss: str | None = None) -> LossFn:
+    """The loop's loss: CET's L'(R) + L'(S) for a coupled ranker, DML's for `loss="dml"`, the plain
+    pairwise loss otherwise."""
+    if loss is not None and loss not in LOSSES:
+        raise ValueError(f"make_loss_fn: loss must be one of {LOSSES}, got {loss!r}")
 
     def loss_fn(model: torch.nn.Module, batch: Sequence[QueryPairs]) -> tuple[torch.Tensor, dict[str, float]]:
         bare: CoupledRanker = unwrap(model)
@@ -373,12 +413,18 @@ def make_loss_fn(texts: TokenizedTexts, config: CetConfig) -> LossFn:
         relevance, selection = model(**encoder.collate(inputs))
         index = torch.tensor([i for i, *_ in flat], device=relevance.device)
         r_pos, r_neg = relevance[0::2], relevance[1::2]
+        if selection is None and loss == "dml":
+            dml = dml_losses(r_pos, r_neg, index, len(batch), config.dml)
+            return dml.loss, {"loss_document": float(dml.document.detach()),
+                              "loss_instance": float(dml.instance.detach()),
+                              "w_document": float(dml.w_document.mean()), "pairs": float(len(flat))}
         if selection is None:
-            loss = query_mean(pairwise_losses(r_pos, r_neg), index, len(batch))
-            return loss, {"pairs": float(len(flat))}
+            value = query_mean(pairwise_losses(r_pos, r_neg), index, len(batch))
+            return value, {"pairs": float(len(flat))}
         losses = cet_losses(r_pos, r_neg, selection[0::2], selection[1::2], index, len(batch),
                             config.tau, config.max_weight)
-        clamped = torch.cat([losses.w_r, losses.w_s]) >= config.max_weight * (1 - 1e-6)
+        weights = torch.cat([losses.w_r, losses.w_s])
+        clamped = (weights >= config.max_weight * (1 - 1e-6)) if config.max_weight is not None else weights < 0
         return losses.relevance + losses.selection, {
             "loss_r": float(losses.relevance.detach()),
             "loss_s": float(losses.selection.detach()),
@@ -393,22 +439,33 @@ def make_loss_fn(texts: TokenizedTexts, config: CetConfig) -> LossFn:
 
 def train_ranker(
     model: CoupledRanker,
-    examples: Sequence[QueryPairs],
+    examples: Sequence[QueryPairs] | Callable[[int], Sequence[QueryPairs]],
     texts: TokenizedTexts,
     config: CetConfig,
     checkpoint_dir: str | os.PathLike[str],
     *,
     evaluate: Callable[[torch.nn.Module], float] | None = None,
     on_log: Callable[[int, dict[str, float]], None] | None = None,
+    loss: str | None = None,
 ) -> TrainResult:
-    """Train `model` in place with the shared loop, one example per query, resuming from `checkpoint_dir`."""
-    if not examples:
-        raise ValueError("train_ranker: no training examples (no query has a label and a negative)")
+    """Train `model` in place with the shared loop, one example per query, resuming from `checkpoint_dir`.
+
+    `examples` is a fixed list or a function of the (0-based) epoch returning that epoch's examples
+    (fresh negatives per epoch); `texts` must then hold every text those examples use by the time
+    they are returned. `loss`: see `make_loss_fn`.
+    """
+    examples_for = examples if callable(examples) else (lambda epoch: examples)
 
     def make_batches(epoch: int, rng: np.random.Generator) -> list[list[QueryPairs]]:
-        return shuffled_batches(list(examples), config.train.batch_size, rng)
+        chosen = list(examples_for(epoch))
+        if not chosen:
+            raise ValueError(f"train_ranker: no training examples in epoch {epoch} "
+                             "(no query has a label and a negative)")
+        return shuffled_batches(chosen, config.train.batch_size, rng)
 
-    return train(model, make_batches, make_loss_fn(texts, config), config.train, checkpoint_dir,
+    if not callable(examples) and not examples:
+        raise ValueError("train_ranker: no training examples (no query has a label and a negative)")
+    return train(model, make_batches, make_loss_fn(texts, config, loss), config.train, checkpoint_dir,
                  evaluate=evaluate, on_log=on_log)
 
 
@@ -423,6 +480,7 @@ __all__ = [
     "CetConfig",
     "CetLosses",
     "CoupledRanker",
+    "LOSSES",
     "LabConfig",
     "QueryPairs",
     "RankerConfig",

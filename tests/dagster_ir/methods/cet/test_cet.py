@@ -98,13 +98,26 @@ def test_the_weight_guard_keeps_weights_finite_and_bounded() -> None:
     assert half.dtype == torch.float32 and half[0].item() == pytest.approx(100.0)
 
 
+def test_without_a_clamp_the_weight_is_the_plain_exponential() -> None:
+    pos, neg = torch.tensor([0.0, 0.0]), torch.tensor([10.0, -1.0])
+    unclamped = bias_weights(pos, neg, 1.0, None)
+    assert unclamped.tolist() == pytest.approx([math.exp(10.0), math.exp(-1.0)], rel=1e-6)
+    assert bias_weights(pos, neg, 1.0, 100.0)[0].item() == pytest.approx(100.0)  # the demo's clamp binds
+    assert profile("paper").cet.max_weight is None and profile("demo").cet.max_weight == 100.0
+    assert CetConfig(max_weight=None).max_weight is None
+
+
 def test_configs_refuse_bad_settings() -> None:
     with pytest.raises(ValueError, match="tau"):
         CetConfig(tau=0.0)
     with pytest.raises(ValueError, match="max_weight"):
         CetConfig(max_weight=float("inf"))
     with pytest.raises(ValueError, match="methods"):
-        LabConfig(methods=("naive", "dml"))
+        LabConfig(methods=("naive", "bm25"))
+    with pytest.raises(ValueError, match="eta_quantiles"):
+        LabConfig(eta_quantiles=(0.0,))
+    with pytest.raises(ValueError, match="dev_judgments"):
+        LabConfig(dev_judgments="test")
     with pytest.raises(ValueError, match="rocketqa needs naive"):
         LabConfig(methods=("rocketqa", "cet"))
     with pytest.raises(ValueError, match="profile 'fast'"):

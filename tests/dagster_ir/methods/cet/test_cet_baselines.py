@@ -69,28 +69,30 @@ def test_rank_weighted_sampling_follows_the_weights_and_skips_positives() -> Non
         sample_negatives_by_rank(run, labels, ["q"], np.array([1.0, -1.0]))
 
 
-def test_denoising_never_uses_candidates_the_first_ranker_prefers() -> None:
+def test_denoising_keeps_exactly_the_candidates_scored_at_most_eta() -> None:
     run = run_of({"q": [f"d{i}" for i in range(1, 7)], "r": ["e1", "e2"]})
     labels = qrels_of([("q", f"p{i}", 1) for i in range(300)] + [("r", "e0", 1)])
-    # Positives score 0; d2 and d5 score above them (sigma(1) = 0.73 > 0.5): likely false negatives.
-    doc_scores = {"d1": -2.0, "d2": 1.0, "d3": -1.0, "d4": -0.5, "d5": 1.0, "d6": -3.0, "e1": 2.0, "e2": 3.0}
+    # eta 0.5 on the first ranker's raw scale: d2 and d5 (1.0) and both of r's candidates lie above it.
+    doc_scores = {"d1": -2.0, "d2": 1.0, "d3": -1.0, "d4": 0.5, "d5": 1.0, "d6": -3.0, "e1": 2.0, "e2": 3.0}
     calls: list[int] = []
 
     def score(pairs: pl.DataFrame) -> np.ndarray:
         calls.append(pairs.height)
-        return np.array([doc_scores.get(d, 0.0) for d in pairs["doc_id"]])
+        return np.array([doc_scores[d] for d in pairs["doc_id"]])  # a positive would raise KeyError
 
     result = denoised_negatives(run, labels, ["q", "r"], score, DenoiseConfig(depth=6, eta=0.5, seed=1))
     negatives = result.sample.negatives
     drawn = Counter(negatives["neg_doc_id"].to_list())
-    assert set(drawn) == {"d1", "d3", "d4", "d6"}  # uniform over what is left: ~75 each
+    assert set(drawn) == {"d1", "d3", "d4", "d6"}  # d4 sits at eta: kept; uniform over the rest, ~75 each
     assert min(drawn.values()) > 45
     assert "r" not in negatives["query_id"].to_list()  # both candidates of r are rejected
     assert result.sample.counts.positives == 300
-    assert result.scored == 301 + 8  # every positive once, every candidate at most once
+    assert result.scored == 8  # every candidate at most once, positives never
     assert result.rejected > 0 and len(calls) <= 4  # scored in a few batches, lazily
-    loose = denoised_negatives(run, labels, ["q"], score, DenoiseConfig(depth=6, eta=0.9, seed=1))
-    assert "d2" in loose.sample.negatives["neg_doc_id"].to_list()  # sigma(1) < 0.9: eta matters
+    loose = denoised_negatives(run, labels, ["q"], score, DenoiseConfig(depth=6, eta=1.0, seed=1))
+    assert {"d2", "d5"} <= set(loose.sample.negatives["neg_doc_id"].to_list())  # at eta 1 they are kept
+    strict = denoised_negatives(run, labels, ["q"], score, DenoiseConfig(depth=6, eta=-1.5, seed=1))
+    assert set(strict.sample.negatives["neg_doc_id"]) == {"d1", "d6"}
 
 
 def test_denoising_rejects_bad_scorers_and_settings() -> None:
@@ -99,4 +101,4 @@ def test_denoising_rejects_bad_scorers_and_settings() -> None:
     with pytest.raises(ValueError, match="finite scores"):
         denoised_negatives(run, labels, ["q"], lambda pairs: np.full(pairs.height, np.nan))
     with pytest.raises(ValueError, match="eta"):
-        DenoiseConfig(eta=0.0)
+        DenoiseConfig(eta=float("inf"))

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import polars as pl
 import pytest
 
 from dagster_ir.methods.cet.model import LabConfig
-from dagster_ir.methods.cet.lab import MANIFEST_SCHEMA, LabData, lab_negatives, lab_rankers, manifest
+from dagster_ir.methods.cet.lab import (
+    MANIFEST_SCHEMA,
+    LabData,
+    MemoScorer,
+    eta_grid,
+    lab_negatives,
+    lab_rankers,
+    manifest,
+)
 from dagster_ir.schemas import NEGATIVES, QRELS, RUN
 
 
@@ -27,14 +38,48 @@ def data(dev: tuple[str, ...] = ("v",)) -> LabData:
     return LabData(RUNS, pl.DataFrame({"query_id": ["t"], "text": ["x"]}), pl.DataFrame(), SPARSE, DENSE, ("t",), dev)
 
 
-def test_rankers_run_naive_first_and_tau_variants_last() -> None:
-    config = LabConfig(taus=(1.0, 0.5, 2.0))
+def test_rankers_run_naive_first_with_the_eta_and_tau_sweeps() -> None:
+    config = LabConfig(taus=(1.0, 0.5, 2.0), eta_quantiles=(0.5, 0.9))
     specs = lab_rankers(config)
-    assert [s.run_name for s in specs] == ["naive", "zhan", "rocketqa", "rance", "cet", "cet-tau0.5", "cet-tau2"]
+    assert [s.run_name for s in specs] == ["naive", "zhan", "rocketqa-q0.5", "rocketqa-q0.9", "rance", "dml", "cet",
+                                           "cet-tau0.5", "cet-tau2"]
     assert [s.config.tau for s in specs[-3:]] == [1.0, 0.5, 2.0]  # tau 1 is the main cet run
-    assert {s.method for s in specs[-2:]} == {"cet"}
-    reordered = lab_rankers(LabConfig(methods=("cet", "rocketqa", "naive")))
-    assert [s.run_name for s in reordered] == ["naive", "rocketqa", "cet"]  # rocketqa's first ranker first
+    assert {s.method for s in specs[-2:]} == {"cet"} and [s.table for s in specs[-3:]] == [True, False, False]
+    assert [(s.sweep, s.sweep_value) for s in specs[2:4]] == [("eta", 0.5), ("eta", 0.9)]
+    assert not any(s.table for s in specs[2:4])  # the chosen one becomes the rocketqa row after training
+    fixed = lab_rankers(LabConfig(methods=("cet", "rocketqa", "naive"), eta=0.3))
+    assert [s.run_name for s in fixed] == ["naive", "rocketqa", "cet"]  # rocketqa's first ranker first
+    assert fixed[-1].sweep == ""  # no tau grid: cet is no sweep point
+
+
+def test_negatives_are_drawn_afresh_each_epoch_for_every_method() -> None:
+    runs = pl.concat([run_of("dense", {"t": [f"a{i}" for i in range(1, 30)], "v": ["v1", "v2"]}),
+                      run_of("bm25", {"t": [f"b{i}" for i in range(1, 30)] + ["a1"], "v": ["v4"]})])
+    lab = LabData(runs, pl.DataFrame({"query_id": ["t"], "text": ["x"]}), pl.DataFrame(), SPARSE, DENSE, ("t",), ("v",))
+    config = LabConfig(negative_depth=30, n_per_positive=3, rance_smoothing=1)
+    scorer = lambda pairs: np.zeros(pairs.height)  # noqa: E731 - nothing rejected at eta 0
+    for method in ("naive", "zhan", "dml", "cet", "rance", "rocketqa"):
+        draws = [set(lab_negatives(method, lab, config, scorer, epoch, eta=0.0)[0]["neg_doc_id"]) for epoch in range(3)]
+        assert draws[0] != draws[1] != draws[2], method
+        assert draws[1] == set(lab_negatives(method, lab, config, scorer, 1, eta=0.0)[0]["neg_doc_id"])
+    fixed = replace(config, resample=False)
+    assert lab_negatives("naive", lab, fixed, epoch=0)[0].equals(lab_negatives("naive", lab, fixed, epoch=5)[0])
+    assert lab_negatives("dml", lab, config, epoch=2)[0].equals(lab_negatives("naive", lab, config, epoch=2)[0])
+
+
+def test_the_eta_grid_is_placed_on_the_first_rankers_raw_scores() -> None:
+    negatives = pl.DataFrame([("t", "a1", f"n{i}", i, 0) for i in range(5)], schema=NEGATIVES, orient="row")
+    scores = {f"n{i}": float(i) for i in range(5)}  # 0..4
+    calls = []
+
+    def score(pairs: pl.DataFrame) -> np.ndarray:
+        calls.append(pairs.height)
+        return np.array([scores[d] for d in pairs["doc_id"]])
+
+    memo = MemoScorer(score)
+    assert eta_grid(negatives, memo, (0.5, 1.0)) == {0.5: 2.0, 1.0: 4.0}
+    eta_grid(negatives, memo, (0.25,))
+    assert calls == [5]  # scored once, remembered
 
 
 def test_each_method_samples_from_its_run() -> None:
@@ -56,6 +101,8 @@ def test_rance_estimates_its_curve_on_the_dev_queries_only() -> None:
         lab_negatives("rance", data(dev=()), config)
     with pytest.raises(ValueError, match="first ranker"):
         lab_negatives("rocketqa", data(), config)
+    with pytest.raises(ValueError, match="threshold eta"):
+        lab_negatives("rocketqa", data(), config, lambda pairs: np.zeros(pairs.height))
     with pytest.raises(ValueError, match="no candidate run named 'ance'"):
         lab_negatives("naive", data(), LabConfig(strong_run="ance"))
 
