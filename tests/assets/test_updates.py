@@ -156,7 +156,7 @@ def test_a_misspelt_top_level_key_is_an_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), "status"],
                           env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 1
-    assert "run: unknown top-level key (allowed: collections, runs)" in done.stderr
+    assert "run: unknown top-level key (allowed: collections, runs, executor, schedules)" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -93,7 +93,7 @@ def test_default_without_a_file_is_wiki_car_alone(tmp_path, monkeypatch):
         ("collections:\n  x:\n    kind: wiki-car\n    skip_headings: notes\n", "collections.x.skip_headings: expected a list"),
         ("collections:\n  a b:\n    kind: wiki-car\n", "collections.a b: a collection name holds only"),
         ("collections: [\n", "not valid YAML"),
-        (CRAN + "run:\n  x: {a: a.trec}\n", "run: unknown top-level key (allowed: collections, runs, schedules)"),
+        (CRAN + "run:\n  x: {a: a.trec}\n", "run: unknown top-level key (allowed: collections, runs, executor, schedules)"),
     ],
 )
 def test_bad_config_names_file_and_field(tmp_path, text, where):
