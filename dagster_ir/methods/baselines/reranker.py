@@ -20,9 +20,8 @@ gradients clipped at 1 (the shared cross-encoder fine-tuning's settings).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -38,6 +37,7 @@ from dagster_ir.methods.baselines.knrm import KNRM, ConvKNRM, ConvKNRMConfig, KN
 from dagster_ir.methods.baselines.matchpyramid import MatchPyramid, MatchPyramidConfig
 from dagster_ir.methods.baselines.pacrr import PACRR, PACRRConfig, copacrr
 from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
+from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import NEGATIVES, RUN, validate
@@ -227,16 +227,6 @@ def train_baseline(
         return train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate)
 
 
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op thread count set to n (0: unchanged) for the block, then restored."""
-    before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def validation_evaluator(encoder, candidates: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str],
@@ -251,4 +241,3 @@ def validation_evaluator(encoder, candidates: pl.DataFrame, qrels: pl.DataFrame,
         return mean_measure(run, qrels, query_ids, config.selection_measure)
 
     return evaluate
-

@@ -33,7 +33,6 @@ fold (the paper says its hyperparameters were tuned on validation), so test quer
 
 from __future__ import annotations
 
-import contextlib
 
 import hashlib
 import json
@@ -51,6 +50,7 @@ from dagster_ir.collections import fold_assignment
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
 from dagster_ir.methods.ghrm.inputs import GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
+from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN, validate
@@ -293,16 +293,6 @@ def run_folds(
         return _run_folds(data, splits, config, variant, checkpoint_root, folds)
 
 
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op thread count set to n (0: unchanged) for the block, then restored."""
-    before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[FoldResult]:
