@@ -340,12 +340,13 @@ def initialise_storage(instance: dg.DagsterInstance) -> None:
     """Create a fresh local instance's tables under a file lock in its home: two processes opening one
     new instance at once would otherwise race in its migrations ("table alembic_version already exists")."""
     root = getattr(instance, "root_directory", None)
-    if not root:
+    if not root or instance.is_ephemeral:
         return
     with file_lock(Path(root) / ".dagster-ir-storage.lock", timeout=600):
         instance.get_runs(limit=1)
         instance.fetch_materializations(dg.AssetKey("dagster_ir_storage_probe"), limit=1)
-        instance.all_instigator_state()
+        if instance.schedule_storage is not None:
+            instance.all_instigator_state()
 
 
 def needed_by(defs: dg.Definitions, instance: dg.DagsterInstance, targets: list[Key]) -> set[Key]:
