@@ -21,10 +21,10 @@ import torch
 from dagster_ir.methods.php.baselines import BASELINE_EXAMPLES, METHODS, PAIRWISE
 from dagster_ir.methods.php.config import IGNORE, STAGE_ORDER, PhpConfig, seed_of
 from dagster_ir.methods.php.masking import mask_tokens
-from dagster_ir.methods.php.model import PhpModel
+from dagster_ir.methods.php.model import PhpModel, php_loss
 from dagster_ir.methods.php.stages import StageResult
-from dagster_ir.neural.cross_encoder import Pair, lce_loss, pad_pairs
-from dagster_ir.neural.training import TrainConfig, shuffled_batches, train, unwrap
+from dagster_ir.neural.cross_encoder import Pair, lce_loss
+from dagster_ir.neural.training import TrainConfig, shuffled_batches, train
 from dagster_ir.schemas import validate
 
 
@@ -84,31 +84,9 @@ class BaselineInputs:
 
 
 def baseline_loss(method: str, config: PhpConfig, inputs: BaselineInputs, epoch_seed: Callable[[int], int]):
-    """loss_fn for `train`: ranking loss (LCE or pairwise hinge) + mlm_weight * MLM."""
+    """loss_fn for `train`: ranking loss (LCE or pairwise hinge) + mlm_weight * MLM, as PHP's own."""
     ranking = pairwise_hinge if method in PAIRWISE else lce_loss
-
-    def loss_fn(model: torch.nn.Module, batch: list[tuple[int, int]]) -> tuple[torch.Tensor, dict[str, float]]:
-        pairs, labels = [], []
-        for index, epoch in batch:
-            example_pairs, example_labels = inputs.example(index, np.random.default_rng([epoch_seed(epoch), index]))
-            pairs += example_pairs
-            labels += example_labels
-        bare = unwrap(model)
-        device = next(bare.parameters()).device
-        tensors = pad_pairs(pairs, bare.scorer.tokenizer.pad_token_id, device)
-        label_tensor = torch.full((len(labels), tensors["input_ids"].shape[1]), IGNORE, dtype=torch.long)
-        for row, label in enumerate(labels):
-            label_tensor[row, : len(label)] = torch.from_numpy(label)
-        use_mlm = config.mlm_weight > 0
-        scores, mlm = model(**tensors, mlm_labels=label_tensor.to(device) if use_mlm else None)
-        rank = ranking(scores.view(len(batch), -1))
-        logs = {"rank": float(rank.detach())}
-        if mlm is None:
-            return rank, logs
-        logs["mlm"] = float(mlm.detach())
-        return rank + config.mlm_weight * mlm, logs
-
-    return loss_fn
+    return php_loss(config, inputs, epoch_seed, ranking=ranking, name="rank")
 
 
 def pretrain_baseline(

@@ -144,8 +144,12 @@ def _hub_file(name: str) -> Path | None:
     return Path(resolved) if resolved else None
 
 
-def php_loss(config: PhpConfig, inputs: PhpInputs, epoch_seed: Callable[[int], int]):
-    """loss_fn for `train`: a micro-batch of example indices -> LCE + mlm_weight * MLM."""
+def php_loss(config: PhpConfig, inputs: PhpInputs, epoch_seed: Callable[[int], int],
+             ranking: Callable[[torch.Tensor], torch.Tensor] = lce_loss, name: str = "lce"):
+    """loss_fn for `train`: a micro-batch of example indices -> ranking (LCE) + mlm_weight * MLM.
+
+    `ranking` maps the (examples, 1 + negatives) scores to a loss, logged as `name`; the pre-training
+    baselines pass their own (`baseline_training.baseline_loss`)."""
 
     def loss_fn(model: torch.nn.Module, batch: list[tuple[int, int]]) -> tuple[torch.Tensor, dict[str, float]]:
         pairs, labels = [], []
@@ -162,12 +166,12 @@ def php_loss(config: PhpConfig, inputs: PhpInputs, epoch_seed: Callable[[int], i
             label_tensor[row, : len(label)] = torch.from_numpy(label)
         use_mlm = config.mlm_weight > 0
         scores, mlm = model(**tensors, mlm_labels=label_tensor.to(device) if use_mlm else None)
-        lce = lce_loss(scores.view(len(batch), -1))
-        logs = {"lce": float(lce.detach())}
+        rank = ranking(scores.view(len(batch), -1))
+        logs = {name: float(rank.detach())}
         if mlm is None:
-            return lce, logs
+            return rank, logs
         logs["mlm"] = float(mlm.detach())
-        return lce + config.mlm_weight * mlm, logs
+        return rank + config.mlm_weight * mlm, logs
 
     return loss_fn
 
