@@ -40,11 +40,10 @@ from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
 
 def _instance(root: Path) -> dg.DagsterInstance:
-    from assets.instance import ensure_instance_config
+    from assets.instance import open_instance
 
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
-    ensure_instance_config(home)  # a persistent local instance: no telemetry, the training pool's limit
-    return dg.DagsterInstance.get()
+    # a persistent local instance: no telemetry, the training pool's limit; see assets.instance
+    return open_instance(os.environ.get("DAGSTER_HOME") or root / "dagster_home")
 
 
 def _defs_and_resources(root: Path):

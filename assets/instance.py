@@ -16,7 +16,10 @@ import os
 import sys
 from pathlib import Path
 
+import dagster as dg
+
 from dagster_ir.storage.atomic import write_text_atomic
+from dagster_ir.storage.locks import file_lock
 
 TELEMETRY = "telemetry:\n  enabled: false\n"
 CONCURRENCY = (
@@ -39,6 +42,23 @@ def ensure_instance_config(home: str | os.PathLike[str]) -> Path:
     if not any(line.startswith("concurrency:") for line in text.splitlines()):
         write_text_atomic(config, text.rstrip("\n") + "\n" + CONCURRENCY)
     return config
+
+
+def open_instance(home: str | os.PathLike[str]) -> dg.DagsterInstance:
+    """The persistent instance in `home` (its dagster.yaml completed first), opened under a file lock.
+
+    Opening a new home creates its SQLite run, event and schedule databases; two processes doing that
+    at once (two `dagster-ir update` on a fresh DAGSTER_HOME) race in the migrations ("table runs
+    already exists"). The lock makes the second wait until the first has created them.
+    """
+    home = Path(home)
+    ensure_instance_config(home)
+    os.environ["DAGSTER_HOME"] = str(home)
+    with file_lock(home / ".dagster-ir-storage.lock", timeout=600):
+        instance = dg.DagsterInstance.get()
+        instance.get_runs(limit=1)  # the event log's per-run shards and asset index open lazily
+        instance.fetch_materializations(dg.AssetKey("dagster_ir_storage_probe"), limit=1)
+    return instance
 
 
 if __name__ == "__main__":  # `python -m assets.instance [DAGSTER_HOME]` (the Makefile's `ui`)

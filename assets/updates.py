@@ -206,7 +206,6 @@ def update_all(
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     """
     observe_sources(defs, instance, resources, log=log)
-    initialise_storage(instance)
     state = _State(defs, instance, resources, selection, only)
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
@@ -334,19 +333,6 @@ def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], 
         definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
         _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level)
     return report, lines, attempted, failed
-
-
-def initialise_storage(instance: dg.DagsterInstance) -> None:
-    """Create a fresh local instance's tables under a file lock in its home: two processes opening one
-    new instance at once would otherwise race in its migrations ("table alembic_version already exists")."""
-    root = getattr(instance, "root_directory", None)
-    if not root or instance.is_ephemeral:
-        return
-    with file_lock(Path(root) / ".dagster-ir-storage.lock", timeout=600):
-        instance.get_runs(limit=1)
-        instance.fetch_materializations(dg.AssetKey("dagster_ir_storage_probe"), limit=1)
-        if instance.schedule_storage is not None:
-            instance.all_instigator_state()
 
 
 def needed_by(defs: dg.Definitions, instance: dg.DagsterInstance, targets: list[Key]) -> set[Key]:

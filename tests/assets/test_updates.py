@@ -163,11 +163,12 @@ def test_a_misspelt_top_level_key_is_an_error(tmp_path):
 COUNTED = """
 import sys, time
 from pathlib import Path
-import dagster as dg
+import os
 from concurrent_defs import counting_defs
+from assets.instance import open_instance
 from assets.updates import update_all
 defs, resources = counting_defs(sys.argv[1])
-report = update_all(defs, dg.DagsterInstance.get(), resources=resources, log=lambda line: print(line, flush=True))
+report = update_all(defs, open_instance(os.environ["DAGSTER_HOME"]), resources=resources, log=lambda line: print(line, flush=True))
 print(len(report.runs), len(report.done_elsewhere), report.ok)
 """
 
