@@ -1,11 +1,17 @@
 """CET assets: the pooling-bias lab and the coupled relevance/selection rankers trained against it.
 
 qrels + candidate_runs -> sparse_qrels -> false_negative_analysis
-                                       -> cet (R and S checkpoints of naive, zhan, rocketqa[-q<x>], rance, dml,
+                                       -> cet, per training unit (R and S checkpoints of naive, zhan, rocketqa[-q<x>], rance, dml,
                                                cet[-tau<x>]; each ranker's dev MRR@10, which picks eta and the
                                                best baseline)
-                                            -> cet_runs (each Table 1 ranker reranking its candidates' top-k on the
-                                               report's queries: the strong run, the basic one for bm25+bert)
+                                            -> cet_runs, per training unit (each Table 1 ranker reranking its
+                                               candidates' top-k on the unit's test queries: the strong run, the
+                                               basic one for bm25+bert)
+
+`sparse_qrels` labels every query some unit trains or validates on (under `cv`, every query);
+`cet` trains on the unit's training queries and chooses (eta, the best baseline, checkpoints) on
+its validation queries; `cet_runs` scores the unit's test queries, so under `cv` the collection's
+report covers every judged query once per seed, as for the other trained methods.
 
 The sparse labels are what training sees; `cet_runs` is evaluated later against the dense judgments
 (`qrels`), so the report shows what false negatives cost and what CET recovers.
@@ -19,9 +25,11 @@ from typing import Optional
 import dagster as dg
 import polars as pl
 
-from assets.partitions import collection_partitions
+from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
+from assets.project import training_units
 from assets.resources import DataDirResource
 from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
+from dagster_ir.collections import offset_seeds, unit_queries
 from dagster_ir.methods.cet.model import LabConfig, profile
 from dagster_ir.methods.cet.lab import BM25_BERT, LabData, manifest, rerank_lab, train_lab
 from dagster_ir.methods.cet.report import (
@@ -70,14 +78,15 @@ def _figure(figure, caption: str) -> dg.MetadataValue:
 
 
 class SparseQrelsConfig(dg.Config):
-    """Maps onto `dagster_ir.negatives.pooling.PoolingConfig`; `splits` are the queries that get labels."""
+    """Maps onto `dagster_ir.negatives.pooling.PoolingConfig`; `splits` are the queries that get labels
+    (None: the training and validation queries of the collection's units, under `cv` every query)."""
 
     pool_run: str = "bm25"
     pool_depth: int = 10
     max_labels: int = 1
     selection: str = "random"  # "random" | "top"
     seed: int = 42
-    splits: list[str] = ["train/model", "dev"]
+    splits: Optional[list[str]] = None
 
     def to_domain(self) -> PoolingConfig:
         return PoolingConfig(pool_run=self.pool_run, pool_depth=self.pool_depth, max_labels=self.max_labels,
@@ -94,8 +103,9 @@ def sparse_qrels(
 ) -> pl.DataFrame:
     """Simulated sparse training labels: at most m relevant documents per query inside a basic retriever's top-k."""
     domain = config.to_domain()
-    labels = simulate_sparse_labels(_named_run(candidate_runs, domain.pool_run), qrels,
-                                    _split_ids(query_splits, config.splits), domain)
+    ids = _split_ids(query_splits, config.splits) if config.splits is not None else \
+        _trained_ids(query_splits, context.partition_key)
+    labels = simulate_sparse_labels(_named_run(candidate_runs, domain.pool_run), qrels, ids, domain)
     counts = labels.counts
     context.add_output_metadata({
         **asdict(counts),
@@ -103,6 +113,18 @@ def sparse_qrels(
         "config": dg.MetadataValue.json(asdict(domain)),
     })
     return labels.qrels
+
+
+def _trained_ids(query_splits: pl.DataFrame, collection: str) -> list[str]:
+    """The queries some training unit of `collection` trains or validates on, in query_splits order."""
+    used: set[str] = set()
+    for unit in training_units().values():
+        if unit.collection == collection:
+            roles = unit_queries(query_splits, unit)
+            used.update(roles.train, roles.validation)
+    if not used:
+        raise ValueError(f"sparse_qrels: no training or validation queries in the units of {collection!r}")
+    return [q for q in query_splits["query_id"].to_list() if q in used]
 
 
 class FalseNegativeConfig(dg.Config):
@@ -181,8 +203,6 @@ class CetConfig(dg.Config):
     strong_run: Optional[str] = None
     basic_run: Optional[str] = None
     dev_judgments: Optional[str] = None
-    train_split: str = "train/model"
-    dev_split: str = "dev"
     device: str = "cpu"
 
     def to_domain(self) -> LabConfig:
@@ -207,7 +227,8 @@ class CetConfig(dg.Config):
             strong_run=self.strong_run, basic_run=self.basic_run, dev_judgments=self.dev_judgments))
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+          ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"))
 def cet(
     context: dg.AssetExecutionContext,
     config: CetConfig,
@@ -219,13 +240,15 @@ def cet(
     sparse_qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the sparse labels."""
-    domain = config.to_domain()
-    lab = LabData(candidate_runs, queries, corpus, sparse_qrels, qrels,
-                  tuple(_split_ids(query_splits, [config.train_split])),
-                  tuple(query_splits.filter(pl.col("split") == config.dev_split)["query_id"].to_list()))
-    trained = train_lab(lab, domain, data.files("cet", context.partition_key))
-    table = manifest(trained).with_columns(seed=pl.lit(domain.cet.train.seed, pl.Int64))
+    """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the unit's sparse labels."""
+    unit = training_unit(context)
+    roles = unit_queries(query_splits, unit)
+    domain = offset_seeds(config.to_domain(), unit.seed)
+    if not roles.train:
+        raise ValueError(f"cet: unit {unit.key} has no training queries")
+    lab = LabData(candidate_runs, queries, corpus, sparse_qrels, qrels, tuple(roles.train), tuple(roles.validation))
+    trained = train_lab(lab, domain, data.files("cet", unit.key))
+    table = manifest(trained).with_columns(seed=pl.lit(unit.seed, pl.Int64), unit=pl.lit(unit.key))
     results: dict[str, TrainResult] = {r.run_name: r.result for r in trained if r.result is not None}
     context.add_output_metadata({
         "loss": _figure(training_curves_plot({n: r.loss_curve for n, r in results.items()}), "training loss"),
@@ -256,13 +279,12 @@ def _sweeps_metadata(table: pl.DataFrame) -> dict:
 
 
 class CetRunsConfig(dg.Config):
-    """Which queries are reranked (the report's split), how deep, and the table's significance settings.
+    """How deep the unit's test queries are reranked, and the unit's Table 1 significance settings.
 
     `profile` and the overrides should match the `cet` asset's (the strong run and rerank depth).
     """
 
     profile: str = "demo"
-    split: str = "test"
     rerank_depth: Optional[int] = None
     strong_run: Optional[str] = None
     score_batch_size: Optional[int] = None
@@ -276,7 +298,8 @@ class CetRunsConfig(dg.Config):
             rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size))
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+          ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "query_splits"))
 def cet_runs(
     context: dg.AssetExecutionContext,
     config: CetRunsConfig,
@@ -287,13 +310,16 @@ def cet_runs(
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Each Table 1 ranker's R reranking its candidates' top-k on the report's queries (RUN rows per ranker)."""
+    """Each Table 1 ranker's R reranking its candidates' top-k on the unit's test queries (RUN rows and the seed)."""
+    unit = training_unit(context)
+    ids = unit_queries(query_splits, unit).test
+    if not ids:
+        raise ValueError(f"cet_runs: unit {unit.key} has no test queries")
     domain = config.to_domain()
-    ids = _split_ids(query_splits, [config.split])
     strong = _named_run(candidate_runs, domain.strong_run)
     runs = rerank_lab(cet, candidate_runs, queries, corpus, ids, domain)
     context.add_output_metadata(_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha))
-    return runs
+    return runs.with_columns(seed=pl.lit(unit.seed, pl.Int64))
 
 
 def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: LabConfig, alpha: float) -> dict:

@@ -30,6 +30,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -235,6 +236,11 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Dagster warns about its own beta and preview features at every definition load; nothing a user can act on
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+    # transformers' load report lists the fresh score head of every cross-encoder as MISSING: expected here
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     command_at = _command_position(argv)
     if command_at is not None and argv[command_at] == "report":  # the rest belongs to the report's parser
         root = data_dir(_option(argv[:command_at], "--data"))

@@ -46,7 +46,7 @@ from dagster_ir.evaluation import (
     write_report,
 )
 from dagster_ir.evaluation.summary import write_summary
-from dagster_ir.methods.cet.report import dev_best_baseline, sweeps_plot
+from dagster_ir.methods.cet.report import dev_best_baseline, pool_units, sweeps_plot
 from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
 from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
 from dagster_ir.methods.model1 import BERT_SHORT_RUN, PAPER_PAIRS
@@ -105,7 +105,7 @@ SECTIONS = (
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="5",
           deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
-          ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines"))
+          ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet"))
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -138,6 +138,7 @@ def model_report(
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
     recall = ReportFigure.from_figure("recall", "Recall by depth of the first-stage runs", recall_curve_plot(curves))
     figures = {GHRM_SECTION: [sweeps_figure(ghrm_sweeps)]} if ghrm_sweeps.height else {}
+    cet = pool_units(cet)  # one row per ranker, dev scores averaged over the units
     figures.update(cet_figures(cet))
     sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures,
                          cet_best=dev_best_baseline(cet))

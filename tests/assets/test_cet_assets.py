@@ -54,8 +54,8 @@ def tiny(tmp_path_factory) -> str:
     return str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
 
 
-def _context() -> dg.AssetExecutionContext:
-    return dg.build_asset_context(partition_key="wiki-car")
+def _context(key: str = "wiki-car") -> dg.AssetExecutionContext:
+    return dg.build_asset_context(partition_key=key)
 
 
 @pytest.mark.slow
@@ -74,7 +74,7 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     assert dense_top2["expected_share"].item() == 1.0  # dense's top 2 are unlabelled relevant documents
 
     training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=2, negative_depth=4, taus=[2.0])
-    trained = cet(_context(), training, DataDirResource(path=str(tmp_path)), c["candidate_runs"], c["queries"],
+    trained = cet(_context("wiki-car/seed-0"), training, DataDirResource(path=str(tmp_path)), c["candidate_runs"], c["queries"],
                   c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
     assert trained["run_name"].to_list() == ["naive", "zhan", "rocketqa-q0.5", "rocketqa-q0.9", "rance", "dml", "cet",
                                              "cet-tau2", "rocketqa", "bm25+bert"]
@@ -92,15 +92,46 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     assert by_name["bm25+bert"]["relevance_path"] == by_name["zhan"]["relevance_path"]
     assert by_name["bm25+bert"]["candidates"] == "bm25" and by_name["naive"]["candidates"] == "dense"
 
-    runs = cet_runs(_context(), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"], c["queries"],
+    runs = cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"], c["queries"],
                     c["corpus"].lazy(), c["qrels"], c["query_splits"])
-    assert runs.schema == pl.Schema(RUN)
+    assert runs.schema == pl.Schema({**RUN, "seed": pl.Int64}) and set(runs["seed"]) == {0}
     table_rows = ["naive", "zhan", "rance", "dml", "cet", "rocketqa", "bm25+bert"]  # no sweep variants
     assert runs["run_name"].unique(maintain_order=True).to_list() == table_rows
     assert set(runs["query_id"]) == {"5", "6"} and runs.height == 7 * 2 * 3
     bm25_top3 = {(q, f"d{q}{j}") for q in ("5", "6") for j in range(3)}
     assert set(runs.filter(pl.col("run_name") == "bm25+bert").select("query_id", "doc_id").iter_rows()) == bm25_top3
     assert cet_runs_rerank_the_same_candidates(runs).passed
+
+
+def test_under_cv_every_query_is_labelled_and_a_unit_trains_and_scores_its_own_folds(tiny, tmp_path, monkeypatch) -> None:
+    import assets.cet
+    import assets.partitions
+    from dagster_ir.collections import Protocol
+    from dagster_ir.collections.protocol import training_units as units_of
+
+    units = {u.key: u for u in units_of("wiki-car", Protocol("cv", (3,)), 3)}
+    monkeypatch.setattr(assets.cet, "training_units", lambda: units)
+    monkeypatch.setattr(assets.partitions, "training_units", lambda: units)
+    c = _collection()
+    folds = {"1": 0, "2": 0, "3": 1, "4": 1, "5": 2, "6": 2}  # fold 0 tests, 1 validates, 2 trains
+    c["query_splits"] = c["query_splits"].with_columns(fold=pl.col("query_id").replace_strict(folds, return_dtype=pl.Int32))
+    labels = sparse_qrels(_context(), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"], c["query_splits"])
+    assert sorted(labels["query_id"]) == list("123456")  # every query trains or validates in some fold
+
+    training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=1, negative_depth=4,
+                         methods=["naive"], taus=[], eta_quantiles=[])
+    trained = cet(_context("wiki-car/fold-0/seed-3"), training, DataDirResource(path=str(tmp_path)),
+                  c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
+    naive = trained.row(by_predicate=pl.col("run_name") == "naive", named=True)
+    assert naive["queries"] == 2 and naive["unit"] == "wiki-car/fold-0/seed-3" and naive["seed"] == 3
+    assert naive["dev_mrr10"] is not None  # chosen on fold 1, not on the test fold
+    assert (tmp_path / "files" / "cet" / "wiki-car" / "fold-0" / "seed-3").is_dir()
+    runs = cet_runs(_context("wiki-car/fold-0/seed-3"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"],
+                    c["queries"], c["corpus"].lazy(), c["qrels"], c["query_splits"])
+    assert set(runs["query_id"]) == {"1", "2"} and set(runs["seed"]) == {3}  # the test fold only
+    with pytest.raises(ValueError, match="not a training unit"):
+        cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"],
+                 c["queries"], c["corpus"].lazy(), c["qrels"], c["query_splits"])
 
 
 def test_the_definitions_load_and_configs_map_onto_the_profiles() -> None:

@@ -87,6 +87,17 @@ def best_baseline(per_query: pl.DataFrame, measure: str, baselines: Sequence[str
     return present.sort(["mean", "run_name"], descending=[True, False])["run_name"][0]
 
 
+def pool_units(manifest: pl.DataFrame) -> pl.DataFrame:
+    """One row per ranker of a manifest that holds several training units (a `unit` column: folds and
+    seeds), its dev MRR@10 the mean over the units (each unit's own validation queries) and its other
+    fields the first unit's; a manifest of one unit comes back as it is."""
+    if "unit" not in manifest.columns or manifest["unit"].n_unique() <= 1:
+        return manifest
+    pooled = manifest.group_by("run_name", maintain_order=True).agg(
+        pl.col("dev_mrr10").mean(), pl.exclude("run_name", "dev_mrr10").first())
+    return pooled.select(manifest.columns)
+
+
 def dev_best_baseline(manifest: pl.DataFrame, baselines: Sequence[str] = BASELINES) -> str | None:
     """The Table 1 baseline of a lab manifest with the highest dev MRR@10 (ties: the first in
     `baselines`); None when no baseline has a dev score."""

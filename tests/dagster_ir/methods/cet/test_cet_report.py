@@ -8,6 +8,7 @@ import pytest
 
 from dagster_ir.evaluation import SignificanceConfig
 from dagster_ir.methods.cet.report import (
+    pool_units,
     best_baseline,
     cet_taus,
     dev_best_baseline,
@@ -128,3 +129,15 @@ def test_taus_come_from_the_manifest_and_curves_plot_per_ranker() -> None:
     figure = training_curves_plot({"naive": [3.0, 2.0, 1.0], "cet": [1.0]}, smooth=2)
     assert [line.get_label() for line in figure.axes[0].get_lines()] == ["naive", "cet"]
     assert figure.axes[0].get_lines()[0].get_ydata().tolist() == [2.5, 1.5]
+
+
+def test_units_pool_into_one_row_per_ranker_with_the_mean_dev_score() -> None:
+    one = pl.DataFrame({"run_name": ["naive", "zhan", "rance"], "dev_mrr10": [0.30, 0.20, None],
+                        "notes": ["a", "b", "c"], "unit": ["c/fold-0/seed-0"] * 3})
+    other = one.with_columns(dev_mrr10=pl.Series([0.10, 0.40, 0.5]), notes=pl.lit("z"), unit=pl.lit("c/fold-1/seed-0"))
+    pooled = pool_units(pl.concat([one, other]))
+    assert pooled.columns == one.columns and pooled["run_name"].to_list() == ["naive", "zhan", "rance"]
+    assert pooled["dev_mrr10"].to_list() == pytest.approx([0.20, 0.30, 0.5])  # a missing score is left out
+    assert pooled["notes"].to_list() == ["a", "b", "c"]  # the first unit's
+    assert dev_best_baseline(pooled) == "rance" and dev_best_baseline(one) == "naive"
+    assert pool_units(one).equals(one) and pool_units(one.drop("unit")).equals(one.drop("unit"))
