@@ -241,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=category)
     # transformers' load report lists the fresh score head of every cross-encoder as MISSING: expected here
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # and a progress bar per checkpoint loaded or written
     command_at = _command_position(argv)
     if command_at is not None and argv[command_at] == "report":  # the rest belongs to the report's parser
         root = data_dir(_option(argv[:command_at], "--data"))
