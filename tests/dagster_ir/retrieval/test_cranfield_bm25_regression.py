@@ -86,7 +86,7 @@ def test_search_returns_the_command_lines_documents_in_its_order(runs) -> None:
     assert pairs.height == ours.height == cli.height > 200_000
     assert pairs.filter(pl.col("doc_id") != pl.col("doc_id_cli")).height == 0
     assert pairs.filter(pl.col("doc_id").is_null() | pl.col("doc_id_cli").is_null()).height == 0
-    assert (pairs["score"] - pairs["score_cli"]).abs().max() < 1e-4
+    assert (pairs["score"] - pairs["score_cli"]).abs().max() < 1e-6  # the command line prints 6 decimals
 
 
 def test_effectiveness_equals_the_command_line_and_is_pinned(runs) -> None:
