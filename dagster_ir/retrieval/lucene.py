@@ -303,13 +303,15 @@ class _OpenIndex:
         self._closing = ExitStack()
         path = autoclass("java.io.File")(str(index_dir)).toPath()
         directory = autoclass("org.apache.lucene.store.FSDirectory").open(path)
-        self._closing.callback(directory.close)
+        # Not `callback(directory.close)`: a pyjnius method object is bound to the instance that
+        # last looked it up, so a method kept for later may run on another object of the class.
+        self._closing.callback(lambda: directory.close())
         self.reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
-        self._closing.callback(self.reader.close)
+        self._closing.callback(lambda: self.reader.close())
         # Shares the reader (closing it leaves the reader open) and shows no stored field.
         parallel = autoclass("org.apache.lucene.index.ParallelCompositeReader")
         self.no_stored_fields = parallel(False, [self.reader], [])
-        self._closing.callback(self.no_stored_fields.close)
+        self._closing.callback(lambda: self.no_stored_fields.close())
         self.max_doc = int(self.reader.maxDoc())
         self._leaves = list(self.reader.leaves().toArray())
         self._leaf_starts = np.array([leaf.docBase for leaf in self._leaves], dtype=np.int64)
@@ -354,8 +356,9 @@ class _OpenIndex:
         Lucene's `BytesRefFieldSource` hands each value over as a string: one Java call per doc.
         """
         source = self._autoclass("org.apache.lucene.queries.function.valuesource.BytesRefFieldSource")
-        id_of = source(_ID_FIELD).getValues(self._autoclass("java.util.HashMap")(), leaf).strVal
-        ids = [id_of(doc) for doc in docs.tolist()]
+        with _id_read_lock:  # `id_of` stays bound to this segment's values (see `__init__`)
+            id_of = source(_ID_FIELD).getValues(self._autoclass("java.util.HashMap")(), leaf).strVal
+            ids = [id_of(doc) for doc in docs.tolist()]
         if None in ids:
             raise ValueError(f"{self.index_dir}: a document has no '{_ID_FIELD}' doc values")
         return ids
@@ -418,6 +421,7 @@ class _Searcher:
 _INDEX_CACHE_SIZE = 4
 _index_cache: dict[tuple[str, str, int, int], _OpenIndex] = {}
 _index_cache_lock = threading.Lock()
+_id_read_lock = threading.Lock()
 
 
 def _index_key(index_dir: Path) -> tuple[str, str, int, int]:
