@@ -11,7 +11,9 @@ and raise `ForkedJvmError` in a forked child of a process whose JVM runs, instea
 
 Only Java classes are used (Anserini's `IndexCollection` to index; to search, the steps of
 Anserini's `SimpleSearcher.search`, which Pyserini's `LuceneSearcher` wraps, called one by one so
-that hits cross into Python as primitive arrays: see `_Searcher`): importing
+that hits cross into Python as primitive arrays, with Lucene's plain top-n collector in place of
+its sort and the same run: see `_Searcher`; an index, once searched, stays open in the process:
+see `_open_index`): importing
 `pyserini.search.lucene` would import `pyserini.encode`, which builds an OpenAI client at import
 time and pulls in every dense encoder.
 
