@@ -14,7 +14,10 @@ Three choices make our numbers the numbers trec_eval prints:
 * **Unjudged queries.** Queries of the run that the qrels do not mention are ignored, as trec_eval
   ignores them.
 
-The per-query table keeps one row per (run, query, measure); `aggregate` averages it.
+The per-query table keeps one row per (run, query, measure); `aggregate` averages it. The measures
+the reports use are computed by `dagster_ir.evaluation.vectorised` over whole runs at once, with
+the same values as ir_measures (to the last bit) and the same three rules; any other goes to
+ir_measures.
 """
 
 from __future__ import annotations
