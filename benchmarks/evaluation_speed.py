@@ -3,7 +3,11 @@
 Both sides compute DEFAULT_MEASURES over the same run and qrels in this process. ir_measures gets
 its inputs ready-made (built before the clock starts) in two forms: pandas DataFrames, what most
 users pass, and pytrec_eval's dict of dicts, its fastest input. Our time includes validation,
-trec_eval ordering and the conversion from Polars.
+trec_eval ordering and the conversion from Polars (`evaluate_run` computes these measures in
+`dagster_ir.evaluation.vectorised`). The run's scores are distinct (in float32 too, as trec_eval
+keeps them), so ir_measures' own order is trec_eval's, and every per-query value of ours is
+compared with ir_measures' (`iter_calc` on the dicts, outside the clock): the count of values that
+differ at all is printed.
 
     .venv/bin/python benchmarks/evaluation_speed.py [--queries 1000] [--depth 1000] [--repeat 3]
 """
@@ -27,9 +31,8 @@ def synthetic_run(n_queries: int, depth: int, seed: int = 0) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     query_ids = np.repeat(np.arange(n_queries), depth).astype(str)
     doc_ids = np.concatenate([rng.choice(depth * 10, depth, replace=False) for _ in range(n_queries)])
-    run = pl.DataFrame(
-        {"query_id": query_ids, "doc_id": doc_ids.astype(str), "score": rng.random(n_queries * depth)}
-    )
+    scores = rng.permutation(n_queries * depth) / (n_queries * depth)  # distinct, in float32 too
+    run = pl.DataFrame({"query_id": query_ids, "doc_id": doc_ids.astype(str), "score": scores})
     return run.with_columns(
         rank=pl.col("score").rank("ordinal", descending=True).over("query_id").cast(pl.Int32),
         run_name=pl.lit("synthetic"),
@@ -73,6 +76,11 @@ def main() -> None:
     pandas_s, direct = timed(lambda: ir_measures.calc_aggregate(measures, qrels_pd, run_pd), args.repeat)
     dict_s, _ = timed(lambda: ir_measures.calc_aggregate(measures, qrels_dict, run_dict), args.repeat)
 
+    theirs = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(measures, qrels_dict, run_dict)}
+    mine = {(q, m): v for _, q, m, v in per_query.iter_rows()}
+    if mine.keys() != theirs.keys():
+        raise SystemExit(f"per-query rows differ: {len(mine.keys() ^ theirs.keys())} (query, measure) pairs")
+    differing = sum(mine[key] != theirs[key] for key in mine)
     ours = dict(aggregate(per_query).select("measure", "mean").iter_rows())
     worst = max(abs(ours[str(m)] - direct[m]) for m in measures)
     print(f"run: {run.height:,} lines, {args.queries} queries; qrels: {qrels.height:,} lines")
@@ -80,6 +88,7 @@ def main() -> None:
     print(f"ir_measures.calc_aggregate (pandas) {pandas_s:7.2f} s   speed ours/direct = {pandas_s / ours_s:.2f}")
     print(f"ir_measures.calc_aggregate (dicts)  {dict_s:7.2f} s   speed ours/direct = {dict_s / ours_s:.2f}")
     print(f"largest difference of a mean vs ir_measures: {worst:.2e}")
+    print(f"per-query values: {len(mine):,}, differing from ir_measures' (iter_calc, dicts): {differing}")
     print_ratio("evaluation speed, ours / ir_measures (pandas)", pandas_s / ours_s)
     print_ratio("evaluation speed, ours / ir_measures (dicts)", dict_s / ours_s)
 

@@ -11,6 +11,8 @@ paper's Table 2), best of `--repeat` timings (the machine is shared):
   targets: the queries'), thresholded to keep `--export-density` of the pairs (an untrained
   network: the speed depends on the density, not on the weights);
 * bm25 (wp): BM25 over word pieces on the same forward index, for reference;
+* model1 (words) and bm25 (words): the same two over the words vocabulary (an EM table of its own),
+  on the same candidates: the Model 1 / BM25 cost ratio is printed per vocabulary;
 * nn-model1: the context-free neural Model 1 itself (torch, documents up to 512 word pieces, the
   paper's sizes: 128-wide layers); it scores `--neural-docs` documents per query, scaled to 1,000;
 * bert-model1 and cross-encoder: the bundled 6-layer MiniLM backbone with the Model 1 layer
@@ -42,6 +44,7 @@ from dagster_ir.methods.model1 import bm25_scores
 from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config
 from dagster_ir.methods.model1 import (
     EMConfig,
+    collection_vocabulary,
     Model1Config,
     Model1Scorer,
     ScoringConfig,
@@ -114,6 +117,17 @@ def main() -> None:
            best_of(args.repeat, lambda: [scorer.score_rows(query_tokens[q], rows[q]) for q in query_ids]), n_docs)
     per_1k("bm25 (wp)", best_of(args.repeat, lambda: [bm25_scores(query_tokens[q], rows[q], index, stats)
                                                        for q in query_ids]), n_docs)
+    # The same two scorers over the words vocabulary (its own EM table), on the same candidates.
+    words = collection_vocabulary("words", corpus, queries)
+    words_table = train_model1(queries, qrels, corpus, queries["query_id"], words, config).table
+    words_index, words_stats = index_collection(corpus, words)
+    words_tokens = {q: words.encode([t]).row(0) for q, t in zip(queries["query_id"], queries["text"], strict=True)}
+    words_scorer = Model1Scorer(words_table, words_index, words_stats, ScoringConfig())
+    print(f"words: {len(words):,} tokens, {words_table.nnz:,} table entries after pruning")
+    per_1k("model1 (words)", best_of(args.repeat, lambda: [words_scorer.score_rows(words_tokens[q], rows[q])
+                                                            for q in query_ids]), n_docs)
+    per_1k("bm25 (words)", best_of(args.repeat, lambda: [bm25_scores(words_tokens[q], rows[q], words_index,
+                                                                     words_stats) for q in query_ids]), n_docs)
 
     neural_config = NeuralModel1Config(layer=Model1LayerConfig(), max_doc_length=512, rerank_batch_size=64,
                                        export_targets="queries")
@@ -148,6 +162,7 @@ def main() -> None:
     base = results["model1 (wp)"]
     print("ratios to model1 (wp): " + ", ".join(f"{k} {v / base:.1f}x" for k, v in results.items()))
     print_ratio("Model 1 (wp) scoring time / BM25 (wp)", results["model1 (wp)"] / results["bm25 (wp)"])
+    print_ratio("Model 1 (words) scoring time / BM25 (words)", results["model1 (words)"] / results["bm25 (words)"])
 
 
 _CROSS_ENCODER = {}

@@ -14,7 +14,10 @@ Three choices make our numbers the numbers trec_eval prints:
 * **Unjudged queries.** Queries of the run that the qrels do not mention are ignored, as trec_eval
   ignores them.
 
-The per-query table keeps one row per (run, query, measure); `aggregate` averages it.
+The per-query table keeps one row per (run, query, measure); `aggregate` averages it. The measures
+the reports use are computed by `dagster_ir.evaluation.vectorised` over whole runs at once, with
+the same values as ir_measures (to the last bit) and the same three rules; any other goes to
+ir_measures.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import ir_measures
 import numpy as np
 import polars as pl
 
+from dagster_ir.evaluation.vectorised import evaluate_vectorised, vectorised_measures
 from dagster_ir.schemas import PER_QUERY_EVAL, QRELS, RUN, SUMMARY_EVAL, validate
 
 DEFAULT_MEASURES: list[str] = [
@@ -49,9 +53,13 @@ class EvaluationConfig:
 
     count_missing_as_zero: a query in the qrels that a run does not answer scores 0 (``trec_eval -c``);
         when False it has no row for that run.
+    vectorised: compute the measures `dagster_ir.evaluation.vectorised` covers (P@k, R@k, nDCG@k,
+        RR and AP with or without cutoff) there, over the whole run at once, with the same values;
+        when False, or when any measure asked for is another, all go through ir_measures.
     """
 
     count_missing_as_zero: bool = True
+    vectorised: bool = True  # False: every measure through ir_measures (see `evaluation.vectorised`)
 
 
 def parse_measures(measures: Iterable[str | ir_measures.Measure]) -> list[ir_measures.Measure]:
@@ -99,6 +107,10 @@ def evaluate_run(
     parsed = parse_measures(measures)
     _check_run(run)
     _check_qrels(qrels)
+    vectorised = vectorised_measures(parsed) if config.vectorised else None
+    if vectorised is not None:
+        return evaluate_vectorised(run.select(list(_RUN_COLUMNS)), qrels, vectorised,
+                                   config.count_missing_as_zero)
     evaluator = ir_measures.evaluator(parsed, _qrels_dict(qrels))
     ordered = trec_eval_order(run.select(list(_RUN_COLUMNS)))
     names = [str(measure) for measure in parsed]

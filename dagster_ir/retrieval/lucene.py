@@ -11,7 +11,9 @@ and raise `ForkedJvmError` in a forked child of a process whose JVM runs, instea
 
 Only Java classes are used (Anserini's `IndexCollection` to index; to search, the steps of
 Anserini's `SimpleSearcher.search`, which Pyserini's `LuceneSearcher` wraps, called one by one so
-that hits cross into Python as primitive arrays: see `_Searcher`): importing
+that hits cross into Python as primitive arrays, with Lucene's plain top-n collector in place of
+its sort and the same run: see `_Searcher`; an index, once searched, stays open in the process:
+see `_open_index`): importing
 `pyserini.search.lucene` would import `pyserini.encode`, which builds an OpenAI client at import
 time and pulls in every dense encoder.
 
@@ -251,7 +253,8 @@ def search(
 
     Ranks run 1..n per query in Anserini's order (score descending; tied documents by doc id, their
     scores set 1e-6 apart). A query whose terms are all stop words or absent from the index has no
-    rows. `threads` queries are searched at a time.
+    rows. `threads` queries are searched at a time. The index stays open in this process for the
+    next call (see `_open_index`).
     """
     if k < 1 or threads < 1:
         raise ValueError(f"k and threads must be >= 1, got k={k}, threads={threads}")
@@ -262,10 +265,9 @@ def search(
         raise FileNotFoundError(f"no Lucene index at {index_dir}")
     if queries.height == 0:
         return empty(RUN)
-    with _anserini_searcher(Path(index_dir), model) as searcher:
-        hits = _search_all(searcher, queries["text"].to_list(), k, threads)
-        doc_ids = searcher.external_ids(np.concatenate([h.lucene_docids for h in hits]))
-    return _run_frame(queries["query_id"], hits, doc_ids, run_name)
+    with _open_index(Path(index_dir)) as index:
+        hits = _search_all(index.searcher(model), queries["text"].to_list(), k, threads)
+        return _run_frame(queries["query_id"], hits, index, k, run_name)
 
 
 def _check_queries(queries: pl.DataFrame) -> None:
@@ -279,112 +281,188 @@ def _check_queries(queries: pl.DataFrame) -> None:
 
 @dataclass(frozen=True)
 class _Hits:
-    """One query's ranking: Lucene's doc numbers and Anserini's adjusted scores, rank order."""
+    """One query's hits in Lucene's order (score descending, then Lucene doc number), with every
+    document that scores as much as the k-th: Lucene's doc numbers, raw float32 scores, and the
+    scores as Anserini's `ScoreTiesAdjusterReranker` sets them position by position."""
 
     lucene_docids: np.ndarray  # int32
+    raw_scores: np.ndarray  # float32
     scores: np.ndarray  # float32
 
 
-class _Searcher:
-    """Anserini's `SimpleSearcher.search`, step by step, without its per-hit Java objects.
+_ID_FIELD = "id"  # Anserini's Constants.ID: stored, indexed and binary doc values
+_CONTENTS_FIELD = "contents"  # Anserini's Constants.CONTENTS
 
-    `SimpleSearcher` turns every hit into a `ScoredDoc` holding the document's stored fields (raw
-    JSON included), which Python then reads hit by hit: that, not the search, was its cost. Here
-    each query runs through the same Anserini and Lucene calls (query generator and analyzer,
-    `IndexSearcher` with the same similarity and tie-break sort, `ScoredDocs.fromTopDocs`,
-    `ScoreTiesAdjusterReranker`) and comes back as two primitive arrays. No stored field is read:
-    the hits are gathered over a view of the index without them, and the external doc ids are
-    read from the `id` doc values, once per distinct document hit. (For an index written before
-    Lucene 9, which `build_index` never writes, Anserini would skip the tie-break; this does not.)
-    """
 
-    def __init__(
-        self,
-        autoclass: Callable[[str], Any],
-        reader: Any,
-        no_stored_fields: Any,
-        model: Bm25Config | QlConfig,
-        index_dir: Path,
-    ) -> None:
-        from jnius import cast  # only once the JVM runs: importing pyjnius starts it
+class _OpenIndex:
+    """A Lucene index open in this process: its reader, a view of it without stored fields, one
+    searcher per retrieval model, and the external doc ids read so far (one Java call per doc,
+    each doc once per process)."""
 
-        index_searcher = autoclass("org.apache.lucene.search.IndexSearcher")
-        self._reader = reader
-        self._index_dir = index_dir
-        self._searcher = index_searcher(cast("org.apache.lucene.index.IndexReader", reader))
-        self._searcher.setSimilarity(_similarity(autoclass, model))
-        self._hits_searcher = index_searcher(
-            cast("org.apache.lucene.index.IndexReader", no_stored_fields)
-        )
-        sort_field = autoclass("org.apache.lucene.search.SortField")
-        string_value = autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL
-        # SimpleSearcher's BREAK_SCORE_TIES_BY_DOCID: score descending, then the doc id ascending.
-        self._sort = autoclass("org.apache.lucene.search.Sort")(
-            sort_field.FIELD_SCORE, sort_field(_ID_FIELD, string_value)
-        )
-        self._analyzer = autoclass("io.anserini.index.IndexCollection").DEFAULT_ANALYZER
-        self._generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
-        self._scored_docs = autoclass("io.anserini.search.ScoredDocs")
-        self._ties = autoclass("io.anserini.rerank.lib.ScoreTiesAdjusterReranker")()
-        self._id_values = autoclass(
-            "org.apache.lucene.queries.function.valuesource.BytesRefFieldSource"
-        )(_ID_FIELD)
-        self._no_context = autoclass("java.util.HashMap")()
+    def __init__(self, autoclass: Callable[[str], Any], index_dir: Path) -> None:
+        self.index_dir = index_dir
+        self._autoclass = autoclass
+        self._closing = ExitStack()
+        path = autoclass("java.io.File")(str(index_dir)).toPath()
+        directory = autoclass("org.apache.lucene.store.FSDirectory").open(path)
+        # Not `callback(directory.close)`: a pyjnius method object is bound to the instance that
+        # last looked it up, so a method kept for later may run on another object of the class.
+        self._closing.callback(lambda: directory.close())
+        self.reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+        self._closing.callback(lambda: self.reader.close())
+        # Shares the reader (closing it leaves the reader open) and shows no stored field.
+        parallel = autoclass("org.apache.lucene.index.ParallelCompositeReader")
+        self.no_stored_fields = parallel(False, [self.reader], [])
+        self._closing.callback(lambda: self.no_stored_fields.close())
+        self.max_doc = int(self.reader.maxDoc())
+        self._leaves = list(self.reader.leaves().toArray())
+        self._leaf_starts = np.array([leaf.docBase for leaf in self._leaves], dtype=np.int64)
+        self._ids = np.full(self.max_doc, None, dtype=object)
+        self._known = np.zeros(self.max_doc, dtype=bool)
+        self._id_column = pl.Series("doc_id", [], dtype=pl.String)  # _ids as Polars, nulls unknown
+        self._id_order = np.zeros(self.max_doc, dtype=np.int64)  # rank of each known id, byte order
+        self._searchers: dict[Bm25Config | QlConfig, _Searcher] = {}
+        self._lock = threading.Lock()
+        self.users = 0  # calls using it now (guarded by _index_cache_lock)
+        self.retired = False  # out of the cache: closed when the last user is done
 
-    def top_k(self, text: str, k: int) -> _Hits:
-        """The top `k` of one query: scores rounded to 4 decimals, ties 1e-6 apart (Anserini)."""
-        query = self._generator.buildQuery(_CONTENTS_FIELD, self._analyzer, text)
-        top = self._searcher.search(query, k, self._sort, True)
-        hits = self._ties.rerank(self._scored_docs.fromTopDocs(top, self._hits_searcher), None)
-        return _Hits(
-            np.asarray(hits.lucene_docids, dtype=np.int32),
-            np.asarray(hits.scores, dtype=np.float32),
-        )
+    def searcher(self, model: Bm25Config | QlConfig) -> _Searcher:
+        with self._lock:
+            if model not in self._searchers:
+                self._searchers[model] = _Searcher(self._autoclass, self, model)
+            return self._searchers[model]
 
-    def external_ids(self, lucene_docids: np.ndarray) -> np.ndarray:
-        """The `id` of each Lucene doc number, read from the doc values once per distinct doc."""
-        distinct, position = np.unique(lucene_docids, return_inverse=True)
-        ids = np.empty(len(distinct), dtype=object)
-        leaves = self._reader.leaves().toArray()
-        starts = np.array([leaf.docBase for leaf in leaves], dtype=np.int64)
-        segment = np.searchsorted(starts, distinct, side="right") - 1
-        for number, leaf in enumerate(leaves):
-            in_leaf = np.flatnonzero(segment == number)
-            if len(in_leaf):
-                ids[in_leaf] = self._leaf_ids(leaf, distinct[in_leaf] - leaf.docBase)
-        return ids[position]
+    def external_ids(self, lucene_docids: np.ndarray) -> tuple[pl.Series, np.ndarray]:
+        """The `id` of each Lucene doc number, and a number per doc that orders those ids as
+        Lucene's `Sort` on the `id` doc values does (byte order)."""
+        with self._lock:
+            missing = np.unique(lucene_docids[~self._known[lucene_docids]])
+            if missing.size or len(self._id_column) != self.max_doc:
+                self._read_ids(missing)
+            return self._id_column.gather(lucene_docids), self._id_order[lucene_docids]
+
+    def _read_ids(self, missing: np.ndarray) -> None:
+        segment = np.searchsorted(self._leaf_starts, missing, side="right") - 1
+        for number, leaf in enumerate(self._leaves):
+            in_leaf = missing[segment == number]
+            if in_leaf.size:
+                self._ids[in_leaf] = self._leaf_ids(leaf, in_leaf - leaf.docBase)
+        self._known[missing] = True
+        self._id_column = pl.Series("doc_id", self._ids, dtype=pl.String)
+        # UTF-8 byte order is code point order, Polars' order for strings; unknown ids sort last.
+        self._id_order[self._id_column.arg_sort(nulls_last=True).to_numpy()] = np.arange(self.max_doc)
 
     def _leaf_ids(self, leaf: Any, docs: np.ndarray) -> list[str]:
         """The `id` doc values of one segment's documents `docs` (segment doc numbers, ascending).
 
         Lucene's `BytesRefFieldSource` hands each value over as a string: one Java call per doc.
         """
-        id_of = self._id_values.getValues(self._no_context, leaf).strVal
-        ids = [id_of(doc) for doc in docs.tolist()]
+        source = self._autoclass("org.apache.lucene.queries.function.valuesource.BytesRefFieldSource")
+        with _id_read_lock:  # `id_of` stays bound to this segment's values (see `__init__`)
+            id_of = source(_ID_FIELD).getValues(self._autoclass("java.util.HashMap")(), leaf).strVal
+            ids = [id_of(doc) for doc in docs.tolist()]
         if None in ids:
-            raise ValueError(f"{self._index_dir}: a document has no '{_ID_FIELD}' doc values")
+            raise ValueError(f"{self.index_dir}: a document has no '{_ID_FIELD}' doc values")
         return ids
+
+    def close(self) -> None:
+        self._closing.close()
+
+
+class _Searcher:
+    """Anserini's `SimpleSearcher.search` without its per-hit Java objects and without its sort.
+
+    `SimpleSearcher` turns every hit into a `ScoredDoc` holding the document's stored fields (raw
+    JSON included), which Python then reads hit by hit; and it sorts with a `Sort` of (score,
+    doc id), whose comparator reads the `id` doc values of every candidate, which costs Lucene
+    about as much as the search. Here each query runs through Anserini's query generator and
+    analyzer and an `IndexSearcher` with the same similarity, but Lucene's plain top-n collector
+    (score descending, then Lucene's doc number); n is enlarged until every document tied with the
+    k-th is in, and `_run_frame` orders ties by doc id and applies Anserini's tie adjustment
+    (`ScoreTiesAdjusterReranker`) in numpy, so the run is Anserini's. Hits come back as two
+    primitive arrays via `ScoredDocs.fromTopDocs` over a view of the index without stored fields.
+    """
+
+    def __init__(self, autoclass: Callable[[str], Any], index: _OpenIndex, model: Bm25Config | QlConfig) -> None:
+        from jnius import cast  # only once the JVM runs: importing pyjnius starts it
+
+        index_searcher = autoclass("org.apache.lucene.search.IndexSearcher")
+        self._max_doc = index.max_doc
+        self._searcher = index_searcher(cast("org.apache.lucene.index.IndexReader", index.reader))
+        self._searcher.setSimilarity(_similarity(autoclass, model))
+        self._hits_searcher = index_searcher(
+            cast("org.apache.lucene.index.IndexReader", index.no_stored_fields)
+        )
+        self._analyzer = autoclass("io.anserini.index.IndexCollection").DEFAULT_ANALYZER
+        self._generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+        self._scored_docs = autoclass("io.anserini.search.ScoredDocs")
+        self._ties = autoclass("io.anserini.rerank.lib.ScoreTiesAdjusterReranker")()
+
+    def top_k(self, text: str, k: int) -> _Hits:
+        """The top `k` of one query and every document tied with the k-th (see `_Hits`)."""
+        query = self._generator.buildQuery(_CONTENTS_FIELD, self._analyzer, text)
+        n = k + max(k // 4, 10)
+        while True:
+            top = self._scored_docs.fromTopDocs(self._searcher.search(query, n), self._hits_searcher)
+            raw = np.asarray(top.scores, dtype=np.float32)
+            if len(raw) < n or n >= self._max_doc or raw[n - 1] < raw[k - 1]:
+                break
+            n *= 2  # the documents tied with the k-th may go on beyond the n-th
+        # Reordering tied documents leaves the sequence of scores as it is, so Anserini's
+        # adjustment of that sequence (each score from those before it) can run here, in Java.
+        adjusted = self._ties.rerank(top, None)
+        return _Hits(
+            np.asarray(top.lucene_docids, dtype=np.int32),
+            raw,
+            np.asarray(adjusted.scores, dtype=np.float32),
+        )
+
+
+# Indexes kept open in this process, most recently used last; keyed by the index's current
+# segments file, so an index replaced on disk (build_index swaps in a new directory) is opened anew.
+_INDEX_CACHE_SIZE = 4
+_index_cache: dict[tuple[str, str, int, int], _OpenIndex] = {}
+_index_cache_lock = threading.Lock()
+_id_read_lock = threading.Lock()
+
+
+def _index_key(index_dir: Path) -> tuple[str, str, int, int]:
+    """(real path, name, inode and mtime of the newest segments file): what identifies a commit."""
+    segments = max(index_dir.glob("segments_*"), key=lambda p: int(p.name.split("_")[1], 36))
+    stat = segments.stat()
+    return (str(index_dir.resolve()), segments.name, stat.st_ino, stat.st_mtime_ns)
 
 
 @contextmanager
-def _anserini_searcher(index_dir: Path, model: Bm25Config | QlConfig) -> Iterator[_Searcher]:
-    """Open the index (and a view of it without stored fields) for the block, then close both."""
+def _open_index(index_dir: Path) -> Iterator[_OpenIndex]:
+    """The open index of `index_dir` from this process's cache, opened on a miss, for the block.
+
+    An index that falls out of the cache (the least recently used beyond `_INDEX_CACHE_SIZE`, or
+    one whose directory now holds another commit) is closed once no call uses it.
+    """
     autoclass = _jvm()
-    with ExitStack() as opened:
-        path = autoclass("java.io.File")(str(index_dir)).toPath()
-        directory = autoclass("org.apache.lucene.store.FSDirectory").open(path)
-        opened.callback(directory.close)
-        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
-        opened.callback(reader.close)
-        # Shares the reader (closing it leaves the reader open) and shows no stored field.
-        parallel = autoclass("org.apache.lucene.index.ParallelCompositeReader")
-        no_stored_fields = parallel(False, [reader], [])
-        opened.callback(no_stored_fields.close)
-        yield _Searcher(autoclass, reader, no_stored_fields, model, index_dir)
+    key = _index_key(index_dir)
+    with _index_cache_lock:
+        index = _index_cache.pop(key, None) or _OpenIndex(autoclass, index_dir)
+        _index_cache[key] = index
+        index.users += 1
+        stale = [other for other in _index_cache if other[0] == key[0] and other != key]
+        stale += list(_index_cache)[: max(0, len(_index_cache) - len(stale) - _INDEX_CACHE_SIZE)]
+        for other in dict.fromkeys(stale):
+            _retire(_index_cache.pop(other))
+    try:
+        yield index
+    finally:
+        with _index_cache_lock:
+            index.users -= 1
+            if index.retired and index.users == 0:
+                index.close()
 
 
-_ID_FIELD = "id"  # Anserini's Constants.ID: stored, indexed and binary doc values
-_CONTENTS_FIELD = "contents"  # Anserini's Constants.CONTENTS
+def _retire(index: _OpenIndex) -> None:
+    index.retired = True
+    if index.users == 0:
+        index.close()
 
 
 def _similarity(autoclass: Callable[[str], Any], model: Bm25Config | QlConfig) -> Any:
@@ -422,15 +500,30 @@ def _search_all(searcher: _Searcher, texts: list[str], k: int, threads: int) -> 
 
 
 def _run_frame(
-    query_ids: pl.Series, hits: list[_Hits], doc_ids: np.ndarray, run_name: str
+    query_ids: pl.Series, hits: list[_Hits], index: _OpenIndex, k: int, run_name: str
 ) -> pl.DataFrame:
-    """The RUN frame of every query's hits, in query order; `doc_ids` holds the hits' doc ids."""
-    counts = [len(h.lucene_docids) for h in hits]
+    """The RUN frame of every query's top `k`, in query order, as Anserini ranks and scores them.
+
+    Within a query: raw score descending, ties by doc id ascending (byte order, as Anserini's
+    `Sort` on the `id` doc values), cut at `k`. The hits come in score order, so only the runs of
+    equal raw scores are reordered, and the scores stay where they are.
+    """
+    counts = np.array([len(h.lucene_docids) for h in hits], dtype=np.int64)
+    lucene_docids = np.concatenate([h.lucene_docids for h in hits])
+    raw = np.concatenate([h.raw_scores for h in hits])
+    doc_ids, id_order = index.external_ids(lucene_docids)
+    query = np.repeat(np.arange(len(hits), dtype=np.int64), counts)
+    # Number the runs of equal (query, raw score); within a run, order by doc id.
+    new_run = np.ones(len(raw), dtype=bool)
+    new_run[1:] = (query[1:] != query[:-1]) | (raw[1:] != raw[:-1])
+    order = np.argsort((np.cumsum(new_run) << 32) | id_order, kind="stable")
+    rank = np.arange(len(raw), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+    top = rank <= k
     columns = {
-        "query_id": np.repeat(query_ids.to_numpy(), counts),
-        "doc_id": doc_ids,
-        "score": np.concatenate([h.scores for h in hits]).astype(np.float64),
-        "rank": np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in counts]),
+        "query_id": query_ids.gather(query[top]),
+        "doc_id": doc_ids.gather(order[top]),  # a query's rows stay within its positions
+        "score": np.concatenate([h.scores for h in hits])[top].astype(np.float64),
+        "rank": rank[top].astype(np.int32),
     }
     frame = pl.DataFrame(columns, schema={name: RUN[name] for name in columns})
     return frame.with_columns(pl.lit(run_name, dtype=pl.String).alias("run_name"))

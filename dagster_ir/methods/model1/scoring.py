@@ -3,9 +3,9 @@
     log P(Q|D) = 1/|Q| * sum over query tokens q of log[(1 - lambda) * sum_d T(q|d) P(d|D) + lambda * P(q|C)]
 
 P(d|D) and P(q|C) are maximum-likelihood estimates; a query token the collection never contains
-gets P(q|C) = `unseen_prob`. For the candidates of one query the inner sums are one sparse product,
-``P(d|D) [docs x V] @ T[:, query tokens] [V x |q|]``; the log-terms are summed with the
-multiplicity of each query token and divided by the query length.
+gets P(q|C) = `unseen_prob`. For the candidates of one query the inner sums are one product,
+``P(d|D) [docs x V, sparse] @ T[:, query tokens] [V x |q|, made dense]``; the log-terms are summed
+with the multiplicity of each query token and divided by the query length.
 """
 
 from __future__ import annotations
@@ -53,18 +53,37 @@ class Model1Scorer:
         return self.table.vocabulary
 
     def score_rows(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """log P(Q|D) / |Q| of the documents at `rows` of the index for the query token ids `query`."""
-        return self.score_probabilities(query, self.index.probabilities(rows))
+        """log P(Q|D) / |Q| of the documents at `rows` of the index for the query token ids `query`.
+
+        The counts of those rows times the query's table columns, then divided by each length: the
+        same as P(d|D) @ T, without a scaled copy of the rows (equal to float32 rounding).
+        """
+        scale = (1.0 / np.maximum(self.index.lengths[rows], 1)).astype(np.float32)
+        return self._score(query, self.index.counts[rows], scale)
 
     def score_probabilities(self, query: np.ndarray, doc_probs: sp.csr_matrix) -> np.ndarray:
         """log P(Q|D) / |Q| for documents given as P(d|D) rows; 0 for every document if Q is empty."""
+        return self._score(query, doc_probs, None)
+
+    def _score(self, query: np.ndarray, bags: sp.csr_matrix, scale: np.ndarray | None) -> np.ndarray:
         if query.size == 0:
-            return np.zeros(doc_probs.shape[0])
+            return np.zeros(bags.shape[0])
         tokens, multiplicity = np.unique(query, return_counts=True)
-        translated = (doc_probs @ self.table.by_target[:, tokens]).toarray()
+        # Sparse rows times a dense (vocabulary x query tokens) block: one pass over the rows'
+        # non-zeros, where a sparse x sparse product also builds a sparse result.
+        translated = bags @ self._dense_columns(tokens)
+        if scale is not None:
+            translated *= scale[:, None]
         lam = self.config.lam
         inner = (1.0 - lam) * translated + lam * self.collection_probs[tokens]
         return (np.log(inner) @ multiplicity) / query.size
+
+    def _dense_columns(self, tokens: np.ndarray) -> np.ndarray:
+        """T(q|.) of the query tokens `tokens` as a dense (vocabulary x len(tokens)) array."""
+        columns = self.table.by_target[:, tokens]
+        dense = np.zeros((columns.shape[0], tokens.size), dtype=columns.dtype)
+        dense[columns.indices, np.repeat(np.arange(tokens.size), np.diff(columns.indptr))] = columns.data
+        return dense
 
     def score_texts(self, query: str, documents: list[str]) -> np.ndarray:
         """Scores of documents given as text (tokenised here, not looked up in the index)."""

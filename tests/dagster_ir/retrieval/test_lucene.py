@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,53 @@ def test_ties_go_to_the_lower_doc_id_with_scores_set_apart(tmp_path: Path) -> No
     assert top == 0.0555
     expected = [top, top - 1e-6, top - 2e-6, top - 3e-6]
     assert run["score"].to_list() == pytest.approx(expected, abs=1e-7)
+
+
+def anserini_simple_searcher(index_dir: Path, text: str, k: int, model: Bm25Config | QlConfig) -> pl.DataFrame:
+    """What Pyserini's `LuceneSearcher.search` (Anserini's `SimpleSearcher`) returns: doc ids, scores."""
+    searcher = lucene._jvm()("io.anserini.search.SimpleSearcher")(str(index_dir))
+    try:
+        if isinstance(model, Bm25Config):
+            searcher.set_bm25(model.k1, model.b)
+        else:
+            searcher.set_qld(model.mu)
+        hits = searcher.search(text, k)
+        return pl.DataFrame({"doc_id": [h.docid for h in hits], "score": [float(h.score) for h in hits]})
+    finally:
+        searcher.close()
+
+
+@pytest.mark.parametrize("model", [Bm25Config(), Bm25Config(k1=1.2, b=0.75), QlConfig(mu=50.0)])
+def test_runs_of_ties_across_the_cut_match_anserinis_searcher(tmp_path: Path, model: Bm25Config | QlConfig) -> None:
+    # 300 documents in 12 kinds (so long runs of equal scores), ids in shuffled order, a few lengths
+    # apart so that scores fall 1e-4 apart after rounding (Anserini then chains its 1e-6 steps).
+    rng = random.Random(7)
+    words = ["jet", "flow", "wing", "shock", "heat", "drag"]
+    docs = []
+    for i in range(300):
+        kind = i % 12
+        text = " ".join(words[: 1 + kind % 6] + ["jet"] * (kind // 6) + ["filler"] * (i % 3))
+        docs.append((f"{rng.randrange(10**6):06d}-{i}", "", text))
+    rng.shuffle(docs)
+    build_index(corpus(docs), tmp_path / "i", threads=2)
+    texts = ["jet", "jet flow", "wing heat drag", "filler jet"]
+    for k in (1, 7, 25, 99, 150, 1000):
+        run = search(tmp_path / "i", queries(*[(f"q{i}", t) for i, t in enumerate(texts)]), k=k,
+                     model=model, run_name="r")  # fmt: skip
+        for i, text in enumerate(texts):
+            ours = run.filter(pl.col("query_id") == f"q{i}").select("doc_id", "score")
+            expected = anserini_simple_searcher(tmp_path / "i", text, k, model)
+            assert ours.height == min(k, expected.height) and ours.height > 0
+            assert ours.equals(expected), (k, text)
+
+
+def test_an_index_rebuilt_in_place_is_searched_anew(tmp_path: Path) -> None:
+    build_index(corpus([("a", "", "jet flow"), ("b", "", "wing")]), tmp_path / "i")
+    first = search(tmp_path / "i", queries(("q", "jet")), model=Bm25Config(), run_name="r")
+    build_index(corpus([("c", "", "jet"), ("d", "", "jet jet"), ("e", "", "x")]), tmp_path / "i")
+    second = search(tmp_path / "i", queries(("q", "jet")), model=Bm25Config(), run_name="r")
+    assert first["doc_id"].to_list() == ["a"]
+    assert second["doc_id"].to_list() == ["d", "c"]
 
 
 def test_query_likelihood_scores_equal_dirichlet_formula(index_dir: Path) -> None:

@@ -117,3 +117,22 @@ def test_explanation_markdown_has_a_row_per_query_token(setup):
     text = explanation_markdown("car engine", "\nautomobile engine", scorer.explain("car engine", "automobile engine"))
     assert text.startswith("**car engine** - automobile engine\n")
     assert "| car |" in text and "| engine |" in text and "log P(Q" in text
+
+
+def test_dense_columns_product_equals_the_sparse_product_on_a_random_table():
+    rng = np.random.default_rng(0)
+    texts = [" ".join(f"w{i}" for i in rng.integers(0, 60, rng.integers(1, 40))) for _ in range(50)]
+    corpus = pl.DataFrame({"doc_id": [f"d{i}" for i in range(50)], "title": [""] * 50, "text": texts})
+    vocab = word_vocabulary([texts])
+    matrix = sp.random(len(vocab), len(vocab), density=0.2, random_state=1, format="csr", dtype=np.float32)
+    table = TranslationTable(vocab, matrix)
+    index, stats = index_collection(corpus, vocab)
+    scorer = Model1Scorer(table, index, stats, ScoringConfig())
+    rows = rng.permutation(50)[:30]
+    for query in (vocab.ids_of(["w1", "w2", "w2", "w59"]), vocab.ids_of(["w7"])):
+        sparse_product = (index.probabilities(rows) @ table.by_target[:, np.unique(query)]).toarray()
+        tokens, multiplicity = np.unique(query, return_counts=True)
+        inner = 0.9 * sparse_product + 0.1 * scorer.collection_probs[tokens]
+        expected = (np.log(inner) @ multiplicity) / query.size
+        np.testing.assert_allclose(scorer.score_rows(query, rows), expected, rtol=1e-6)
+        np.testing.assert_allclose(scorer.score_probabilities(query, index.probabilities(rows)), expected, rtol=1e-6)
