@@ -1,8 +1,9 @@
 """An inference-only forward of a BERT encoder that keeps its large buffers: transformers' arithmetic, faster on a CPU.
 
-`FastBert.for_model(module, bf16=False)` wraps a transformers `BertModel` or
-`BertForSequenceClassification` (also inside our `CrossEncoder`) when `supports` says it can, and
-returns None otherwise (the caller then runs the model's own forward):
+`FastBert.for_model(module, bf16=False)` wraps a transformers `BertModel` (the dense encoder) or
+`BertForSequenceClassification` (the model inside `dagster_ir.neural.CrossEncoder`; it lives here,
+below `neural`, because the dense encoder uses it too) when `supports` says it can, and returns None
+otherwise (the caller then runs the model's own forward):
 
 - `hidden_states(input_ids, attention_mask, token_type_ids) -> (B, L, H)`: the last layer's token
   states (the dense encoder's mean pooling reads these);
@@ -56,10 +57,7 @@ def bf16_supported() -> bool:
 
 
 def _parts(module: torch.nn.Module):
-    """(bert, classifier or None) of a BertModel / BertForSequenceClassification / CrossEncoder."""
-    inner = getattr(module, "model", None)  # our CrossEncoder wraps the transformers model
-    if isinstance(inner, torch.nn.Module) and hasattr(inner, "config"):
-        module = inner
+    """(bert, classifier model or None) of a transformers BertModel / BertForSequenceClassification."""
     name = type(module).__name__
     if name == "BertModel":
         return module, None
@@ -157,8 +155,8 @@ class FastBert:
     def scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The one-output classification logit of every row, (B,), float32."""
-        if self.head is None or self.bert.pooler is None:
-            raise ValueError("FastBert.scores needs a BertForSequenceClassification with a pooler")
+        if self.head is None or self.bert.pooler is None or self.head.config.num_labels != 1:
+            raise ValueError("FastBert.scores needs a one-output BertForSequenceClassification with a pooler")
         cls = self._encode(input_ids, attention_mask, token_type_ids, cls_only=True)
         pooled = torch.tanh(self.bert.pooler.dense(cls))
         return self.head.classifier(pooled).squeeze(-1)
