@@ -16,8 +16,8 @@ residual + LayerNorm, the feed-forward with its activation, residual + LayerNorm
 (dense + tanh over [CLS]) and the classifier for scores - so fp32 results equal transformers' within
 rounding (the tests hold them to 1e-5). What is faster:
 
-1. Every projection is one `torch.addmm` into a buffer that lives across layers and batches, and
-   the activation runs in place. Measured on this 2-core machine, a fresh 50 MB feed-forward
+1. Every projection is one `torch.addmm` into a buffer that lives across layers and batches
+   (queries, keys and values in one product), and the activation runs in place. Measured on this 2-core machine, a fresh 50 MB feed-forward
    intermediate per layer (32 x 256 tokens x 1536 floats) cost more in page faults and first
    touches than the matrix product itself: `linear` + `gelu` 250 ms against 108 ms for `addmm(out=)`
    + in-place `gelu_` on the same (8192 x 384) @ (384 x 1536) product.
@@ -84,12 +84,12 @@ def supports(module: torch.nn.Module) -> bool:
 
 @dataclass(frozen=True)
 class _Layer:
+    wqkv: torch.Tensor  # (H, 3H): queries, keys and values in one product
+    bqkv: torch.Tensor
+    wkv: torch.Tensor  # (H, 2H): keys and values (the [CLS]-only last layer)
+    bkv: torch.Tensor
     wq: torch.Tensor
     bq: torch.Tensor
-    wk: torch.Tensor
-    bk: torch.Tensor
-    wv: torch.Tensor
-    bv: torch.Tensor
     wo: torch.Tensor
     bo: torch.Tensor
     ln1: tuple[torch.Tensor, torch.Tensor, float]
@@ -101,16 +101,20 @@ class _Layer:
 
 
 def _layer_weights(layer: torch.nn.Module, dtype: torch.dtype) -> _Layer:
-    def w(linear):
-        return linear.weight.detach().to(dtype).t(), linear.bias.detach().to(dtype)
+    def w(*linears):  # one linear: its own tensors (no copy in fp32); several: concatenated outputs
+        if len(linears) == 1:
+            return linears[0].weight.detach().to(dtype).t(), linears[0].bias.detach().to(dtype)
+        weight = torch.cat([linear.weight.detach() for linear in linears]).to(dtype)
+        return weight.t(), torch.cat([linear.bias.detach() for linear in linears]).to(dtype)
 
     def ln(norm):
         return norm.weight.detach(), norm.bias.detach(), norm.eps
 
     attention = layer.attention
-    (wq, bq), (wk, bk), (wv, bv) = w(attention.self.query), w(attention.self.key), w(attention.self.value)
+    query, key, value = attention.self.query, attention.self.key, attention.self.value
+    (wqkv, bqkv), (wkv, bkv), (wq, bq) = w(query, key, value), w(key, value), w(query)
     (wo, bo), (wi, bi), (wf, bf) = w(attention.output.dense), w(layer.intermediate.dense), w(layer.output.dense)
-    return _Layer(wq, bq, wk, bk, wv, bv, wo, bo, ln(attention.output.LayerNorm), wi, bi, wf, bf,
+    return _Layer(wqkv, bqkv, wkv, bkv, wq, bq, wo, bo, ln(attention.output.LayerNorm), wi, bi, wf, bf,
                   ln(layer.output.LayerNorm))
 
 
@@ -174,21 +178,23 @@ class FastBert:
         tokens, hidden, heads, head_dim = batch * length, self.hidden, self.heads, self.head_dim
         low = self.dtype != torch.float32
         xin = x.to(self.dtype) if low else x
-        key_value = self._buffer("kv", 2, tokens, hidden)
-        torch.addmm(w.bk, xin, w.wk, out=key_value[0])
-        torch.addmm(w.bv, xin, w.wv, out=key_value[1])
-        key = key_value[0].view(batch, length, heads, head_dim).transpose(1, 2)
-        value = key_value[1].view(batch, length, heads, head_dim).transpose(1, 2)
         if cls_only:
+            projected = self._buffer("kv", tokens, 2 * hidden)
+            torch.addmm(w.bkv, xin, w.wkv, out=projected)
+            key_value = projected.view(batch, length, 2, heads, head_dim)
             residual = x.view(batch, length, hidden)[:, 0]
             query = torch.addmm(w.bq, xin.view(batch, length, hidden)[:, 0], w.wq)
-            rows, query_length = batch, 1
+            query = query.view(batch, 1, heads, head_dim).transpose(1, 2)
+            rows = batch
         else:
+            projected = self._buffer("qkv", tokens, 3 * hidden)
+            torch.addmm(w.bqkv, xin, w.wqkv, out=projected)
+            key_value = projected.view(batch, length, 3, heads, head_dim)[:, :, 1:]
             residual = x
-            query = self._buffer("q", tokens, hidden)
-            torch.addmm(w.bq, xin, w.wq, out=query)
-            rows, query_length = tokens, length
-        query = query.view(batch, query_length, heads, head_dim).transpose(1, 2)
+            query = projected.view(batch, length, 3, heads, head_dim)[:, :, 0].transpose(1, 2)
+            rows = tokens
+        key = key_value[:, :, 0].transpose(1, 2)
+        value = key_value[:, :, 1].transpose(1, 2)
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
         context = context.transpose(1, 2).reshape(rows, hidden)
         attended = self._buffer("attended", rows, hidden)
