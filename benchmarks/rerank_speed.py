@@ -15,8 +15,8 @@ BF16 / AMX), our bf16 mode runs in the same rounds against the same fp32 baselin
 
 bf16 quality: BM25 (k1 0.9, b 0.4) retrieves the top `--ndcg-depth` of every Cranfield query, the same
 model reranks them in fp32 and in bf16 at `--ndcg-max-length`, and the difference of their nDCG@10
-is printed as a ratio line, x 100 (goal <= 0.002, printed <= 0.2). The head is seeded, not trained: the check is of the
-bf16 arithmetic's effect on a ranking, not of the model's quality.
+is printed as a ratio line, x 100 (goal <= 0.002, printed <= 0.2). The head is seeded, not trained:
+the check is of the bf16 arithmetic's effect on a ranking, not of the model's quality.
 
 PHP: HP-stage pre-training (LCE + anchor-aware MLM, demo profile: 1 positive + 3 negatives,
 max length 128, batch 8) on the bundled Wikipedia sample for `--php-steps` optimizer steps.
