@@ -15,6 +15,7 @@ vectors would not count.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,7 +94,7 @@ def main() -> None:
     print(
         f"{len(texts)} {source} ({n_tokens / len(texts):.0f} tokens each on average), batch size "
         f"{config.batch_size}, max length {config.max_length}, torch threads {torch.get_num_threads()}, "
-        f"best of {args.repeat}"
+        f"best of {args.repeat}, load {os.getloadavg()[0]:.1f}"
     )
     print(f"ours  dense.encode                {len(texts) / ours_s:8.1f} passages/s ({ours_s:.2f} s)")
     print(f"      SentenceTransformer.encode  {len(texts) / theirs_s:8.1f} passages/s ({theirs_s:.2f} s)")

@@ -1,25 +1,37 @@
-"""Reranking pairs/s of our `CrossEncoderScorer` against sentence-transformers' `CrossEncoder`, and PHP
+"""Reranking pairs/s of our `CrossEncoderScorer` against sentence-transformers' `CrossEncoder` at each
+`--max-lengths` (fp32, and our opt-in bf16), the bf16 mode's nDCG@10 on Cranfield, and PHP
 pre-training examples/s.
 
 Reranking: both score the same (query, document) pairs - the first `--queries` Cranfield queries,
 each with `--docs-per-query` abstracts (title + text) drawn with a fixed seed, or seeded synthetic
 text when the Cranfield folder is absent - with the same model folder (the bundled all-MiniLM-L6-v2
 with a seeded one-output head, written by `CrossEncoder.save`), the same batch size and maximum
-length, in this process, on the CPU with torch's thread setting as it is. Both are loaded and
-warmed up before the clock starts; each then runs `--repeat` times, alternating who goes first,
+length, in this process, on the CPU with torch's thread setting as it is. Both sentence-transformers
+(6.x: length-sorted batches, inference mode) and ours tokenise inside the timed call. All are loaded
+and warmed up before the clock starts; each then runs `--repeat` times, alternating who goes first,
 and the best time is kept (the machine is shared). The largest score difference is printed: a
-speed-up that changed the scores would not count.
+speed-up that changed the scores would not count (goal < 1e-4). Where the CPU has native bf16 (AVX-512
+BF16 / AMX), our bf16 mode runs in the same rounds against the same fp32 baseline.
+
+bf16 quality: BM25 (k1 0.9, b 0.4) retrieves the top `--ndcg-depth` of every Cranfield query, the same
+model reranks them in fp32 and in bf16 at `--ndcg-max-length`, and the difference of their nDCG@10
+is printed as a ratio line, x 100 (goal <= 0.002, printed <= 0.2). The head is seeded, not trained:
+the check is of the bf16 arithmetic's effect on a ranking, not of the model's quality.
 
 PHP: HP-stage pre-training (LCE + anchor-aware MLM, demo profile: 1 positive + 3 negatives,
 max length 128, batch 8) on the bundled Wikipedia sample for `--php-steps` optimizer steps.
 
-    .venv/bin/python benchmarks/rerank_speed.py [--queries 50] [--docs-per-query 20]
-        [--batch-size 32] [--max-length 256] [--repeat 3] [--php-steps 10]
+Every ratio is printed last, one a line (`ratios.print_ratio`).
+
+    .venv/bin/python benchmarks/rerank_speed.py [--queries 25] [--docs-per-query 20]
+        [--batch-size 32] [--max-lengths 128 256 512] [--repeat 3] [--ndcg-depth 10]
+        [--ndcg-max-length 512] [--php-steps 10] [--cranfield ../shared/data/cranfield]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from dataclasses import replace
@@ -32,6 +44,7 @@ import torch
 from dagster_ir.collections.cranfield import read_cranfield_docs, read_cranfield_queries
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.neural.rerank import CrossEncoderScorer
+from dagster_ir.retrieval.fast_bert import bf16_supported
 from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
@@ -68,34 +81,83 @@ def best_of_alternating(functions, repeat: int):
     return best
 
 
-def rerank_benchmark(args: argparse.Namespace, folder: Path) -> None:
+def load_pairs(args: argparse.Namespace) -> tuple[str, list[str], list[str]]:
+    if (args.cranfield / "cran.qry").is_file():
+        return "Cranfield", *cranfield_pairs(args.cranfield, args.queries, args.docs_per_query)
+    return "synthetic", *synthetic_pairs(args.queries, args.docs_per_query)
+
+
+def rerank_benchmark(args: argparse.Namespace, folder: Path, max_length: int) -> list[tuple[str, float]]:
+    """Time ours (fp32, and bf16 where the CPU has it) and sentence-transformers at one max length."""
     from sentence_transformers import CrossEncoder as StCrossEncoder
 
-    if (args.cranfield / "cran.qry").is_file():
-        source, (queries, docs) = "Cranfield", cranfield_pairs(args.cranfield, args.queries, args.docs_per_query)
-    else:
-        source, (queries, docs) = "synthetic", synthetic_pairs(args.queries, args.docs_per_query)
-    ours = CrossEncoderScorer(CrossEncoder.from_pretrained(str(folder)), batch_size=args.batch_size)
-    theirs = StCrossEncoder(str(folder), device="cpu", max_length=args.max_length,
-                            activation_fn=torch.nn.Identity())
+    source, queries, docs = load_pairs(args)
+    model = CrossEncoder.from_pretrained(str(folder), max_length=max_length)
+    ours = CrossEncoderScorer(model, batch_size=args.batch_size)
+    ours_bf16 = CrossEncoderScorer(model, batch_size=args.batch_size, bf16=True) if bf16_supported() else None
+    theirs = StCrossEncoder(str(folder), device="cpu", max_length=max_length, activation_fn=torch.nn.Identity())
     pairs = list(zip(queries, docs, strict=True))
 
     def score_theirs() -> np.ndarray:
         return theirs.predict(pairs, batch_size=args.batch_size, show_progress_bar=False)
 
+    contestants = [lambda: ours.score_pairs(queries, docs), score_theirs]
+    if ours_bf16 is not None:
+        contestants.append(lambda: ours_bf16.score_pairs(queries, docs))
     ours.score_pairs(queries[:8], docs[:8]), theirs.predict(pairs[:8])  # load and warm up both
-    (ours_s, our_scores), (theirs_s, their_scores) = best_of_alternating(
-        [lambda: ours.score_pairs(queries, docs), score_theirs], args.repeat)
+    if ours_bf16 is not None:
+        ours_bf16.score_pairs(queries[:8], docs[:8])
+    timed = best_of_alternating(contestants, args.repeat)
+    (ours_s, our_scores), (theirs_s, their_scores) = timed[:2]
     lengths = [len(p) for p in ours.encode(queries, docs)]
     print(f"reranking: {len(pairs)} {source} pairs ({np.mean(lengths):.0f} tokens each on average, max "
-          f"{max(lengths)}), batch size {args.batch_size}, max length {args.max_length}, "
-          f"torch threads {torch.get_num_threads()}, best of {args.repeat}")
+          f"{max(lengths)}), batch size {args.batch_size}, max length {max_length}, "
+          f"torch threads {torch.get_num_threads()}, best of {args.repeat}, load {os.getloadavg()[0]:.1f}")
     print(f"ours  CrossEncoderScorer.score_pairs  {len(pairs) / ours_s:8.1f} pairs/s ({ours_s:.2f} s)")
     print(f"      sentence-transformers predict   {len(pairs) / theirs_s:8.1f} pairs/s ({theirs_s:.2f} s)")
     print(f"ours/sentence-transformers (pairs/s) = {theirs_s / ours_s:.2f}")
-    print(f"largest |score difference|: {np.abs(np.asarray(our_scores) - np.asarray(their_scores)).max():.1e}")
-    print_ratio(f"rerank pairs/s, ours / sentence-transformers CrossEncoder, max length {args.max_length}",
-                theirs_s / ours_s)
+    print(f"largest |score difference|: {np.abs(np.asarray(our_scores) - np.asarray(their_scores)).max():.1e} "
+          f"(goal < 1e-4)", flush=True)
+    ratios = [(f"rerank pairs/s, ours / sentence-transformers CrossEncoder, max length {max_length}",
+               theirs_s / ours_s)]
+    if ours_bf16 is not None:
+        bf16_s, bf16_scores = timed[2]
+        print(f"ours  bf16 score_pairs                {len(pairs) / bf16_s:8.1f} pairs/s ({bf16_s:.2f} s), "
+              f"largest |score difference| to fp32 {np.abs(bf16_scores - our_scores).max():.1e}", flush=True)
+        ratios.append((f"rerank pairs/s, ours bf16 / sentence-transformers CrossEncoder, max length {max_length}",
+                       theirs_s / bf16_s))
+    else:
+        print("bf16: this CPU has no native bf16 (AVX-512 BF16 / AMX); not measured")
+    return ratios
+
+
+def bf16_ndcg_check(args: argparse.Namespace, folder: Path, work: Path) -> list[tuple[str, float]]:
+    """nDCG@10 of BM25's top `--ndcg-depth` on Cranfield reranked in fp32 and in bf16: their difference."""
+    from dagster_ir.collections.cranfield import read_cranfield
+    from dagster_ir.evaluation import aggregate, evaluate_run
+    from dagster_ir.neural.rerank import RerankConfig, rerank
+    from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
+
+    if not (args.cranfield / "cran.qry").is_file() or not bf16_supported():
+        print("bf16 nDCG@10 check: skipped (no Cranfield data or no native bf16)")
+        return []
+    corpus, queries, qrels = read_cranfield(args.cranfield)
+    build_index(corpus, work / "cranfield_index")
+    bm25 = search(work / "cranfield_index", queries, k=args.ndcg_depth, model=Bm25Config(0.9, 0.4), run_name="bm25")
+    model = CrossEncoder.from_pretrained(str(folder), max_length=args.ndcg_max_length)
+    config = RerankConfig(depth=args.ndcg_depth)
+    runs = [bm25]
+    for name, bf16 in (("fp32", False), ("bf16", True)):
+        scorer = CrossEncoderScorer(model, batch_size=args.batch_size, bf16=bf16)
+        runs.append(rerank(bm25, queries, corpus, scorer, replace(config, run_name=name)))
+    means = aggregate(evaluate_run(pl.concat(runs), qrels, ["nDCG@10"]))
+    ndcg = {run: mean for run, _, mean in means.iter_rows()}
+    delta = abs(ndcg["bf16"] - ndcg["fp32"])
+    print(f"Cranfield, {queries.height} queries, BM25's top {args.ndcg_depth} reranked at max length "
+          f"{args.ndcg_max_length}: nDCG@10 BM25 {ndcg['bm25']:.4f}, fp32 {ndcg['fp32']:.4f}, "
+          f"bf16 {ndcg['bf16']:.4f}, |bf16 - fp32| = {delta:.4f} (goal <= 0.002)", flush=True)
+    # x 100: the ratio line keeps three decimals
+    return [(f"rerank bf16 |nDCG@10 - fp32 nDCG@10| x 100, Cranfield BM25 top {args.ndcg_depth}", 100 * delta)]
 
 
 def php_benchmark(args: argparse.Namespace, work: Path) -> None:
@@ -119,19 +181,28 @@ def php_benchmark(args: argparse.Namespace, work: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--queries", type=int, default=25)
     parser.add_argument("--docs-per-query", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--max-lengths", type=int, nargs="+", default=[128, 256, 512])
+    parser.add_argument("--ndcg-depth", type=int, default=10, help="BM25 depth reranked for the bf16 nDCG check; "
+                        "0 skips it")
+    parser.add_argument("--ndcg-max-length", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many calls")
     parser.add_argument("--php-steps", type=int, default=10, help="0 skips the PHP measurement")
     parser.add_argument("--cranfield", type=Path, default=DEFAULT_CRANFIELD)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        folder = CrossEncoder.from_pretrained("", max_length=args.max_length, seed=0).save(Path(tmp) / "model")
-        rerank_benchmark(args, folder)
+        folder = CrossEncoder.from_pretrained("", max_length=512, seed=0).save(Path(tmp) / "model")
+        ratios = []
+        for max_length in args.max_lengths:
+            ratios += rerank_benchmark(args, folder, max_length)
+        if args.ndcg_depth:
+            ratios += bf16_ndcg_check(args, folder, Path(tmp))
         if args.php_steps:
             php_benchmark(args, Path(tmp))
+        for name, value in ratios:  # the ratios last, as make bench reads them
+            print_ratio(name, value)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ all-MiniLM-L6-v2 (mean pooling, normalised, 256 tokens), read from disk: HF_HUB_
 `check_query_encoder` refuses to encode queries with another model or normalisation than the
 documents'. Weights are read from safetensors only (never a pickled `pytorch_model.bin`).
 
+On the CPU a BERT encoder runs through `dagster_ir.retrieval.fast_bert.FastBert` (transformers'
+arithmetic with buffers kept across layers and batches): the embeddings equal the model's own
+forward, and sentence-transformers', within 1e-6 (the tests check both).
+
 `dense_search` is exact inner-product search, blockwise, with ties broken by corpus position.
 """
 
@@ -28,6 +32,7 @@ import polars as pl
 import torch
 import torch.nn.functional as F
 
+from dagster_ir.retrieval.fast_bert import FastBert
 from dagster_ir.schemas import CORPUS, RUN, validate
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 
@@ -124,18 +129,23 @@ def encode(texts: Sequence[str], config: DenseConfig) -> np.ndarray:
     features = encoder.tokenizer(texts, truncation=True, max_length=config.max_length)
     lengths = np.array([len(ids) for ids in features["input_ids"]])
     order = np.argsort(-lengths, kind="stable")
+    fast = FastBert.for_model(encoder.model) if torch.device(config.device).type == "cpu" else None
     with torch.inference_mode():
         for start in range(0, len(texts), config.batch_size):
             rows = order[start : start + config.batch_size]
             batch = [{key: values[i] for key, values in features.items()} for i in rows]
-            out[rows] = _embed(encoder, batch, config).cpu().numpy()
+            out[rows] = _embed(encoder, batch, config, fast).cpu().numpy()
     return out
 
 
-def _embed(encoder: _Encoder, batch: list[dict[str, Any]], config: DenseConfig) -> torch.Tensor:
+def _embed(encoder: _Encoder, batch: list[dict[str, Any]], config: DenseConfig,
+           fast: FastBert | None = None) -> torch.Tensor:
     """Pool (and normalise) the token embeddings of one dynamically padded batch."""
     inputs = encoder.tokenizer.pad(batch, return_tensors="pt").to(config.device)
-    tokens = encoder.model(**inputs).last_hidden_state
+    if fast is not None:
+        tokens = fast.hidden_states(inputs["input_ids"], inputs["attention_mask"], inputs.get("token_type_ids"))
+    else:
+        tokens = encoder.model(**inputs).last_hidden_state
     if encoder.pooling == "cls":
         pooled = tokens[:, 0]
     else:

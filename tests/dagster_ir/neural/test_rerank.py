@@ -76,3 +76,42 @@ def test_cross_encoder_scores_do_not_depend_on_batching_or_padding(tmp_path):
         model.eval()
         direct = model(**model.collate(pairs)).numpy()
     np.testing.assert_allclose(batched, direct, rtol=1e-5, atol=1e-6)
+
+
+def _tiny_scorer_model(tmp_path):
+    model = CrossEncoder.from_pretrained(str(make_tiny_backbone(tmp_path / "tiny", hidden_size=32)), max_length=48)
+    return model.eval()
+
+
+PAIRS = (["red apple", "blue sky", "a much longer query about the sky and the sea", "red apple", "wind"],
+         ["red fruit", "an apple a day keeps the doctor away " * 4, "sea", "sky over the sea", "wind tunnel " * 9])
+
+
+def test_fast_path_equals_the_plain_path_in_input_order(tmp_path):
+    model = _tiny_scorer_model(tmp_path)
+    fast = CrossEncoderScorer(model, batch_size=2).score_pairs(*PAIRS)
+    plain = CrossEncoderScorer(model, batch_size=2, fast=False).score_pairs(*PAIRS)
+    np.testing.assert_allclose(fast, plain, rtol=0, atol=1e-5)
+    assert len(set(np.round(fast, 6))) == len(fast)  # distinct scores: a wrong order would show
+    # the input order is restored: reversed input, reversed scores
+    reversed_scores = CrossEncoderScorer(model, batch_size=2).score_pairs(PAIRS[0][::-1], PAIRS[1][::-1])
+    np.testing.assert_allclose(reversed_scores[::-1], fast, rtol=0, atol=1e-5)
+
+
+def test_bf16_is_opt_in_close_to_fp32_and_validated(tmp_path, monkeypatch):
+    import dagster_ir.neural.rerank as rerank_module
+
+    model = _tiny_scorer_model(tmp_path)
+    assert CrossEncoderScorer(model).bf16 is False
+    if rerank_module.bf16_supported():
+        fp32 = CrossEncoderScorer(model).score_pairs(*PAIRS)
+        bf16 = CrossEncoderScorer(model, bf16=True).score_pairs(*PAIRS)
+        assert not np.array_equal(bf16, fp32)
+        np.testing.assert_allclose(bf16, fp32, rtol=0, atol=2e-2)
+    with pytest.raises(TypeError, match="bf16 must be True or False"):
+        CrossEncoderScorer(model, bf16="yes")
+    with pytest.raises(ValueError, match="batch_size"):
+        CrossEncoderScorer(model, batch_size=0)
+    monkeypatch.setattr(rerank_module, "bf16_supported", lambda: False)
+    with pytest.raises(ValueError, match="AVX-512 BF16 or AMX"):
+        CrossEncoderScorer(model, bf16=True)

@@ -71,6 +71,20 @@ def test_batch_size_does_not_change_embeddings() -> None:
     assert encode([], DenseConfig()).shape == (0, 384)
 
 
+def test_fast_forward_equals_the_models_own_forward() -> None:
+    config = DenseConfig(batch_size=2)
+    encoder = dense._load_encoder(config.model, config.device)
+    fast = dense.FastBert.for_model(encoder.model)
+    assert fast is not None  # the bundled MiniLM is a BERT: encode takes the fast path
+    features = encoder.tokenizer(TEXTS, truncation=True, max_length=config.max_length)
+    batch = [{key: values[i] for key, values in features.items()} for i in (3, 0, 4)]  # padded to row 3's 256
+    ours = dense._embed(encoder, batch, config, fast).numpy()
+    with dense.torch.inference_mode():
+        plain = dense._embed(encoder, batch, config).numpy()
+    np.testing.assert_allclose(ours, plain, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(encode([TEXTS[i] for i in (3, 0, 4)], config), plain, rtol=0, atol=1e-6)
+
+
 def expected_top_k(docs: np.ndarray, queries: np.ndarray, k: int) -> list[list[int]]:
     """Positions of the top-k docs per query: score descending, ties by position (numpy)."""
     scores = queries.astype(np.float64) @ docs.T.astype(np.float64)
