@@ -16,16 +16,18 @@ from assets.partitions import wiki_dump_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
+from dagster_ir.storage.parquet import table_path
 from dagster_ir.wiki import (
     ArticleConfig,
+    OutOfCoreLimits,
     assign_php_groups,
     build_link_graph,
     check_php_groups,
     latest_articles,
-    latest_links,
     link_statistics,
     php_group_sizes,
-    resolve_links,
+    resolve_links_out_of_core,
+    scan_links,
     write_extract_parts,
 )
 
@@ -113,6 +115,16 @@ def wiki_articles(
         remove(work)
 
 
+class WikiLinksConfig(dg.Config):
+    """How much memory `wiki_links`' out-of-core joins may hold (DuckDB spills the rest under the data dir)."""
+
+    memory_limit: str = "2GB"  # DuckDB's memory_limit: peak memory of the joins, whatever the dump's size
+    threads: int = 2
+
+    def to_domain(self) -> OutOfCoreLimits:
+        return OutOfCoreLimits(memory_limit=self.memory_limit, threads=self.threads)
+
+
 @dg.asset(
     group_name=GROUP,
     code_version="2",
@@ -124,17 +136,24 @@ def wiki_articles(
 )
 def wiki_links(
     context: dg.AssetExecutionContext,
+    config: WikiLinksConfig,
+    data: DataDirResource,
     wiki_raw_links: pl.LazyFrame,
     wiki_articles: pl.LazyFrame,
     wiki_redirects: pl.LazyFrame,
-) -> pl.LazyFrame:
-    """Links of every dump file with targets resolved through redirects to article ids (or null)."""
-    latest = latest_articles(wiki_articles)  # an article in several dumps: its newest revision only
-    articles = latest.segments.select("article_id", "title").unique()
-    raw_links = latest_links(wiki_raw_links, latest).drop("partition", strict=False)
-    links = resolve_links(raw_links, articles, wiki_redirects.drop("partition", strict=False))
-    context.add_output_metadata({"superseded_article_copies": latest.superseded})
-    return links.lazy()  # streamed to Parquet by the IO manager
+):
+    """Links of every dump file with targets resolved through redirects to article ids (or null), out of core."""
+    files = {name: [table_path(data.root(), [name], key) for key in context.asset_partition_keys_for_input(name)]
+             for name in ("wiki_articles", "wiki_raw_links", "wiki_redirects")}  # the files the inputs scan
+    out = temp_name(data.files("wiki_links") / "links.parquet")
+    try:
+        result = resolve_links_out_of_core(
+            files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"], out,
+            temp_directory=data.files("wiki_links"), limits=config.to_domain())
+        yield dg.Output(scan_links(result.path), metadata={"superseded_article_copies": result.superseded,
+                                                          "memory_limit": config.memory_limit})
+    finally:  # the IO manager has streamed the file into the table by the time the generator ends
+        remove(out)
 
 
 @dg.asset(group_name=GROUP, code_version="1")

@@ -25,6 +25,7 @@ from dagster_ir.wiki.graph import (
     php_group_sizes,
     resolve_links,
 )
+from dagster_ir.wiki.out_of_core import OutOfCoreLimits, ResolvedLinks, resolve_links_out_of_core, scan_links
 from dagster_ir.wiki.titles import is_article_title, namespace_of, normalize_title
 from dagster_ir.wiki.wikitext import DEFAULT_DROP_SECTIONS, Link, Paragraph, parse_wikitext
 
@@ -37,8 +38,10 @@ __all__ = [
     "ExtractResult",
     "LatestArticles",
     "Link",
+    "OutOfCoreLimits",
     "Page",
     "Paragraph",
+    "ResolvedLinks",
     "assign_php_groups",
     "build_link_graph",
     "check_dump",
@@ -58,6 +61,8 @@ __all__ = [
     "parse_wikitext",
     "php_group_sizes",
     "resolve_links",
+    "resolve_links_out_of_core",
+    "scan_links",
     "split_paragraph",
     "split_ranges",
     "stream_offsets",
