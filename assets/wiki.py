@@ -21,12 +21,13 @@ from dagster_ir.wiki import (
     ArticleConfig,
     OutOfCoreLimits,
     assign_php_groups,
-    build_link_graph,
+    build_link_graph_out_of_core,
     check_php_groups,
     latest_articles,
     link_statistics,
     php_group_sizes,
     resolve_links_out_of_core,
+    scan_link_graph,
     scan_links,
     write_extract_parts,
 )
@@ -116,7 +117,7 @@ def wiki_articles(
 
 
 class WikiLinksConfig(dg.Config):
-    """How much memory `wiki_links`' out-of-core joins may hold (DuckDB spills the rest under the data dir)."""
+    """How much memory the out-of-core joins of `wiki_links` / `wiki_link_graph` may hold (DuckDB spills the rest)."""
 
     memory_limit: str = "2GB"  # DuckDB's memory_limit: peak memory of the joins, whatever the dump's size
     threads: int = 2
@@ -157,9 +158,16 @@ def wiki_links(
 
 
 @dg.asset(group_name=GROUP, code_version="1")
-def wiki_link_graph(wiki_links: pl.LazyFrame) -> pl.LazyFrame:
-    """Directed edges between corpus articles with the reciprocal flag and Seg(a, d_i) of the back link."""
-    return build_link_graph(wiki_links)
+def wiki_link_graph(config: WikiLinksConfig, data: DataDirResource,
+                    wiki_links: pl.LazyFrame):
+    """Directed edges between corpus articles with the reciprocal flag and Seg(a, d_i) of the back link, out of core."""
+    out = temp_name(data.files("wiki_links") / "link_graph.parquet")
+    try:
+        build_link_graph_out_of_core(table_path(data.root(), ["wiki_links"], None), out,
+                                     temp_directory=data.files("wiki_links"), limits=config.to_domain())
+        yield dg.Output(scan_link_graph(out), metadata={"memory_limit": config.memory_limit})
+    finally:  # streamed into the table by the IO manager by now
+        remove(out)
 
 
 class PhpGroupsConfig(dg.Config):

@@ -9,14 +9,22 @@ many byte-range partitions), then `update` of the `wikipedia` group through `php
 its check and `wiki_stats`. The parent samples the RSS of the whole process tree (the run and any
 worker processes) every 0.1 s and keeps the peak.
 
+Then the corpus-wide joins alone (`wiki_links` and `wiki_link_graph` over the stored tables of the
+size, each in a fresh bare process): the out-of-core DuckDB path under `--join-memory-limit` (one
+thread), and the in-memory Polars reference (`latest_articles` + `resolve_links` + `build_link_graph`,
+streamed to Parquet) that `wiki_links` used before; peak RSS (ru_maxrss) and CPU seconds of each.
+`--join-copies K` also runs both on the largest size's tables copied K times (ids and titles
+renamed per copy, so titles, redirects and links grow K-fold), to show the bounded path flat
+beyond the sizes whose dumps are parsed here.
+
 Printed per size: XML MB, wall seconds, MB/s of XML, peak RSS of the process tree, rows of each
-asset (from the catalog); then the goals (peak memory of the largest size within 1.5x of the
+asset (from the catalog), the joins' peak RSS; then the goals (peak memory of the largest size within 1.5x of the
 next, time within 1.3x of linear: the seconds per MB of the last increment against the previous
 one) and a projection for the full English dump (`--full-xml-gb`, about 100 GB of XML in 22 GB of
 bz2) from the slope between the two largest sizes.
 
     .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
-        [--out DIR] [--keep]
+        [--join-memory-limit 64MB] [--join-copies 4 16] [--out DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -183,10 +191,84 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
     return {**result, "wall": wall, "cpu": cpu, "peak_mib": peak / 1024}
 
 
+# --- the corpus-wide joins alone, bounded (DuckDB) against in memory (Polars) --------------------
+
+_JOINS = """
+import json, resource, shutil, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+import polars as pl
+mode, tables, limit = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+files = {n: sorted((tables / n).glob("*/data.parquet")) or [tables / n / "data.parquet"]
+         for n in ("wiki_articles", "wiki_raw_links", "wiki_redirects")}
+work = Path(tempfile.mkdtemp(dir=tables.parent))
+started = time.process_time()
+if mode == "duckdb":
+    from dagster_ir.wiki.out_of_core import OutOfCoreLimits, build_link_graph_out_of_core, resolve_links_out_of_core
+    limits = OutOfCoreLimits(memory_limit=limit, threads=1)
+    result = resolve_links_out_of_core(files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"],
+                                       work / "links.parquet", temp_directory=work, limits=limits)
+    links, edges = result.rows, build_link_graph_out_of_core(result.path, work / "graph.parquet",
+                                                             temp_directory=work, limits=limits)
+else:
+    from dagster_ir.wiki import build_link_graph, latest_articles, latest_links, resolve_links
+    keep = len(files["wiki_articles"]) > 1
+    def scan(name):
+        frame = pl.scan_parquet([str(p) for p in files[name]], missing_columns="insert")
+        return frame if keep else frame.drop("partition", strict=False)
+    latest = latest_articles(scan("wiki_articles"))
+    raw = latest_links(scan("wiki_raw_links"), latest).drop("partition", strict=False)
+    articles = latest.segments.select("article_id", "title").unique()
+    resolve_links(raw, articles, scan("wiki_redirects").drop("partition", strict=False)).sink_parquet(work / "links.parquet")
+    build_link_graph(pl.scan_parquet(work / "links.parquet")).sink_parquet(work / "graph.parquet")
+    links = pl.scan_parquet(work / "links.parquet").select(pl.len()).collect().item()
+    edges = pl.scan_parquet(work / "graph.parquet").select(pl.len()).collect().item()
+cpu = time.process_time() - started
+shutil.rmtree(work)
+print(json.dumps({"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cpu": cpu,
+                  "links": links, "edges": edges}))
+"""
+
+
+def run_joins(tables: Path, mode: str, memory_limit: str) -> dict:
+    """Peak RSS (MiB), CPU seconds and rows of the wiki_links + wiki_link_graph joins in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _JOINS, mode, str(tables), memory_limit, str(ROOT)],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"joins ({mode}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def copy_tables(tables: Path, out: Path, copies: int) -> Path:
+    """The three input tables of `tables` `copies` times, ids and titles renamed per copy (one file each)."""
+    import polars as pl
+
+    renames = {"wiki_articles": ("article_id", "title"), "wiki_raw_links": ("src_id", "target_title"),
+               "wiki_redirects": (None, "from_title", "to_title")}
+    for name, columns in renames.items():
+        frame = pl.scan_parquet(str(tables / name / "*" / "data.parquet")).drop("partition", strict=False)
+        parts = []
+        for copy in range(copies):
+            suffix = f" (table copy {copy})"
+            parts.append(frame.with_columns([pl.col(c) + suffix for c in columns if c]))
+        target = out / name / "data.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pl.concat(parts).sink_parquet(target)
+    return out
+
+
+def joins_for(tables: Path, memory_limit: str) -> dict:
+    bounded, reference = run_joins(tables, "duckdb", memory_limit), run_joins(tables, "polars", memory_limit)
+    if (bounded["links"], bounded["edges"]) != (reference["links"], reference["edges"]):
+        raise RuntimeError(f"the two join paths disagree: {bounded} against {reference}")
+    return {"duckdb": bounded, "polars": reference}
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
-def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
+def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence = (), memory_limit: str = "") -> list[str]:
     lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
              f"{'peak MiB':>9}  rows per asset"]
     for size, r in sorted(results.items()):
@@ -206,6 +288,19 @@ def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
             last = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
             lines.append(f"{what} seconds per MB, {sizes[-3]}x->{sizes[-2]}x: {first:.3f}, {sizes[-2]}x->{sizes[-1]}x: "
                          f"{last:.3f}; ratio {last / first:.2f} (goal <= 1.3): {'met' if last / first <= 1.3 else 'NOT met'}")
+    joined = [(label, r["joins"]) for label, r in sorted(results.items()) if "joins" in r] + list(extra_joins)
+    if joined:
+        lines.append(f"corpus-wide joins alone (wiki_links + wiki_link_graph), fresh process each, "
+                     f"peak RSS MiB / CPU s:")
+        for label, j in joined:
+            label = f"{label}x" if isinstance(label, int) else label
+            lines.append(f"  {label:>22}: links={j['duckdb']['links']} edges={j['duckdb']['edges']}  "
+                         f"DuckDB at {memory_limit}: {j['duckdb']['peak_mib']:.0f} MiB / {j['duckdb']['cpu']:.1f} s  "
+                         f"Polars in memory: {j['polars']['peak_mib']:.0f} MiB / {j['polars']['cpu']:.1f} s")
+        (l0, j0), (l1, j1) = joined[0], joined[-1]
+        growth = j1["duckdb"]["links"] / max(1, j0["duckdb"]["links"])
+        lines.append(f"  links grow {growth:.0f}x from first to last: DuckDB peak x{j1['duckdb']['peak_mib'] / j0['duckdb']['peak_mib']:.2f}, "
+                     f"Polars peak x{j1['polars']['peak_mib'] / j0['polars']['peak_mib']:.2f}")
     if len(sizes) >= 2:
         b, c = results[sizes[-2]], results[sizes[-1]]
         full_mb = full_xml_gb * 1000
@@ -216,8 +311,16 @@ def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
             hours = (c[what] + slope * (full_mb - c["xml_mb"])) / 3600
             lines.append(f"projection, full English dump ({full_xml_gb:.0f} GB of XML), {label}: "
                          f"{hours:.1f} h ({slope * 1000:.0f} s per GB)")
-        lines.append(f"projection, peak memory: about {memory / 1024:.1f} GiB "
+        lines.append(f"projection, peak memory, naive linear: about {memory / 1024:.1f} GiB "
                      f"({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
+        if "joins" in c and "joins" in b:
+            grow = {k: max(0.0, (c["joins"][k]["peak_mib"] - b["joins"][k]["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
+                    for k in ("duckdb", "polars")}
+            lines.append(f"projection, the joins alone at {full_xml_gb:.0f} GB of XML: Polars in memory "
+                         f"{(c['joins']['polars']['peak_mib'] + grow['polars'] * (full_mb - c['xml_mb'])) / 1024:.1f} GiB "
+                         f"({grow['polars'] * 1000:.1f} MiB per GB); DuckDB bounded by memory_limit {memory_limit} "
+                         f"plus its measured floor ({c['joins']['duckdb']['peak_mib']:.0f} MiB at {sizes[-1]}x; "
+                         f"slope {grow['duckdb'] * 1000:.1f} MiB per GB)")
     return lines
 
 
@@ -227,13 +330,17 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1, help="byte-range partitions per dump")
     parser.add_argument("--parallel", type=int, default=1, help="partitions parsed at once by update")
     parser.add_argument("--full-xml-gb", type=float, default=100.0)
+    parser.add_argument("--join-memory-limit", default="64MB", help="DuckDB memory_limit of the joins-alone runs")
+    parser.add_argument("--join-copies", type=int, nargs="*", default=[],
+                        help="also run the joins alone on the largest size's tables copied K times")
+    parser.add_argument("--no-joins", action="store_true", help="skip the joins-alone runs")
     parser.add_argument("--out", type=Path, default=None, help="where dumps and data go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the dumps and data directories (and reuse kept dumps)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="wiki_scale_"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; out {out}", flush=True)
-    results = {}
+    results, extra_joins = {}, []
     for size in args.sizes:
         dump = out / f"synthetic-x{size}-multistream.xml.bz2"
         started = time.monotonic()
@@ -249,12 +356,21 @@ def main() -> None:
         results[size] = {**run_size(dump, data, args.partitions, args.parallel), "xml_mb": xml_bytes / MB}
         r = results[size]
         print(f"{size}x: {r['wall']:.1f} s, peak {r['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f}", flush=True)
+        if not args.no_joins:
+            r["joins"] = joins_for(data / "tables", args.join_memory_limit)
+            print(f"{size}x joins: {json.dumps(r['joins'])}", flush=True)
+        if size == args.sizes[-1]:
+            for copies in args.join_copies:
+                copied = copy_tables(data / "tables", out / f"tables-x{size}-copies{copies}" / "tables", copies)
+                extra_joins.append((f"{size}x tables x{copies}", joins_for(copied, args.join_memory_limit)))
+                print(f"{size}x tables x{copies} joins: {json.dumps(extra_joins[-1][1])}", flush=True)
+                shutil.rmtree(copied.parent, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(data, ignore_errors=True)
             dump.unlink()
             sidecar.unlink()
             dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
-    print("\n".join(report(results, args.full_xml_gb)))
+    print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit)))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,14 @@ from dagster_ir.wiki.graph import (
     php_group_sizes,
     resolve_links,
 )
-from dagster_ir.wiki.out_of_core import OutOfCoreLimits, ResolvedLinks, resolve_links_out_of_core, scan_links
+from dagster_ir.wiki.out_of_core import (
+    OutOfCoreLimits,
+    ResolvedLinks,
+    build_link_graph_out_of_core,
+    resolve_links_out_of_core,
+    scan_link_graph,
+    scan_links,
+)
 from dagster_ir.wiki.titles import is_article_title, namespace_of, normalize_title
 from dagster_ir.wiki.wikitext import DEFAULT_DROP_SECTIONS, Link, Paragraph, parse_wikitext
 
@@ -44,6 +51,7 @@ __all__ = [
     "ResolvedLinks",
     "assign_php_groups",
     "build_link_graph",
+    "build_link_graph_out_of_core",
     "check_dump",
     "check_php_groups",
     "concat_results",
@@ -62,6 +70,7 @@ __all__ = [
     "php_group_sizes",
     "resolve_links",
     "resolve_links_out_of_core",
+    "scan_link_graph",
     "scan_links",
     "split_paragraph",
     "split_ranges",

@@ -1,6 +1,6 @@
-"""`wiki_links` out of core: newest copy of each article, titles, redirects and link targets as DuckDB
-queries over the Parquet files, spilling to disk, so that peak memory is set by `memory_limit`, not by
-the number of titles, redirects or links of the dump.
+"""`wiki_links` and `wiki_link_graph` out of core: newest copy of each article, titles, redirects,
+link targets and edges as DuckDB queries over the Parquet files, spilling to disk, so that peak memory
+is set by `memory_limit`, not by the number of titles, redirects or links of the dump.
 
 The rules are those of the in-memory reference, `latest_articles` + `latest_links` + `resolve_links`
 (Polars hash joins whose memory grows with the dump), row for row and in the same order:
@@ -13,6 +13,8 @@ The rules are those of the in-memory reference, `latest_articles` + `latest_link
   ends on a title that is no article and stays unresolved (null `target_id`), as does a target that
   names no article of the corpus;
 - the links come out in the order of the raw link files and of their rows.
+
+`build_link_graph_out_of_core` gives the rows of `build_link_graph` (same order: by src, dst).
 
 Every intermediate table lives in a DuckDB database file under `temp_directory` (the buffer manager
 evicts and spills it under `memory_limit`); joins, aggregates and the final sort spill there too.
@@ -28,7 +30,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from dagster_ir.schemas import LINKS
+from dagster_ir.schemas import LINK_GRAPH, LINKS
 from dagster_ir.storage.atomic import atomic_path, remove, temp_name
 
 PathLike = str | os.PathLike[str]
@@ -97,6 +99,47 @@ def resolve_links_out_of_core(
     finally:
         remove(work)
     return ResolvedLinks(out, rows, superseded)
+
+
+def build_link_graph_out_of_core(
+    links: PathLike, out: PathLike, *, temp_directory: PathLike, limits: OutOfCoreLimits = OutOfCoreLimits()
+) -> int:
+    """Write LINK_GRAPH for the LINKS Parquet file `links` to `out` (atomic); returns its rows.
+
+    The edges between distinct articles of the corpus with their link count, the first segment of
+    src linking dst and, from the reverse edge, `reciprocal` and `back_segment` (Seg(a, d_i)).
+    """
+    if not Path(links).exists():
+        raise FileNotFoundError(f"wiki_links: Parquet file not found: {links}")
+    work = temp_name(Path(temp_directory) / "link_graph")
+    work.mkdir(parents=True)
+    try:
+        con = duckdb.connect(str(work / "work.duckdb"))
+        try:
+            _configure(con, work / "spill", limits)
+            con.execute(
+                "create table edges as select src_id, target_id as dst_id, count(*)::integer as n_links, "
+                f"min(src_segment)::integer as src_first_segment from read_parquet({_literal(links)}) "
+                "where target_id is not null and target_id <> src_id group by src_id, target_id"
+            )
+            columns = ", ".join(_quote(c) for c in LINK_GRAPH)
+            with atomic_path(out) as tmp:
+                con.execute(
+                    f"copy (select {columns} from (select e.src_id, e.dst_id, e.n_links, e.src_first_segment, "
+                    "b.src_first_segment is not null as reciprocal, b.src_first_segment as back_segment "
+                    "from edges e left join edges b on e.src_id = b.dst_id and e.dst_id = b.src_id) "
+                    f"order by src_id, dst_id) to {_literal(tmp)} (format parquet, compression zstd)"
+                )
+            return int(con.execute("select count(*) from edges").fetchone()[0])
+        finally:
+            con.close()
+    finally:
+        remove(work)
+
+
+def scan_link_graph(path: PathLike) -> pl.LazyFrame:
+    """The LINK_GRAPH file written by `build_link_graph_out_of_core`, with the LINK_GRAPH dtypes."""
+    return pl.scan_parquet(str(path)).select(list(LINK_GRAPH)).cast(LINK_GRAPH)
 
 
 def scan_links(path: PathLike) -> pl.LazyFrame:

@@ -16,8 +16,14 @@ from wiki_dumps import page, write_dump
 
 from dagster_ir.schemas import LINKS, RAW_LINKS, validate
 from dagster_ir.wiki.articles import ArticleConfig, extract_dump, latest_articles, latest_links
-from dagster_ir.wiki.graph import resolve_links
-from dagster_ir.wiki.out_of_core import OutOfCoreLimits, resolve_links_out_of_core, scan_links
+from dagster_ir.wiki.graph import build_link_graph, resolve_links
+from dagster_ir.wiki.out_of_core import (
+    OutOfCoreLimits,
+    build_link_graph_out_of_core,
+    resolve_links_out_of_core,
+    scan_link_graph,
+    scan_links,
+)
 
 LINKING = (
     "Links go to [[paris]], [[Paris#History|its history]], [[City_of_light]], [[Lutetia]], [[Loop]], "
@@ -139,9 +145,26 @@ def test_spills_under_a_small_memory_limit(tmp_path: Path) -> None:
         part[table] = tmp_path / f"{table}.parquet"
         frame.write_parquet(part[table])
     expected, _ = reference([part])
-    _, links = out_of_core(tmp_path, [part], limits=OutOfCoreLimits(memory_limit="64MB", threads=1))
+    limits = OutOfCoreLimits(memory_limit="64MB", threads=1)
+    result, links = out_of_core(tmp_path, [part], limits=limits)
     assert links.equals(expected)
     assert 0 < links["target_id"].null_count() < links.height
+    graph = tmp_path / "graph.parquet"
+    rows = build_link_graph_out_of_core(result.path, graph, temp_directory=tmp_path / "spill", limits=limits)
+    expected_graph = build_link_graph(expected)
+    assert scan_link_graph(graph).collect().equals(expected_graph) and rows == expected_graph.height
+    assert 0 < expected_graph["reciprocal"].sum() < rows
+
+
+def test_link_graph_of_two_dumps(tmp_path: Path, two_dumps) -> None:
+    result, links = out_of_core(tmp_path, two_dumps)
+    graph = tmp_path / "graph.parquet"
+    build_link_graph_out_of_core(result.path, graph, temp_directory=tmp_path / "spill")
+    stored = scan_link_graph(graph).collect()
+    assert stored.equals(build_link_graph(links))
+    paris_rome = stored.filter(pl.col("src_id") == "1", pl.col("dst_id") == "2").row(0, named=True)
+    assert (paris_rome["n_links"], paris_rome["reciprocal"]) == (2, True)  # [[Rome]] and [[rome#Art]]
+    assert stored.filter(pl.col("src_id") == pl.col("dst_id")).height == 0  # self links make no edge
 
 
 def test_bad_input_names_the_file_or_field(tmp_path: Path, two_dumps) -> None:
