@@ -20,15 +20,16 @@ from dagster_ir.storage.parquet import table_path
 from dagster_ir.wiki import (
     ArticleConfig,
     OutOfCoreLimits,
-    assign_php_groups,
+    assign_php_groups_out_of_core,
     build_link_graph_out_of_core,
     check_php_groups,
     latest_articles,
     link_statistics,
-    php_group_sizes,
+    php_group_sizes_out_of_core,
     resolve_links_out_of_core,
     scan_link_graph,
     scan_links,
+    scan_php_groups,
     write_extract_parts,
 )
 
@@ -175,19 +176,30 @@ class PhpGroupsConfig(dg.Config):
 
     d4_per_segment: int | None = D4_PER_SEGMENT  # None: every D4 row (segments x out-degree)
     seed: int = 0
+    memory_limit: str = "2GB"  # of the out-of-core joins (DuckDB), as WikiLinksConfig's
+    threads: int = 2
+
+    def limits(self) -> OutOfCoreLimits:
+        return OutOfCoreLimits(memory_limit=self.memory_limit, threads=self.threads)
 
 
 @dg.asset(group_name=GROUP, code_version="2")
 def php_groups(
-    context: dg.AssetExecutionContext, config: PhpGroupsConfig, wiki_links: pl.LazyFrame, wiki_link_graph: pl.LazyFrame
-) -> pl.LazyFrame:
+    context: dg.AssetExecutionContext, config: PhpGroupsConfig, data: DataDirResource,
+    wiki_links: pl.LazyFrame, wiki_link_graph: pl.LazyFrame
+):
     """PHP link groups: D1-D3 for every (article, segment, linked article), D4 as a seeded sample per segment."""
-    sizes = php_group_sizes(wiki_links, wiki_link_graph)
-    context.add_output_metadata(
-        {"d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
-         **{f"full_{g}": dg.MetadataValue.int(n) for g, n in sizes.items()}}
-    )
-    return assign_php_groups(wiki_links, wiki_link_graph, d4_per_segment=config.d4_per_segment, seed=config.seed)
+    out = temp_name(data.files("wiki_links") / "php_groups.parquet")
+    try:
+        result = assign_php_groups_out_of_core(
+            table_path(data.root(), ["wiki_links"], None), table_path(data.root(), ["wiki_link_graph"], None), out,
+            temp_directory=data.files("wiki_links"), limits=config.limits(),
+            d4_per_segment=config.d4_per_segment, seed=config.seed)
+        metadata = {"d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
+                    **{f"full_{g}": dg.MetadataValue.int(n) for g, n in result.sizes.items()}}
+        yield dg.Output(scan_php_groups(out), metadata=metadata)
+    finally:  # streamed into the table by the IO manager by now
+        remove(out)
 
 
 @dg.asset_check(asset=php_groups, blocking=True, additional_ins={"wiki_links": dg.AssetIn()})
@@ -220,6 +232,7 @@ def _stored_d4_per_segment(context: dg.AssetCheckExecutionContext) -> int | None
 )
 def wiki_stats(
     context: dg.AssetExecutionContext,
+    data: DataDirResource,
     wiki_articles: pl.LazyFrame,
     wiki_redirects: pl.LazyFrame,
     wiki_links: pl.LazyFrame,
@@ -232,7 +245,10 @@ def wiki_stats(
     histogram = stats.pop("out_degree_histogram")
     stored = stats.pop("group_sizes")
     scalars = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
-    scalars.update({f"group_{g}": n for g, n in php_group_sizes(wiki_links, wiki_link_graph).items()})
+    sizes = php_group_sizes_out_of_core(table_path(data.root(), ["wiki_links"], None),
+                                        table_path(data.root(), ["wiki_link_graph"], None),
+                                        temp_directory=data.files("wiki_links"))
+    scalars.update({f"group_{g}": n for g, n in sizes.items()})
     scalars["group_D4_stored"] = stored["D4"]
     context.add_output_metadata(
         {

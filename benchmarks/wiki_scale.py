@@ -6,13 +6,14 @@ links and redirects rewritten to the renamed titles, so the link graph grows wit
 disjoint copies of the sample's graph). Each size runs in a fresh process (a new data directory
 and Dagster instance): `dagster-ir add-dump` (with `--partitions`, the dump is registered as that
 many byte-range partitions), then `update` of the `wikipedia` group through `php_groups`,
-its check and `wiki_stats`. The parent samples the RSS of the whole process tree (the run and any
-worker processes) every 0.1 s and keeps the peak.
+its check and `wiki_stats`. The parent samples the memory (PSS) of the whole process tree (the run
+and any worker processes) every 0.1 s and keeps the peak.
 
 Then the corpus-wide joins alone (`wiki_links` and `wiki_link_graph` over the stored tables of the
 size, each in a fresh bare process): the out-of-core DuckDB path under `--join-memory-limit` (one
 thread), and the in-memory Polars reference (`latest_articles` + `resolve_links` + `build_link_graph`,
-streamed to Parquet) that `wiki_links` used before; peak RSS (ru_maxrss) and CPU seconds of each.
+streamed to Parquet) that `wiki_links` used before; peak RSS (VmHWM: ru_maxrss would carry the
+parent's peak across exec) and CPU seconds of each.
 `--join-copies K` also runs both on the largest size's tables copied K times (ids and titles
 renamed per copy, so titles, redirects and links grow K-fold), to show the bounded path flat
 beyond the sizes whose dumps are parsed here.
@@ -147,9 +148,13 @@ print(json.dumps({"seconds": seconds, "partitions": len(keys), "rows": rows, "ok
 
 
 def _tree_rss_kib(pid: int) -> int:
-    """Resident memory of `pid` and all its descendants, in KiB (0 once gone)."""
+    """Memory of `pid` and all its descendants, in KiB (0 once gone): the sum of their PSS.
+
+    PSS, not RSS: a process forked by the run (Dagster and libraries fork helpers now and then)
+    shares its parent's pages until it execs, and the sum of RSS would count them twice (peaks of
+    twice the run's memory for an instant, at random); PSS splits shared pages between the sharers.
+    """
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -158,15 +163,23 @@ def _tree_rss_kib(pid: int) -> int:
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        child = int(entry.name)
-        children.setdefault(int(fields["PPid"].strip()), []).append(child)
-        rss[child] = int(fields.get("VmRSS", "0 kB").split()[0])
+        children.setdefault(int(fields["PPid"].strip()), []).append(int(entry.name))
     total, todo = 0, [pid]
     while todo:
         current = todo.pop()
-        total += rss.get(current, 0)
+        total += _pss_kib(current)
         todo += children.get(current, [])
     return total
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
@@ -194,7 +207,7 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
 # --- the corpus-wide joins alone, bounded (DuckDB) against in memory (Polars) --------------------
 
 _JOINS = """
-import json, resource, shutil, sys, tempfile, time
+import json, shutil, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[4])
 import polars as pl
@@ -225,7 +238,8 @@ else:
     edges = pl.scan_parquet(work / "graph.parquet").select(pl.len()).collect().item()
 cpu = time.process_time() - started
 shutil.rmtree(work)
-print(json.dumps({"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cpu": cpu,
+hwm = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM"))
+print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu,  # VmHWM: this program's own peak
                   "links": links, "edges": edges}))
 """
 

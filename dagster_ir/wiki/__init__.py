@@ -27,11 +27,15 @@ from dagster_ir.wiki.graph import (
 )
 from dagster_ir.wiki.out_of_core import (
     OutOfCoreLimits,
+    PhpGroupsResult,
     ResolvedLinks,
+    assign_php_groups_out_of_core,
     build_link_graph_out_of_core,
+    php_group_sizes_out_of_core,
     resolve_links_out_of_core,
     scan_link_graph,
     scan_links,
+    scan_php_groups,
 )
 from dagster_ir.wiki.titles import is_article_title, namespace_of, normalize_title
 from dagster_ir.wiki.wikitext import DEFAULT_DROP_SECTIONS, Link, Paragraph, parse_wikitext
@@ -48,8 +52,10 @@ __all__ = [
     "OutOfCoreLimits",
     "Page",
     "Paragraph",
+    "PhpGroupsResult",
     "ResolvedLinks",
     "assign_php_groups",
+    "assign_php_groups_out_of_core",
     "build_link_graph",
     "build_link_graph_out_of_core",
     "check_dump",
@@ -68,10 +74,12 @@ __all__ = [
     "pack_segments",
     "parse_wikitext",
     "php_group_sizes",
+    "php_group_sizes_out_of_core",
     "resolve_links",
     "resolve_links_out_of_core",
     "scan_link_graph",
     "scan_links",
+    "scan_php_groups",
     "split_paragraph",
     "split_ranges",
     "stream_offsets",

@@ -1,6 +1,6 @@
-"""`wiki_links` and `wiki_link_graph` out of core: newest copy of each article, titles, redirects,
-link targets and edges as DuckDB queries over the Parquet files, spilling to disk, so that peak memory
-is set by `memory_limit`, not by the number of titles, redirects or links of the dump.
+"""`wiki_links`, `wiki_link_graph` and `php_groups` out of core: newest copy of each article, titles,
+redirects, link targets, edges and PHP groups as DuckDB queries over the Parquet files, spilling to
+disk, so that peak memory is set by `memory_limit`, not by the number of titles, redirects or links.
 
 The rules are those of the in-memory reference, `latest_articles` + `latest_links` + `resolve_links`
 (Polars hash joins whose memory grows with the dump), row for row and in the same order:
@@ -14,7 +14,10 @@ The rules are those of the in-memory reference, `latest_articles` + `latest_link
   names no article of the corpus;
 - the links come out in the order of the raw link files and of their rows.
 
-`build_link_graph_out_of_core` gives the rows of `build_link_graph` (same order: by src, dst).
+`build_link_graph_out_of_core` gives the rows of `build_link_graph` (same order: by src, dst), and
+`assign_php_groups_out_of_core` those of `assign_php_groups` with their sizes (`php_group_sizes`):
+the D4 sample's per-article order is the same Polars hash of (seed, d, d_i), computed row by row in a
+streaming pass (bounded), and ranked in DuckDB.
 
 Every intermediate table lives in a DuckDB database file under `temp_directory` (the buffer manager
 evicts and spills it under `memory_limit`); joins, aggregates and the final sort spill there too.
@@ -30,7 +33,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from dagster_ir.schemas import LINK_GRAPH, LINKS
+from dagster_ir.schemas import LINK_GRAPH, LINKS, PHP_GROUPS
 from dagster_ir.storage.atomic import atomic_path, remove, temp_name
 
 PathLike = str | os.PathLike[str]
@@ -135,6 +138,116 @@ def build_link_graph_out_of_core(
             con.close()
     finally:
         remove(work)
+
+
+@dataclass(frozen=True)
+class PhpGroupsResult:
+    rows: int  # rows written (D1-D3 and the D4 sample)
+    sizes: dict[str, int]  # rows of each group of the full table, as `php_group_sizes`
+
+
+def assign_php_groups_out_of_core(
+    links: PathLike,
+    link_graph: PathLike,
+    out: PathLike,
+    *,
+    temp_directory: PathLike,
+    limits: OutOfCoreLimits = OutOfCoreLimits(),
+    d4_per_segment: int | None = None,
+    seed: int = 0,
+) -> PhpGroupsResult:
+    """Write PHP_GROUPS for the LINKS and LINK_GRAPH Parquet files to `out` (atomic), as
+    `assign_php_groups(links, link_graph, d4_per_segment=..., seed=...)` would, sorted by
+    (article_id, segment_no, linked_id); also the full groups' sizes."""
+    if d4_per_segment is not None and d4_per_segment < 0:
+        raise ValueError(f"d4_per_segment must be >= 0 or None, got {d4_per_segment}")
+    for kind, path in (("wiki_links", links), ("wiki_link_graph", link_graph)):
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{kind}: Parquet file not found: {path}")
+    work = temp_name(Path(temp_directory) / "php_groups")
+    work.mkdir(parents=True)
+    try:
+        edges_file = work / "edges.parquet"  # the hash that orders D4: Polars', one row at a time
+        pl.scan_parquet(str(link_graph)).select(
+            "src_id", "dst_id", "reciprocal", "back_segment", h=pl.struct("src_id", "dst_id").hash(seed)
+        ).sink_parquet(edges_file)
+        con = duckdb.connect(str(work / "work.duckdb"))
+        try:
+            _configure(con, work / "spill", limits)
+            sizes = _explicit_groups(con, links, edges_file)
+            if d4_per_segment is None:
+                candidates = "select n.src_id, n.src_segment, e.dst_id from n_in n join edges e using (src_id)"
+            else:  # k D4 rows of a segment lie among its article's first k + n_in edges in hash order
+                con.execute(
+                    "create table ranked as select src_id, dst_id, h, "
+                    "row_number() over (partition by src_id order by h) as rank from edges"
+                )
+                candidates = (
+                    "select src_id, src_segment, dst_id from (select n.src_id, n.src_segment, r.dst_id, r.rank "
+                    "from n_in n join ranked r using (src_id) where r.rank <= n.n_in + "
+                    f"{int(d4_per_segment)}) c anti join in_segment i using (src_id, src_segment, dst_id) "
+                    f"qualify row_number() over (partition by src_id, src_segment order by rank) <= {int(d4_per_segment)}"
+                )
+            con.execute(
+                f"insert into groups select c.src_id, c.src_segment, c.dst_id, 'D4' from ({candidates}) c "
+                "anti join in_segment i using (src_id, src_segment, dst_id)"
+            )
+            columns = ", ".join(_quote(c) for c in PHP_GROUPS)
+            with atomic_path(out) as tmp:
+                con.execute(
+                    f"copy (select {columns} from groups order by article_id, segment_no, linked_id) "
+                    f"to {_literal(tmp)} (format parquet, compression zstd)"
+                )
+            rows = int(con.execute("select count(*) from groups").fetchone()[0])
+        finally:
+            con.close()
+    finally:
+        remove(work)
+    return PhpGroupsResult(rows, sizes)
+
+
+def php_group_sizes_out_of_core(
+    links: PathLike, link_graph: PathLike, *, temp_directory: PathLike, limits: OutOfCoreLimits = OutOfCoreLimits()
+) -> dict[str, int]:
+    """Rows of each group D1..D4 of the full PHP_GROUPS table (as `php_group_sizes`), never listed."""
+    work = temp_name(Path(temp_directory) / "php_group_sizes")
+    work.mkdir(parents=True)
+    try:
+        con = duckdb.connect(str(work / "work.duckdb"))
+        try:
+            _configure(con, work / "spill", limits)
+            return _explicit_groups(con, links, link_graph)
+        finally:
+            con.close()
+    finally:
+        remove(work)
+
+
+def _explicit_groups(con: duckdb.DuckDBPyConnection, links: PathLike, edges_file: PathLike) -> dict[str, int]:
+    """Tables `in_segment` (distinct links between articles per segment), `edges`, `groups` (D1-D3)
+    and `n_in` (distinct linked articles per segment); returns the full groups' sizes."""
+    con.execute(
+        "create table in_segment as select distinct src_id, src_segment, target_id as dst_id "
+        f"from read_parquet({_literal(links)}) where target_id is not null and target_id <> src_id"
+    )
+    con.execute(f"create table edges as select * from read_parquet({_literal(edges_file)})")
+    con.execute(
+        "create table groups as select i.src_id as article_id, i.src_segment as segment_no, "
+        "i.dst_id as linked_id, case when not e.reciprocal then 'D3' when e.back_segment = 1 then 'D1' "
+        "else 'D2' end as \"group\" from in_segment i join edges e using (src_id, dst_id)"
+    )
+    counts = dict(con.execute('select "group", count(*) from groups group by 1').fetchall())
+    con.execute("create table n_in as select src_id, src_segment, count(*) as n_in from in_segment group by all")
+    d4 = con.execute(
+        "select coalesce(sum(d.degree - n.n_in), 0) from n_in n join "
+        "(select src_id, count(*) as degree from edges group by src_id) d using (src_id)"
+    ).fetchone()[0]
+    return {g: int(counts.get(g, 0)) for g in ("D1", "D2", "D3")} | {"D4": int(d4)}
+
+
+def scan_php_groups(path: PathLike) -> pl.LazyFrame:
+    """The PHP_GROUPS file written by `assign_php_groups_out_of_core`, with the PHP_GROUPS dtypes."""
+    return pl.scan_parquet(str(path)).select(list(PHP_GROUPS)).cast(PHP_GROUPS)
 
 
 def scan_link_graph(path: PathLike) -> pl.LazyFrame:

@@ -176,3 +176,49 @@ def test_bad_input_names_the_file_or_field(tmp_path: Path, two_dumps) -> None:
         OutOfCoreLimits(threads=0)
     with pytest.raises(ValueError, match="max_hops"):
         out_of_core(tmp_path, two_dumps, max_hops=-1)
+
+
+@pytest.mark.parametrize("k", [None, 0, 1, 3])
+def test_php_groups_equal_the_in_memory_ones(tmp_path: Path, two_dumps, k) -> None:
+    from dagster_ir.wiki.graph import assign_php_groups, php_group_sizes
+    from dagster_ir.wiki.out_of_core import assign_php_groups_out_of_core, scan_php_groups
+
+    result, links = out_of_core(tmp_path, two_dumps)
+    graph_path = tmp_path / "graph.parquet"
+    build_link_graph_out_of_core(result.path, graph_path, temp_directory=tmp_path / "spill")
+    graph = scan_link_graph(graph_path).collect()
+    out = tmp_path / "groups.parquet"
+    made = assign_php_groups_out_of_core(result.path, graph_path, out, temp_directory=tmp_path / "spill",
+                                         d4_per_segment=k, seed=7)
+    expected = assign_php_groups(links, graph, d4_per_segment=k, seed=7)
+    assert scan_php_groups(out).collect().equals(expected) and made.rows == expected.height
+    assert made.sizes == php_group_sizes(links, graph)
+    from dagster_ir.wiki.out_of_core import php_group_sizes_out_of_core
+
+    assert php_group_sizes_out_of_core(result.path, graph_path, temp_directory=tmp_path / "spill") == made.sizes
+    assert set(expected["group"]) == ({"D1", "D2", "D3"} if k == 0 else {"D1", "D2", "D3", "D4"})
+
+
+def test_php_groups_sample_of_many_links_under_a_small_limit(tmp_path: Path) -> None:
+    """D4 samples of 2 000 articles with 30 out-edges each, two segments, at 64 MB and one thread."""
+    from dagster_ir.wiki.graph import assign_php_groups
+    from dagster_ir.wiki.out_of_core import assign_php_groups_out_of_core, scan_php_groups
+
+    n = 2_000
+    k = pl.int_range(n * 40, eager=True)
+    src = k // 40
+    links = pl.DataFrame({"src_id": src.cast(pl.String), "src_segment": 1 + (k % 40 >= 30).cast(pl.Int32),
+                          "anchor_text": "a", "anchor_start": 0, "anchor_end": 1, "target_title": "t",
+                          "target_id": ((src + 1 + (k % 40) % 30 * 37) % n).cast(pl.String)}).cast(LINKS)
+    links_path, graph_path = tmp_path / "links.parquet", tmp_path / "graph.parquet"
+    links.write_parquet(links_path)
+    limits = OutOfCoreLimits(memory_limit="64MB", threads=1)
+    build_link_graph_out_of_core(links_path, graph_path, temp_directory=tmp_path, limits=limits)
+    graph = scan_link_graph(graph_path).collect()
+    out = tmp_path / "groups.parquet"
+    assign_php_groups_out_of_core(links_path, graph_path, out, temp_directory=tmp_path, limits=limits,
+                                  d4_per_segment=8, seed=3)
+    expected = assign_php_groups(links, graph, d4_per_segment=8, seed=3)
+    assert scan_php_groups(out).collect().equals(expected)
+    # segment 1 links all 30 of its article's edges (no D4), segment 2 links 10: 8 of its 20 D4
+    assert expected.filter(pl.col("group") == "D4").group_by("segment_no").len().rows() == [(2, n * 8)]
