@@ -331,7 +331,7 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
 
 @dg.asset(group_name=GROUP, code_version="1", ins=_eval_ins())
 def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame,
-                          wiki_links: pl.LazyFrame, **inputs) -> pl.DataFrame:
+                          wiki_links: pl.DataFrame, **inputs) -> pl.DataFrame:
     """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump."""
     domain, generators = config.to_domain(), config.generator_config()
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
