@@ -159,8 +159,7 @@ def wiki_links(
 
 
 @dg.asset(group_name=GROUP, code_version="1")
-def wiki_link_graph(config: WikiLinksConfig, data: DataDirResource,
-                    wiki_links: pl.LazyFrame):
+def wiki_link_graph(config: WikiLinksConfig, data: DataDirResource, wiki_links: pl.LazyFrame):
     """Directed edges between corpus articles with the reciprocal flag and Seg(a, d_i) of the back link, out of core."""
     out = temp_name(data.files("wiki_links") / "link_graph.parquet")
     try:
@@ -184,10 +183,7 @@ class PhpGroupsConfig(dg.Config):
 
 
 @dg.asset(group_name=GROUP, code_version="2")
-def php_groups(
-    context: dg.AssetExecutionContext, config: PhpGroupsConfig, data: DataDirResource,
-    wiki_links: pl.LazyFrame, wiki_link_graph: pl.LazyFrame
-):
+def php_groups(config: PhpGroupsConfig, data: DataDirResource, wiki_links: pl.LazyFrame, wiki_link_graph: pl.LazyFrame):
     """PHP link groups: D1-D3 for every (article, segment, linked article), D4 as a seeded sample per segment."""
     out = temp_name(data.files("wiki_links") / "php_groups.parquet")
     try:
