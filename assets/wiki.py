@@ -17,6 +17,7 @@ from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
 from dagster_ir.storage.parquet import table_path
+from dagster_ir.wiki.out_of_core import DEFAULT_MEMORY_LIMIT
 from dagster_ir.wiki import (
     ArticleConfig,
     OutOfCoreLimits,
@@ -120,7 +121,7 @@ def wiki_articles(
 class WikiLinksConfig(dg.Config):
     """How much memory the out-of-core joins of `wiki_links` / `wiki_link_graph` may hold (DuckDB spills the rest)."""
 
-    memory_limit: str = "2GB"  # DuckDB's memory_limit: peak memory of the joins, whatever the dump's size
+    memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB's: peak memory of the joins whatever the dump's size ($DAGSTER_IR_DUCKDB_MEMORY_LIMIT or 2GB)
     threads: int = 2
 
     def to_domain(self) -> OutOfCoreLimits:
@@ -175,7 +176,7 @@ class PhpGroupsConfig(dg.Config):
 
     d4_per_segment: int | None = D4_PER_SEGMENT  # None: every D4 row (segments x out-degree)
     seed: int = 0
-    memory_limit: str = "2GB"  # of the out-of-core joins (DuckDB), as WikiLinksConfig's
+    memory_limit: str = DEFAULT_MEMORY_LIMIT  # of the out-of-core joins (DuckDB), as WikiLinksConfig's
     threads: int = 2
 
     def limits(self) -> OutOfCoreLimits:
@@ -243,7 +244,7 @@ def wiki_stats(
     scalars = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
     sizes = php_group_sizes_out_of_core(table_path(data.root(), ["wiki_links"], None),
                                         table_path(data.root(), ["wiki_link_graph"], None),
-                                        temp_directory=data.files("wiki_links"))
+                                        temp_directory=data.files("wiki_links"))  # at the default memory_limit
     scalars.update({f"group_{g}": n for g, n in sizes.items()})
     scalars["group_D4_stored"] = stored["D4"]
     context.add_output_metadata(

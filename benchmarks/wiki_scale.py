@@ -9,6 +9,10 @@ many byte-range partitions), then `update` of the `wikipedia` group through `php
 its check and `wiki_stats`. The parent samples the memory (PSS) of the whole process tree (the run
 and any worker processes) every 0.1 s and keeps the peak.
 
+`--memory-limit` sets the DuckDB memory_limit of the run's out-of-core steps (`wiki_links`,
+`wiki_link_graph`, `php_groups`, the group sizes of `wiki_stats`), through
+$DAGSTER_IR_DUCKDB_MEMORY_LIMIT.
+
 Then the corpus-wide joins alone (`wiki_links` and `wiki_link_graph` over the stored tables of the
 size, each in a fresh bare process): the out-of-core DuckDB path under `--join-memory-limit` (one
 thread), and the in-memory Polars reference (`latest_articles` + `resolve_links` + `build_link_graph`,
@@ -25,7 +29,7 @@ one) and a projection for the full English dump (`--full-xml-gb`, about 100 GB o
 bz2) from the slope between the two largest sizes.
 
     .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
-        [--join-memory-limit 64MB] [--join-copies 4 16] [--out DIR] [--keep]
+        [--memory-limit 64MB] [--join-memory-limit 64MB] [--join-copies 4 16] [--out DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -182,9 +186,11 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
+def run_size(dump: Path, data: Path, partitions: int, parallel: int, memory_limit: str | None = None) -> dict:
     """Run one size in a fresh process; its JSON result plus the peak RSS of its process tree (MiB)."""
     env = {**os.environ, "DAGSTER_IR_DATA": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    if memory_limit:  # the out-of-core steps' default memory_limit in this run
+        env["DAGSTER_IR_DUCKDB_MEMORY_LIMIT"] = memory_limit
     command = [sys.executable, "-c", _CHILD, str(dump), str(data), str(partitions), str(parallel), str(ROOT)]
     started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -282,7 +288,8 @@ def joins_for(tables: Path, memory_limit: str) -> dict:
 # --- report ---------------------------------------------------------------------------------------
 
 
-def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence = (), memory_limit: str = "") -> list[str]:
+def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence = (), memory_limit: str = "",
+           run_limit: str | None = None) -> list[str]:
     lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
              f"{'peak MiB':>9}  rows per asset"]
     for size, r in sorted(results.items()):
@@ -325,8 +332,13 @@ def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence =
             hours = (c[what] + slope * (full_mb - c["xml_mb"])) / 3600
             lines.append(f"projection, full English dump ({full_xml_gb:.0f} GB of XML), {label}: "
                          f"{hours:.1f} h ({slope * 1000:.0f} s per GB)")
-        lines.append(f"projection, peak memory, naive linear: about {memory / 1024:.1f} GiB "
-                     f"({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
+        bounded = f"with the out-of-core steps held to memory_limit {run_limit}" if run_limit else \
+            "at the out-of-core steps' default memory_limit (they use memory up to it before they spill)"
+        lines.append(f"projection, peak memory {bounded}: about {memory / 1024:.1f} GiB, linear in what still "
+                     f"grows ({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
+        if run_limit:
+            lines.append(f"  at a memory_limit of L instead: at most about {memory / 1024:.1f} GiB + L - {run_limit} "
+                         f"(DuckDB's buffers grow up to L, no further)")
         if "joins" in c and "joins" in b:
             grow = {k: max(0.0, (c["joins"][k]["peak_mib"] - b["joins"][k]["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
                     for k in ("duckdb", "polars")}
@@ -344,6 +356,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1, help="byte-range partitions per dump")
     parser.add_argument("--parallel", type=int, default=1, help="partitions parsed at once by update")
     parser.add_argument("--full-xml-gb", type=float, default=100.0)
+    parser.add_argument("--memory-limit", default=None,
+                        help="memory_limit of the run's out-of-core steps (default: theirs, 2GB)")
     parser.add_argument("--join-memory-limit", default="64MB", help="DuckDB memory_limit of the joins-alone runs")
     parser.add_argument("--join-copies", type=int, nargs="*", default=[],
                         help="also run the joins alone on the largest size's tables copied K times")
@@ -367,7 +381,7 @@ def main() -> None:
         print(f"{size}x: wrote {xml_bytes / MB:.1f} MB of XML in {time.monotonic() - started:.1f} s", flush=True)
         data = out / f"data-x{size}"
         shutil.rmtree(data, ignore_errors=True)
-        results[size] = {**run_size(dump, data, args.partitions, args.parallel), "xml_mb": xml_bytes / MB}
+        results[size] = {**run_size(dump, data, args.partitions, args.parallel, args.memory_limit), "xml_mb": xml_bytes / MB}
         r = results[size]
         print(f"{size}x: {r['wall']:.1f} s, peak {r['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f}", flush=True)
         if not args.no_joins:
@@ -384,7 +398,7 @@ def main() -> None:
             dump.unlink()
             sidecar.unlink()
             dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
-    print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit)))
+    print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit, args.memory_limit)))
 
 
 if __name__ == "__main__":

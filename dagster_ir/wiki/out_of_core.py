@@ -37,13 +37,17 @@ from dagster_ir.schemas import LINK_GRAPH, LINKS, PHP_GROUPS
 from dagster_ir.storage.atomic import atomic_path, remove, temp_name
 
 PathLike = str | os.PathLike[str]
+MEMORY_LIMIT_ENV = "DAGSTER_IR_DUCKDB_MEMORY_LIMIT"
+#: The default memory_limit of every out-of-core step: 2GB (a few GiB on a 24 GiB machine shared
+#: with the rest of a run), or $DAGSTER_IR_DUCKDB_MEMORY_LIMIT where set.
+DEFAULT_MEMORY_LIMIT = os.environ.get(MEMORY_LIMIT_ENV) or "2GB"
 
 
 @dataclass(frozen=True)
 class OutOfCoreLimits:
     """What DuckDB may use: `memory_limit` as DuckDB reads it ("2GB", "512MB"), worker `threads`."""
 
-    memory_limit: str = "2GB"
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
     threads: int = 2
 
     def __post_init__(self) -> None:
