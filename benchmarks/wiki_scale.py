@@ -222,28 +222,30 @@ files = {n: sorted((tables / n).glob("*/data.parquet")) or [tables / n / "data.p
          for n in ("wiki_articles", "wiki_raw_links", "wiki_redirects")}
 work = Path(tempfile.mkdtemp(dir=tables.parent))
 started = time.process_time()
-if mode == "duckdb":
-    from dagster_ir.wiki.out_of_core import OutOfCoreLimits, build_link_graph_out_of_core, resolve_links_out_of_core
-    limits = OutOfCoreLimits(memory_limit=limit, threads=1)
-    result = resolve_links_out_of_core(files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"],
-                                       work / "links.parquet", temp_directory=work, limits=limits)
-    links, edges = result.rows, build_link_graph_out_of_core(result.path, work / "graph.parquet",
-                                                             temp_directory=work, limits=limits)
-else:
-    from dagster_ir.wiki import build_link_graph, latest_articles, latest_links, resolve_links
-    keep = len(files["wiki_articles"]) > 1
-    def scan(name):
-        frame = pl.scan_parquet([str(p) for p in files[name]], missing_columns="insert")
-        return frame if keep else frame.drop("partition", strict=False)
-    latest = latest_articles(scan("wiki_articles"))
-    raw = latest_links(scan("wiki_raw_links"), latest).drop("partition", strict=False)
-    articles = latest.segments.select("article_id", "title").unique()
-    resolve_links(raw, articles, scan("wiki_redirects").drop("partition", strict=False)).sink_parquet(work / "links.parquet")
-    build_link_graph(pl.scan_parquet(work / "links.parquet")).sink_parquet(work / "graph.parquet")
-    links = pl.scan_parquet(work / "links.parquet").select(pl.len()).collect().item()
-    edges = pl.scan_parquet(work / "graph.parquet").select(pl.len()).collect().item()
+try:
+    if mode == "duckdb":
+        from dagster_ir.wiki.out_of_core import OutOfCoreLimits, build_link_graph_out_of_core, resolve_links_out_of_core
+        limits = OutOfCoreLimits(memory_limit=limit, threads=1)
+        result = resolve_links_out_of_core(files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"],
+                                           work / "links.parquet", temp_directory=work, limits=limits)
+        links, edges = result.rows, build_link_graph_out_of_core(result.path, work / "graph.parquet",
+                                                                 temp_directory=work, limits=limits)
+    else:
+        from dagster_ir.wiki import build_link_graph, latest_articles, latest_links, resolve_links
+        keep = len(files["wiki_articles"]) > 1
+        def scan(name):
+            frame = pl.scan_parquet([str(p) for p in files[name]], missing_columns="insert")
+            return frame if keep else frame.drop("partition", strict=False)
+        latest = latest_articles(scan("wiki_articles"))
+        raw = latest_links(scan("wiki_raw_links"), latest).drop("partition", strict=False)
+        articles = latest.segments.select("article_id", "title").unique()
+        resolve_links(raw, articles, scan("wiki_redirects").drop("partition", strict=False)).sink_parquet(work / "links.parquet")
+        build_link_graph(pl.scan_parquet(work / "links.parquet")).sink_parquet(work / "graph.parquet")
+        links = pl.scan_parquet(work / "links.parquet").select(pl.len()).collect().item()
+        edges = pl.scan_parquet(work / "graph.parquet").select(pl.len()).collect().item()
+finally:
+    shutil.rmtree(work)
 cpu = time.process_time() - started
-shutil.rmtree(work)
 hwm = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM"))
 print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu,  # VmHWM: this program's own peak
                   "links": links, "edges": edges}))
