@@ -17,8 +17,8 @@ from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
 from dagster_ir.storage.parquet import table_path
-from dagster_ir.wiki.out_of_core import DEFAULT_MEMORY_LIMIT
 from dagster_ir.wiki import (
+    DEFAULT_MEMORY_LIMIT,
     ArticleConfig,
     OutOfCoreLimits,
     assign_php_groups_out_of_core,
@@ -121,7 +121,8 @@ def wiki_articles(
 class WikiLinksConfig(dg.Config):
     """How much memory the out-of-core joins of `wiki_links` / `wiki_link_graph` may hold (DuckDB spills the rest)."""
 
-    memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB's: peak memory of the joins whatever the dump's size ($DAGSTER_IR_DUCKDB_MEMORY_LIMIT or 2GB)
+    # DuckDB's memory_limit: the joins' peak whatever the dump's size ($DAGSTER_IR_DUCKDB_MEMORY_LIMIT, else 2GB)
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
     threads: int = 2
 
     def to_domain(self) -> OutOfCoreLimits:

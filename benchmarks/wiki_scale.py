@@ -22,8 +22,9 @@ parent's peak across exec) and CPU seconds of each.
 renamed per copy, so titles, redirects and links grow K-fold), to show the bounded path flat
 beyond the sizes whose dumps are parsed here.
 
-Printed per size: XML MB, wall seconds, MB/s of XML, peak RSS of the process tree, rows of each
-asset (from the catalog), the joins' peak RSS; then the goals (peak memory of the largest size within 1.5x of the
+Printed per size: XML MB, wall seconds, MB/s of XML, peak memory of the process tree (overall and
+while each of the update's runs was the latest to start, from its log), rows of each asset (from
+the catalog), the joins' peak memory; then the goals (peak memory of the largest size within 1.5x of the
 next, time within 1.3x of linear: the seconds per MB of the last increment against the previous
 one) and a projection for the full English dump (`--full-xml-gb`, about 100 GB of XML in 22 GB of
 bz2) from the slope between the two largest sizes.
@@ -139,7 +140,8 @@ started = time.monotonic()
 (root / "dagster_home").mkdir(parents=True, exist_ok=True)
 with dg.instance_for_test(temp_dir=str(root / "dagster_home")) as instance:
     keys = add_dump_partitions(root, dump, instance, partitions)
-    report = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None,
+    report = update_all(defs, instance, resources=resources(str(root)),
+                        log=lambda line: print("STEP", time.monotonic(), line, file=sys.stderr, flush=True),
                         selection=dg.AssetSelection.groups("wikipedia"), parallel=parallel)
 seconds = time.monotonic() - started
 catalog = Catalog(root)
@@ -194,11 +196,12 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int, memory_limi
     command = [sys.executable, "-c", _CHILD, str(dump), str(data), str(partitions), str(parallel), str(ROOT)]
     started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = 0
+    samples: list[tuple[float, int]] = []
     while process.poll() is None:
-        peak = max(peak, _tree_rss_kib(process.pid))
+        samples.append((time.monotonic(), _tree_rss_kib(process.pid)))
         time.sleep(0.1)
     out, err = process.communicate()
+    peak = max((kib for _, kib in samples), default=0)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its reaped workers
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -207,7 +210,16 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int, memory_limi
     result = json.loads(out.strip().splitlines()[-1])
     if not result["ok"]:
         raise RuntimeError(f"assets failed: {result['failures']}\n{err[-3000:]}")
-    return {**result, "wall": wall, "cpu": cpu, "peak_mib": peak / 1024}
+    return {**result, "wall": wall, "cpu": cpu, "peak_mib": peak / 1024, "steps": step_peaks(samples, err)}
+
+
+def step_peaks(samples: list[tuple[float, int]], log: str) -> dict[str, float]:
+    """Peak memory (MiB) while each run of the update was the latest to start (start-up first)."""
+    marks = [(float(t), name.split(" [")[0].removeprefix("materializing "))
+             for t, name in (line.split(" ", 2)[1:] for line in log.splitlines() if line.startswith("STEP "))]
+    bounds = [(0.0, "start-up"), *marks, (float("inf"), "")]
+    return {name: max((kib for t, kib in samples if start <= t < end), default=0) / 1024
+            for (start, name), (end, _) in zip(bounds, bounds[1:])}
 
 
 # --- the corpus-wide joins alone, bounded (DuckDB) against in memory (Polars) --------------------
@@ -386,6 +398,8 @@ def main() -> None:
         results[size] = {**run_size(dump, data, args.partitions, args.parallel, args.memory_limit), "xml_mb": xml_bytes / MB}
         r = results[size]
         print(f"{size}x: {r['wall']:.1f} s, peak {r['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"{size}x: peak MiB while each run was the latest to start: "
+              + ", ".join(f"{name} {mib:.0f}" for name, mib in r["steps"].items()), flush=True)
         if not args.no_joins:
             r["joins"] = joins_for(data / "tables", args.join_memory_limit)
             print(f"{size}x joins: {json.dumps(r['joins'])}", flush=True)

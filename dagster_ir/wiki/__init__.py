@@ -26,6 +26,7 @@ from dagster_ir.wiki.graph import (
     resolve_links,
 )
 from dagster_ir.wiki.out_of_core import (
+    DEFAULT_MEMORY_LIMIT,
     OutOfCoreLimits,
     PhpGroupsResult,
     ResolvedLinks,
@@ -41,6 +42,7 @@ from dagster_ir.wiki.titles import is_article_title, namespace_of, normalize_tit
 from dagster_ir.wiki.wikitext import DEFAULT_DROP_SECTIONS, Link, Paragraph, parse_wikitext
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_DROP_SECTIONS",
     "GROUPS",
     "ArticleConfig",
