@@ -231,7 +231,7 @@ def _build_examples(domain: php.PhpConfig, inputs: dict) -> tuple[pl.DataFrame, 
 
 
 def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, init: Optional[str],
-              examples: pl.DataFrame, articles: pl.LazyFrame, links: pl.DataFrame) -> pl.DataFrame:
+              examples: pl.DataFrame, articles: pl.LazyFrame, links: pl.LazyFrame) -> pl.DataFrame:
     """Train one stage into files/php/<stage> and describe it (manifest frame + metadata)."""
     domain = config.to_domain()
     init = init or backbone_path(domain.backbone)
@@ -284,21 +284,21 @@ def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFr
 
 @dg.asset(group_name=GROUP, code_version="1")
 def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_examples: pl.DataFrame,
-           wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
+           wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
 @dg.asset(group_name=GROUP, code_version="1")
 def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_hp: pl.DataFrame,
-            php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
+            php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
 @dg.asset(group_name=GROUP, code_version="1")
 def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_shp: pl.DataFrame,
-             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame) -> pl.DataFrame:
+             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
@@ -306,7 +306,7 @@ def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataD
 @dg.asset(group_name=GROUP, code_version="2",
           ins={"php_groups": dg.AssetIn(), "wiki_link_graph": dg.AssetIn(), **_eval_ins()})
 def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
-                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.DataFrame,
+                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
                   **inputs) -> pl.DataFrame:
     """PHP ablations (single stage, no MLM, anchor mask ratio, negatives), each pre-trained from the backbone."""
     rows, curves = [], {}

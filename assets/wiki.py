@@ -16,16 +16,21 @@ from assets.partitions import wiki_dump_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
+from dagster_ir.storage.parquet import table_path
 from dagster_ir.wiki import (
+    DEFAULT_MEMORY_LIMIT,
     ArticleConfig,
-    assign_php_groups,
-    build_link_graph,
+    OutOfCoreLimits,
+    assign_php_groups_out_of_core,
+    build_link_graph_out_of_core,
     check_php_groups,
     latest_articles,
-    latest_links,
     link_statistics,
-    php_group_sizes,
-    resolve_links,
+    php_group_sizes_out_of_core,
+    resolve_links_out_of_core,
+    scan_link_graph,
+    scan_links,
+    scan_php_groups,
     write_extract_parts,
 )
 
@@ -113,6 +118,17 @@ def wiki_articles(
         remove(work)
 
 
+class WikiLinksConfig(dg.Config):
+    """How much memory the out-of-core joins of `wiki_links` / `wiki_link_graph` may hold (DuckDB spills the rest)."""
+
+    # DuckDB's memory_limit: the joins' peak whatever the dump's size ($DAGSTER_IR_DUCKDB_MEMORY_LIMIT, else 2GB)
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
+    threads: int = 2
+
+    def to_domain(self) -> OutOfCoreLimits:
+        return OutOfCoreLimits(memory_limit=self.memory_limit, threads=self.threads)
+
+
 @dg.asset(
     group_name=GROUP,
     code_version="2",
@@ -124,23 +140,36 @@ def wiki_articles(
 )
 def wiki_links(
     context: dg.AssetExecutionContext,
+    config: WikiLinksConfig,
+    data: DataDirResource,
     wiki_raw_links: pl.LazyFrame,
     wiki_articles: pl.LazyFrame,
     wiki_redirects: pl.LazyFrame,
-) -> pl.LazyFrame:
-    """Links of every dump file with targets resolved through redirects to article ids (or null)."""
-    latest = latest_articles(wiki_articles)  # an article in several dumps: its newest revision only
-    articles = latest.segments.select("article_id", "title").unique()
-    raw_links = latest_links(wiki_raw_links, latest).drop("partition", strict=False)
-    links = resolve_links(raw_links, articles, wiki_redirects.drop("partition", strict=False))
-    context.add_output_metadata({"superseded_article_copies": latest.superseded})
-    return links.lazy()  # streamed to Parquet by the IO manager
+):
+    """Links of every dump file with targets resolved through redirects to article ids (or null), out of core."""
+    files = {name: [table_path(data.root(), [name], key) for key in context.asset_partition_keys_for_input(name)]
+             for name in ("wiki_articles", "wiki_raw_links", "wiki_redirects")}  # the files the inputs scan
+    out = temp_name(data.files("wiki_links") / "links.parquet")
+    try:
+        result = resolve_links_out_of_core(
+            files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"], out,
+            temp_directory=data.files("wiki_links"), limits=config.to_domain())
+        yield dg.Output(scan_links(result.path), metadata={"superseded_article_copies": result.superseded,
+                                                          "memory_limit": config.memory_limit})
+    finally:  # the IO manager has streamed the file into the table by the time the generator ends
+        remove(out)
 
 
 @dg.asset(group_name=GROUP, code_version="1")
-def wiki_link_graph(wiki_links: pl.LazyFrame) -> pl.LazyFrame:
-    """Directed edges between corpus articles with the reciprocal flag and Seg(a, d_i) of the back link."""
-    return build_link_graph(wiki_links)
+def wiki_link_graph(config: WikiLinksConfig, data: DataDirResource, wiki_links: pl.LazyFrame):
+    """Directed edges between corpus articles with the reciprocal flag and Seg(a, d_i) of the back link, out of core."""
+    out = temp_name(data.files("wiki_links") / "link_graph.parquet")
+    try:
+        build_link_graph_out_of_core(table_path(data.root(), ["wiki_links"], None), out,
+                                     temp_directory=data.files("wiki_links"), limits=config.to_domain())
+        yield dg.Output(scan_link_graph(out), metadata={"memory_limit": config.memory_limit})
+    finally:  # streamed into the table by the IO manager by now
+        remove(out)
 
 
 class PhpGroupsConfig(dg.Config):
@@ -148,19 +177,27 @@ class PhpGroupsConfig(dg.Config):
 
     d4_per_segment: int | None = D4_PER_SEGMENT  # None: every D4 row (segments x out-degree)
     seed: int = 0
+    memory_limit: str = DEFAULT_MEMORY_LIMIT  # of the out-of-core joins (DuckDB), as WikiLinksConfig's
+    threads: int = 2
+
+    def limits(self) -> OutOfCoreLimits:
+        return OutOfCoreLimits(memory_limit=self.memory_limit, threads=self.threads)
 
 
 @dg.asset(group_name=GROUP, code_version="2")
-def php_groups(
-    context: dg.AssetExecutionContext, config: PhpGroupsConfig, wiki_links: pl.LazyFrame, wiki_link_graph: pl.LazyFrame
-) -> pl.LazyFrame:
+def php_groups(config: PhpGroupsConfig, data: DataDirResource, wiki_links: pl.LazyFrame, wiki_link_graph: pl.LazyFrame):
     """PHP link groups: D1-D3 for every (article, segment, linked article), D4 as a seeded sample per segment."""
-    sizes = php_group_sizes(wiki_links, wiki_link_graph)
-    context.add_output_metadata(
-        {"d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
-         **{f"full_{g}": dg.MetadataValue.int(n) for g, n in sizes.items()}}
-    )
-    return assign_php_groups(wiki_links, wiki_link_graph, d4_per_segment=config.d4_per_segment, seed=config.seed)
+    out = temp_name(data.files("wiki_links") / "php_groups.parquet")
+    try:
+        result = assign_php_groups_out_of_core(
+            table_path(data.root(), ["wiki_links"], None), table_path(data.root(), ["wiki_link_graph"], None), out,
+            temp_directory=data.files("wiki_links"), limits=config.limits(),
+            d4_per_segment=config.d4_per_segment, seed=config.seed)
+        metadata = {"d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
+                    **{f"full_{g}": dg.MetadataValue.int(n) for g, n in result.sizes.items()}}
+        yield dg.Output(scan_php_groups(out), metadata=metadata)
+    finally:  # streamed into the table by the IO manager by now
+        remove(out)
 
 
 @dg.asset_check(asset=php_groups, blocking=True, additional_ins={"wiki_links": dg.AssetIn()})
@@ -193,6 +230,7 @@ def _stored_d4_per_segment(context: dg.AssetCheckExecutionContext) -> int | None
 )
 def wiki_stats(
     context: dg.AssetExecutionContext,
+    data: DataDirResource,
     wiki_articles: pl.LazyFrame,
     wiki_redirects: pl.LazyFrame,
     wiki_links: pl.LazyFrame,
@@ -205,7 +243,10 @@ def wiki_stats(
     histogram = stats.pop("out_degree_histogram")
     stored = stats.pop("group_sizes")
     scalars = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
-    scalars.update({f"group_{g}": n for g, n in php_group_sizes(wiki_links, wiki_link_graph).items()})
+    sizes = php_group_sizes_out_of_core(table_path(data.root(), ["wiki_links"], None),
+                                        table_path(data.root(), ["wiki_link_graph"], None),
+                                        temp_directory=data.files("wiki_links"))  # at the default memory_limit
+    scalars.update({f"group_{g}": n for g, n in sizes.items()})
     scalars["group_D4_stored"] = stored["D4"]
     context.add_output_metadata(
         {

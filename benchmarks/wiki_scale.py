@@ -6,17 +6,31 @@ links and redirects rewritten to the renamed titles, so the link graph grows wit
 disjoint copies of the sample's graph). Each size runs in a fresh process (a new data directory
 and Dagster instance): `dagster-ir add-dump` (with `--partitions`, the dump is registered as that
 many byte-range partitions), then `update` of the `wikipedia` group through `php_groups`,
-its check and `wiki_stats`. The parent samples the RSS of the whole process tree (the run and any
-worker processes) every 0.1 s and keeps the peak.
+its check and `wiki_stats`. The parent samples the memory (PSS) of the whole process tree (the run
+and any worker processes) every 0.1 s and keeps the peak.
 
-Printed per size: XML MB, wall seconds, MB/s of XML, peak RSS of the process tree, rows of each
-asset (from the catalog); then the goals (peak memory of the largest size within 1.5x of the
+`--memory-limit` sets the DuckDB memory_limit of the run's out-of-core steps (`wiki_links`,
+`wiki_link_graph`, `php_groups`, the group sizes of `wiki_stats`), through
+$DAGSTER_IR_DUCKDB_MEMORY_LIMIT.
+
+Then the corpus-wide joins alone (`wiki_links` and `wiki_link_graph` over the stored tables of the
+size, each in a fresh bare process): the out-of-core DuckDB path under `--join-memory-limit` (one
+thread), and the in-memory Polars reference (`latest_articles` + `resolve_links` + `build_link_graph`,
+streamed to Parquet) that `wiki_links` used before; peak RSS (VmHWM: ru_maxrss would carry the
+parent's peak across exec) and CPU seconds of each.
+`--join-copies K` also runs both on the largest size's tables copied K times (ids and titles
+renamed per copy, so titles, redirects and links grow K-fold), to show the bounded path flat
+beyond the sizes whose dumps are parsed here.
+
+Printed per size: XML MB, wall seconds, MB/s of XML, peak memory of the process tree (overall and
+while each of the update's runs was the latest to start, from its log), rows of each asset (from
+the catalog), the joins' peak memory; then the goals (peak memory of the largest size within 1.5x of the
 next, time within 1.3x of linear: the seconds per MB of the last increment against the previous
 one) and a projection for the full English dump (`--full-xml-gb`, about 100 GB of XML in 22 GB of
 bz2) from the slope between the two largest sizes.
 
     .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
-        [--out DIR] [--keep]
+        [--memory-limit 64MB] [--join-memory-limit 64MB] [--join-copies 4 16] [--out DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -126,7 +140,8 @@ started = time.monotonic()
 (root / "dagster_home").mkdir(parents=True, exist_ok=True)
 with dg.instance_for_test(temp_dir=str(root / "dagster_home")) as instance:
     keys = add_dump_partitions(root, dump, instance, partitions)
-    report = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None,
+    report = update_all(defs, instance, resources=resources(str(root)),
+                        log=lambda line: print("STEP", time.monotonic(), line, file=sys.stderr, flush=True),
                         selection=dg.AssetSelection.groups("wikipedia"), parallel=parallel)
 seconds = time.monotonic() - started
 catalog = Catalog(root)
@@ -139,9 +154,13 @@ print(json.dumps({"seconds": seconds, "partitions": len(keys), "rows": rows, "ok
 
 
 def _tree_rss_kib(pid: int) -> int:
-    """Resident memory of `pid` and all its descendants, in KiB (0 once gone)."""
+    """Memory of `pid` and all its descendants, in KiB (0 once gone): the sum of their PSS.
+
+    PSS, not RSS: a process forked by the run (Dagster and libraries fork helpers now and then)
+    shares its parent's pages until it execs, and the sum of RSS would count them twice (peaks of
+    twice the run's memory for an instant, at random); PSS splits shared pages between the sharers.
+    """
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -150,28 +169,39 @@ def _tree_rss_kib(pid: int) -> int:
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        child = int(entry.name)
-        children.setdefault(int(fields["PPid"].strip()), []).append(child)
-        rss[child] = int(fields.get("VmRSS", "0 kB").split()[0])
+        children.setdefault(int(fields["PPid"].strip()), []).append(int(entry.name))
     total, todo = 0, [pid]
     while todo:
         current = todo.pop()
-        total += rss.get(current, 0)
+        total += _pss_kib(current)
         todo += children.get(current, [])
     return total
 
 
-def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
+def _pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_size(dump: Path, data: Path, partitions: int, parallel: int, memory_limit: str | None = None) -> dict:
     """Run one size in a fresh process; its JSON result plus the peak RSS of its process tree (MiB)."""
     env = {**os.environ, "DAGSTER_IR_DATA": str(data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    if memory_limit:  # the out-of-core steps' default memory_limit in this run
+        env["DAGSTER_IR_DUCKDB_MEMORY_LIMIT"] = memory_limit
     command = [sys.executable, "-c", _CHILD, str(dump), str(data), str(partitions), str(parallel), str(ROOT)]
     started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = 0
+    samples: list[tuple[float, int]] = []
     while process.poll() is None:
-        peak = max(peak, _tree_rss_kib(process.pid))
+        samples.append((time.monotonic(), _tree_rss_kib(process.pid)))
         time.sleep(0.1)
     out, err = process.communicate()
+    peak = max((kib for _, kib in samples), default=0)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its reaped workers
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -180,13 +210,100 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int) -> dict:
     result = json.loads(out.strip().splitlines()[-1])
     if not result["ok"]:
         raise RuntimeError(f"assets failed: {result['failures']}\n{err[-3000:]}")
-    return {**result, "wall": wall, "cpu": cpu, "peak_mib": peak / 1024}
+    return {**result, "wall": wall, "cpu": cpu, "peak_mib": peak / 1024, "steps": step_peaks(samples, err)}
+
+
+def step_peaks(samples: list[tuple[float, int]], log: str) -> dict[str, float]:
+    """Peak memory (MiB) while each run of the update was the latest to start (start-up first)."""
+    marks = [(float(t), name.split(" [")[0].removeprefix("materializing "))
+             for t, name in (line.split(" ", 2)[1:] for line in log.splitlines() if line.startswith("STEP "))]
+    bounds = [(0.0, "start-up"), *marks, (float("inf"), "")]
+    return {name: max((kib for t, kib in samples if start <= t < end), default=0) / 1024
+            for (start, name), (end, _) in zip(bounds, bounds[1:])}
+
+
+# --- the corpus-wide joins alone, bounded (DuckDB) against in memory (Polars) --------------------
+
+_JOINS = """
+import json, shutil, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+import polars as pl
+mode, tables, limit = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+files = {n: sorted((tables / n).glob("*/data.parquet")) or [tables / n / "data.parquet"]
+         for n in ("wiki_articles", "wiki_raw_links", "wiki_redirects")}
+work = Path(tempfile.mkdtemp(dir=tables.parent))
+started = time.process_time()
+try:
+    if mode == "duckdb":
+        from dagster_ir.wiki.out_of_core import OutOfCoreLimits, build_link_graph_out_of_core, resolve_links_out_of_core
+        limits = OutOfCoreLimits(memory_limit=limit, threads=1)
+        result = resolve_links_out_of_core(files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"],
+                                           work / "links.parquet", temp_directory=work, limits=limits)
+        links, edges = result.rows, build_link_graph_out_of_core(result.path, work / "graph.parquet",
+                                                                 temp_directory=work, limits=limits)
+    else:
+        from dagster_ir.wiki import build_link_graph, latest_articles, latest_links, resolve_links
+        keep = len(files["wiki_articles"]) > 1
+        def scan(name):
+            frame = pl.scan_parquet([str(p) for p in files[name]], missing_columns="insert")
+            return frame if keep else frame.drop("partition", strict=False)
+        latest = latest_articles(scan("wiki_articles"))
+        raw = latest_links(scan("wiki_raw_links"), latest).drop("partition", strict=False)
+        articles = latest.segments.select("article_id", "title").unique()
+        resolve_links(raw, articles, scan("wiki_redirects").drop("partition", strict=False)).sink_parquet(work / "links.parquet")
+        build_link_graph(pl.scan_parquet(work / "links.parquet")).sink_parquet(work / "graph.parquet")
+        links = pl.scan_parquet(work / "links.parquet").select(pl.len()).collect().item()
+        edges = pl.scan_parquet(work / "graph.parquet").select(pl.len()).collect().item()
+finally:
+    shutil.rmtree(work)
+cpu = time.process_time() - started
+hwm = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM"))
+print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu,  # VmHWM: this program's own peak
+                  "links": links, "edges": edges}))
+"""
+
+
+def run_joins(tables: Path, mode: str, memory_limit: str) -> dict:
+    """Peak RSS (MiB), CPU seconds and rows of the wiki_links + wiki_link_graph joins in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _JOINS, mode, str(tables), memory_limit, str(ROOT)],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"joins ({mode}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def copy_tables(tables: Path, out: Path, copies: int) -> Path:
+    """The three input tables of `tables` `copies` times, ids and titles renamed per copy (one file each)."""
+    import polars as pl
+
+    renames = {"wiki_articles": ("article_id", "title"), "wiki_raw_links": ("src_id", "target_title"),
+               "wiki_redirects": (None, "from_title", "to_title")}
+    for name, columns in renames.items():
+        frame = pl.scan_parquet(str(tables / name / "*" / "data.parquet")).drop("partition", strict=False)
+        parts = []
+        for copy in range(copies):
+            suffix = f" (table copy {copy})"
+            parts.append(frame.with_columns([pl.col(c) + suffix for c in columns if c]))
+        target = out / name / "data.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pl.concat(parts).sink_parquet(target)
+    return out
+
+
+def joins_for(tables: Path, memory_limit: str) -> dict:
+    bounded, reference = run_joins(tables, "duckdb", memory_limit), run_joins(tables, "polars", memory_limit)
+    if (bounded["links"], bounded["edges"]) != (reference["links"], reference["edges"]):
+        raise RuntimeError(f"the two join paths disagree: {bounded} against {reference}")
+    return {"duckdb": bounded, "polars": reference}
 
 
 # --- report ---------------------------------------------------------------------------------------
 
 
-def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
+def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence = (), memory_limit: str = "",
+           run_limit: str | None = None) -> list[str]:
     lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
              f"{'peak MiB':>9}  rows per asset"]
     for size, r in sorted(results.items()):
@@ -206,6 +323,19 @@ def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
             last = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
             lines.append(f"{what} seconds per MB, {sizes[-3]}x->{sizes[-2]}x: {first:.3f}, {sizes[-2]}x->{sizes[-1]}x: "
                          f"{last:.3f}; ratio {last / first:.2f} (goal <= 1.3): {'met' if last / first <= 1.3 else 'NOT met'}")
+    joined = [(label, r["joins"]) for label, r in sorted(results.items()) if "joins" in r] + list(extra_joins)
+    if joined:
+        lines.append(f"corpus-wide joins alone (wiki_links + wiki_link_graph), fresh process each, "
+                     f"peak RSS MiB / CPU s:")
+        for label, j in joined:
+            label = f"{label}x" if isinstance(label, int) else label
+            lines.append(f"  {label:>22}: links={j['duckdb']['links']} edges={j['duckdb']['edges']}  "
+                         f"DuckDB at {memory_limit}: {j['duckdb']['peak_mib']:.0f} MiB / {j['duckdb']['cpu']:.1f} s  "
+                         f"Polars in memory: {j['polars']['peak_mib']:.0f} MiB / {j['polars']['cpu']:.1f} s")
+        (l0, j0), (l1, j1) = joined[0], joined[-1]
+        growth = j1["duckdb"]["links"] / max(1, j0["duckdb"]["links"])
+        lines.append(f"  links grow {growth:.0f}x from first to last: DuckDB peak x{j1['duckdb']['peak_mib'] / j0['duckdb']['peak_mib']:.2f}, "
+                     f"Polars peak x{j1['polars']['peak_mib'] / j0['polars']['peak_mib']:.2f}")
     if len(sizes) >= 2:
         b, c = results[sizes[-2]], results[sizes[-1]]
         full_mb = full_xml_gb * 1000
@@ -216,8 +346,21 @@ def report(results: dict[int, dict], full_xml_gb: float) -> list[str]:
             hours = (c[what] + slope * (full_mb - c["xml_mb"])) / 3600
             lines.append(f"projection, full English dump ({full_xml_gb:.0f} GB of XML), {label}: "
                          f"{hours:.1f} h ({slope * 1000:.0f} s per GB)")
-        lines.append(f"projection, peak memory: about {memory / 1024:.1f} GiB "
-                     f"({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
+        bounded = f"with the out-of-core steps held to memory_limit {run_limit}" if run_limit else \
+            "at the out-of-core steps' default memory_limit (they use memory up to it before they spill)"
+        lines.append(f"projection, peak memory {bounded}: about {memory / 1024:.1f} GiB, linear in what still "
+                     f"grows ({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
+        if run_limit:
+            lines.append(f"  at a memory_limit of L instead: at most about {memory / 1024:.1f} GiB + L - {run_limit} "
+                         f"(DuckDB's buffers grow up to L, no further)")
+        if "joins" in c and "joins" in b:
+            grow = {k: max(0.0, (c["joins"][k]["peak_mib"] - b["joins"][k]["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
+                    for k in ("duckdb", "polars")}
+            lines.append(f"projection, the joins alone at {full_xml_gb:.0f} GB of XML: Polars in memory "
+                         f"{(c['joins']['polars']['peak_mib'] + grow['polars'] * (full_mb - c['xml_mb'])) / 1024:.1f} GiB "
+                         f"({grow['polars'] * 1000:.1f} MiB per GB); DuckDB bounded by memory_limit {memory_limit} "
+                         f"plus its measured floor ({c['joins']['duckdb']['peak_mib']:.0f} MiB at {sizes[-1]}x; "
+                         f"slope {grow['duckdb'] * 1000:.1f} MiB per GB)")
     return lines
 
 
@@ -227,13 +370,19 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1, help="byte-range partitions per dump")
     parser.add_argument("--parallel", type=int, default=1, help="partitions parsed at once by update")
     parser.add_argument("--full-xml-gb", type=float, default=100.0)
+    parser.add_argument("--memory-limit", default=None,
+                        help="memory_limit of the run's out-of-core steps (default: theirs, 2GB)")
+    parser.add_argument("--join-memory-limit", default="64MB", help="DuckDB memory_limit of the joins-alone runs")
+    parser.add_argument("--join-copies", type=int, nargs="*", default=[],
+                        help="also run the joins alone on the largest size's tables copied K times")
+    parser.add_argument("--no-joins", action="store_true", help="skip the joins-alone runs")
     parser.add_argument("--out", type=Path, default=None, help="where dumps and data go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the dumps and data directories (and reuse kept dumps)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="wiki_scale_"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; out {out}", flush=True)
-    results = {}
+    results, extra_joins = {}, []
     for size in args.sizes:
         dump = out / f"synthetic-x{size}-multistream.xml.bz2"
         started = time.monotonic()
@@ -246,15 +395,26 @@ def main() -> None:
         print(f"{size}x: wrote {xml_bytes / MB:.1f} MB of XML in {time.monotonic() - started:.1f} s", flush=True)
         data = out / f"data-x{size}"
         shutil.rmtree(data, ignore_errors=True)
-        results[size] = {**run_size(dump, data, args.partitions, args.parallel), "xml_mb": xml_bytes / MB}
+        results[size] = {**run_size(dump, data, args.partitions, args.parallel, args.memory_limit), "xml_mb": xml_bytes / MB}
         r = results[size]
         print(f"{size}x: {r['wall']:.1f} s, peak {r['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"{size}x: peak MiB while each run was the latest to start: "
+              + ", ".join(f"{name} {mib:.0f}" for name, mib in r["steps"].items()), flush=True)
+        if not args.no_joins:
+            r["joins"] = joins_for(data / "tables", args.join_memory_limit)
+            print(f"{size}x joins: {json.dumps(r['joins'])}", flush=True)
+        if size == args.sizes[-1]:
+            for copies in args.join_copies:
+                copied = copy_tables(data / "tables", out / f"tables-x{size}-copies{copies}" / "tables", copies)
+                extra_joins.append((f"{size}x tables x{copies}", joins_for(copied, args.join_memory_limit)))
+                print(f"{size}x tables x{copies} joins: {json.dumps(extra_joins[-1][1])}", flush=True)
+                shutil.rmtree(copied.parent, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(data, ignore_errors=True)
             dump.unlink()
             sidecar.unlink()
             dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
-    print("\n".join(report(results, args.full_xml_gb)))
+    print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit, args.memory_limit)))
 
 
 if __name__ == "__main__":

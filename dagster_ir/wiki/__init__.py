@@ -25,10 +25,24 @@ from dagster_ir.wiki.graph import (
     php_group_sizes,
     resolve_links,
 )
+from dagster_ir.wiki.out_of_core import (
+    DEFAULT_MEMORY_LIMIT,
+    OutOfCoreLimits,
+    PhpGroupsResult,
+    ResolvedLinks,
+    assign_php_groups_out_of_core,
+    build_link_graph_out_of_core,
+    php_group_sizes_out_of_core,
+    resolve_links_out_of_core,
+    scan_link_graph,
+    scan_links,
+    scan_php_groups,
+)
 from dagster_ir.wiki.titles import is_article_title, namespace_of, normalize_title
 from dagster_ir.wiki.wikitext import DEFAULT_DROP_SECTIONS, Link, Paragraph, parse_wikitext
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_DROP_SECTIONS",
     "GROUPS",
     "ArticleConfig",
@@ -37,10 +51,15 @@ __all__ = [
     "ExtractResult",
     "LatestArticles",
     "Link",
+    "OutOfCoreLimits",
     "Page",
     "Paragraph",
+    "PhpGroupsResult",
+    "ResolvedLinks",
     "assign_php_groups",
+    "assign_php_groups_out_of_core",
     "build_link_graph",
+    "build_link_graph_out_of_core",
     "check_dump",
     "check_php_groups",
     "concat_results",
@@ -57,7 +76,12 @@ __all__ = [
     "pack_segments",
     "parse_wikitext",
     "php_group_sizes",
+    "php_group_sizes_out_of_core",
     "resolve_links",
+    "resolve_links_out_of_core",
+    "scan_link_graph",
+    "scan_links",
+    "scan_php_groups",
     "split_paragraph",
     "split_ranges",
     "stream_offsets",
