@@ -8,11 +8,13 @@ cycling through its own, counted); input `[CLS] q [SEP] d [SEP]` with the docume
 and return the mean of a measure, so the epoch kept is chosen on dev only.
 
 PROFILES: "paper" = AdamW lr 1e-5, warm-up 0.01, weight decay 0.1, 1 epoch, batch 32, max length
-512 (bert-base-uncased); "demo" = 100 steps of 8 examples with one negative each, lr 2e-4, max
-length 96, on the bundled MiniLM (about 75 s per reranker on 2 CPU cores). On wiki-car's test split
-that reranker reaches nDCG@10 0.465 over BM25's top 20 (BM25: 0.437); 24 steps of 4 examples with
-3 negatives gave 0.263, 60 steps of 8 with 3 negatives 0.425 - more distinct examples beat more
-negatives per example at this budget.
+512 (bert-base-uncased); "demo" = 50 steps of 8 examples with one negative each, lr 2e-4, max
+length 96, on the bundled MiniLM (about 35 s per reranker on 2 quiet CPU cores). At 100 steps (the
+demo profile before issue #20 halved it: `make demo` fine-tunes four of these, the largest single
+cost of the demo) that reranker reached nDCG@10 0.465 on wiki-car's test split over BM25's top 20
+(BM25: 0.437); 24 steps of 4 examples with 3 negatives gave 0.263, 60 steps of 8 with 3 negatives
+0.425 - more distinct examples beat more negatives per example at this budget. `max_steps: 100` in
+the launchpad gives the old demo size back.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class FineTuneConfig:
 PROFILES: dict[str, FineTuneConfig] = {
     "demo": FineTuneConfig(
         n_negatives=1, max_length=96, max_query_length=32, dev_depth=20,
-        train=TrainConfig(lr=2e-4, warmup_ratio=0.1, weight_decay=0.1, epochs=1, batch_size=8, max_steps=100),
+        train=TrainConfig(lr=2e-4, warmup_ratio=0.1, weight_decay=0.1, epochs=1, batch_size=8, max_steps=50),
     ),
     "paper": FineTuneConfig(backbone="bert-base-uncased"),
 }  # fmt: skip

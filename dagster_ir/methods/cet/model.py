@@ -163,17 +163,18 @@ class LabConfig:
 
 
 PROFILES: dict[str, LabConfig] = {
-    # Small scale for 2 CPU cores: the first 2 layers of MiniLM at 64 tokens, 2 epochs over the
+    # Small scale for 2 CPU cores: the first 2 layers of MiniLM at 64 tokens, 1 epoch over the
     # sparse labels (one per training query) in batches of 8 queries, the test queries' dense top 20
     # reranked; Figure 4's grids at their smallest (tau 1, 2; eta at naive's 0.5 and 0.9 quantiles).
     # Measured there: 20 steps leave the loss at ln 2; 2 epochs train it; 6 epochs drive it to ~0
     # (memorised) without reranking better - 362 labels are too few for a cross-encoder to beat the
     # dense retriever's order, so at this scale the table exercises the lab rather than reproduces
-    # the paper (use the paper profile on a GPU for that).
+    # the paper (use the paper profile on a GPU for that). 1 epoch (46 steps; 2 before issue #20,
+    # `epochs: 2` in the launchpad) halves the lab's eight trainings, the demo's second largest cost.
     "demo": LabConfig(
         cet=CetConfig(
             ranker=RankerConfig(layers=2, max_length=64, max_query_length=24),
-            train=TrainConfig(lr=2e-4, warmup_ratio=0.1, epochs=2, batch_size=8, max_grad_norm=1.0),
+            train=TrainConfig(lr=2e-4, warmup_ratio=0.1, epochs=1, batch_size=8, max_grad_norm=1.0),
         ),
         taus=(2.0,),  # Figure 4's tau panel at its smallest: tau 1 (the cet row) and 2
         negative_depth=20,
