@@ -348,7 +348,8 @@ class _OpenIndex:
             if in_leaf.size:
                 self._ids[in_leaf] = self._leaf_ids(leaf, in_leaf - leaf.docBase)
         self._known[missing] = True
-        self._id_column = pl.Series("doc_id", self._ids, dtype=pl.String)
+        # From a list: an object array whose first entry is None (doc 0 not read yet) does not cast
+        self._id_column = pl.Series("doc_id", self._ids.tolist(), dtype=pl.String)
         # UTF-8 byte order is code point order, Polars' order for strings; unknown ids sort last.
         self._id_order[self._id_column.arg_sort(nulls_last=True).to_numpy()] = np.arange(self.max_doc)
 

@@ -166,6 +166,15 @@ def test_runs_of_ties_across_the_cut_match_anserinis_searcher(tmp_path: Path, mo
             assert ours.equals(expected), (k, text)
 
 
+def test_a_first_search_that_misses_the_first_documents_reads_only_its_ids(tmp_path: Path) -> None:
+    # a fresh index: its first search finds documents 2 and 3 only, so doc 0's id is still unread
+    build_index(corpus([("a", "", "wing"), ("b", "", "lift"), ("c", "", "jet"), ("d", "", "jet flow")]), tmp_path / "i")
+    first = search(tmp_path / "i", queries(("q", "jet")), k=1, model=Bm25Config(), run_name="r")
+    assert first["doc_id"].to_list() == ["c"]
+    later = search(tmp_path / "i", queries(("q", "wing lift"), ("p", "flow")), model=Bm25Config(), run_name="r")
+    assert later.sort("query_id", "rank")["doc_id"].to_list() == ["d", "a", "b"]
+
+
 def test_an_index_rebuilt_in_place_is_searched_anew(tmp_path: Path) -> None:
     build_index(corpus([("a", "", "jet flow"), ("b", "", "wing")]), tmp_path / "i")
     first = search(tmp_path / "i", queries(("q", "jet")), model=Bm25Config(), run_name="r")
