@@ -26,7 +26,8 @@ evicts and spills it under `memory_limit`); joins, aggregates and the final sort
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,24 +88,11 @@ def resolve_links_out_of_core(
         missing = [str(p) for p in paths if not Path(p).exists()]
         if missing:
             raise FileNotFoundError(f"{kind}: Parquet files not found: {', '.join(missing)}")
-    work = temp_name(Path(temp_directory) / "resolve_links")
-    work.mkdir(parents=True)
-    try:
-        con = duckdb.connect(str(work / "work.duckdb"))
-        try:
-            _configure(con, work / "spill", limits)
-            superseded = _load(con, segments, raw_links, redirects)
-            _resolve(con, max_hops)
-            with atomic_path(out) as tmp:
-                con.execute(
-                    f"copy (select {', '.join(_quote(c) for c in LINKS)} from links order by file_no, row_no) "
-                    f"to {_literal(tmp)} (format parquet, compression zstd)"
-                )
-            rows = int(con.execute("select count(*) from links").fetchone()[0])
-        finally:
-            con.close()
-    finally:
-        remove(work)
+    with _work_database(temp_directory, "resolve_links", limits) as (con, _):
+        superseded = _load(con, segments, raw_links, redirects)
+        _resolve(con, max_hops)
+        _write_parquet(con, f"select {', '.join(_quote(c) for c in LINKS)} from links order by file_no, row_no", out)
+        rows = int(con.execute("select count(*) from links").fetchone()[0])
     return ResolvedLinks(out, rows, superseded)
 
 
@@ -118,30 +106,18 @@ def build_link_graph_out_of_core(
     """
     if not Path(links).exists():
         raise FileNotFoundError(f"wiki_links: Parquet file not found: {links}")
-    work = temp_name(Path(temp_directory) / "link_graph")
-    work.mkdir(parents=True)
-    try:
-        con = duckdb.connect(str(work / "work.duckdb"))
-        try:
-            _configure(con, work / "spill", limits)
-            con.execute(
-                "create table edges as select src_id, target_id as dst_id, count(*)::integer as n_links, "
-                f"min(src_segment)::integer as src_first_segment from read_parquet({_literal(links)}) "
-                "where target_id is not null and target_id <> src_id group by src_id, target_id"
-            )
-            columns = ", ".join(_quote(c) for c in LINK_GRAPH)
-            with atomic_path(out) as tmp:
-                con.execute(
-                    f"copy (select {columns} from (select e.src_id, e.dst_id, e.n_links, e.src_first_segment, "
-                    "b.src_first_segment is not null as reciprocal, b.src_first_segment as back_segment "
-                    "from edges e left join edges b on e.src_id = b.dst_id and e.dst_id = b.src_id) "
-                    f"order by src_id, dst_id) to {_literal(tmp)} (format parquet, compression zstd)"
-                )
-            return int(con.execute("select count(*) from edges").fetchone()[0])
-        finally:
-            con.close()
-    finally:
-        remove(work)
+    with _work_database(temp_directory, "link_graph", limits) as (con, _):
+        con.execute(
+            "create table edges as select src_id, target_id as dst_id, count(*)::integer as n_links, "
+            f"min(src_segment)::integer as src_first_segment from read_parquet({_literal(links)}) "
+            "where target_id is not null and target_id <> src_id group by src_id, target_id"
+        )
+        columns = ", ".join(_quote(c) for c in LINK_GRAPH)
+        _write_parquet(con, f"select {columns} from (select e.src_id, e.dst_id, e.n_links, e.src_first_segment, "
+                       "b.src_first_segment is not null as reciprocal, b.src_first_segment as back_segment "
+                       "from edges e left join edges b on e.src_id = b.dst_id and e.dst_id = b.src_id) "
+                       "order by src_id, dst_id", out)
+        return int(con.execute("select count(*) from edges").fetchone()[0])
 
 
 @dataclass(frozen=True)
@@ -168,45 +144,32 @@ def assign_php_groups_out_of_core(
     for kind, path in (("wiki_links", links), ("wiki_link_graph", link_graph)):
         if not Path(path).exists():
             raise FileNotFoundError(f"{kind}: Parquet file not found: {path}")
-    work = temp_name(Path(temp_directory) / "php_groups")
-    work.mkdir(parents=True)
-    try:
+    with _work_database(temp_directory, "php_groups", limits) as (con, work):
         edges_file = work / "edges.parquet"  # the hash that orders D4: Polars', one row at a time
         pl.scan_parquet(str(link_graph)).select(
             "src_id", "dst_id", "reciprocal", "back_segment", h=pl.struct("src_id", "dst_id").hash(seed)
         ).sink_parquet(edges_file)
-        con = duckdb.connect(str(work / "work.duckdb"))
-        try:
-            _configure(con, work / "spill", limits)
-            sizes = _explicit_groups(con, links, edges_file)
-            if d4_per_segment is None:
-                candidates = "select n.src_id, n.src_segment, e.dst_id from n_in n join edges e using (src_id)"
-            else:  # k D4 rows of a segment lie among its article's first k + n_in edges in hash order
-                con.execute(
-                    "create table ranked as select src_id, dst_id, h, "
-                    "row_number() over (partition by src_id order by h) as rank from edges"
-                )
-                candidates = (
-                    "select src_id, src_segment, dst_id from (select n.src_id, n.src_segment, r.dst_id, r.rank "
-                    "from n_in n join ranked r using (src_id) where r.rank <= n.n_in + "
-                    f"{int(d4_per_segment)}) c anti join in_segment i using (src_id, src_segment, dst_id) "
-                    f"qualify row_number() over (partition by src_id, src_segment order by rank) <= {int(d4_per_segment)}"
-                )
+        sizes = _explicit_groups(con, links, edges_file)
+        if d4_per_segment is None:
+            candidates = "select n.src_id, n.src_segment, e.dst_id from n_in n join edges e using (src_id)"
+        else:  # k D4 rows of a segment lie among its article's first k + n_in edges in hash order
             con.execute(
-                f"insert into groups select c.src_id, c.src_segment, c.dst_id, 'D4' from ({candidates}) c "
-                "anti join in_segment i using (src_id, src_segment, dst_id)"
+                "create table ranked as select src_id, dst_id, h, "
+                "row_number() over (partition by src_id order by h) as rank from edges"
             )
-            columns = ", ".join(_quote(c) for c in PHP_GROUPS)
-            with atomic_path(out) as tmp:
-                con.execute(
-                    f"copy (select {columns} from groups order by article_id, segment_no, linked_id) "
-                    f"to {_literal(tmp)} (format parquet, compression zstd)"
-                )
-            rows = int(con.execute("select count(*) from groups").fetchone()[0])
-        finally:
-            con.close()
-    finally:
-        remove(work)
+            candidates = (
+                "select src_id, src_segment, dst_id from (select n.src_id, n.src_segment, r.dst_id, r.rank "
+                "from n_in n join ranked r using (src_id) where r.rank <= n.n_in + "
+                f"{int(d4_per_segment)}) c anti join in_segment i using (src_id, src_segment, dst_id) "
+                f"qualify row_number() over (partition by src_id, src_segment order by rank) <= {int(d4_per_segment)}"
+            )
+        con.execute(
+            f"insert into groups select c.src_id, c.src_segment, c.dst_id, 'D4' from ({candidates}) c "
+            "anti join in_segment i using (src_id, src_segment, dst_id)"
+        )
+        columns = ", ".join(_quote(c) for c in PHP_GROUPS)
+        _write_parquet(con, f"select {columns} from groups order by article_id, segment_no, linked_id", out)
+        rows = int(con.execute("select count(*) from groups").fetchone()[0])
     return PhpGroupsResult(rows, sizes)
 
 
@@ -214,17 +177,8 @@ def php_group_sizes_out_of_core(
     links: PathLike, link_graph: PathLike, *, temp_directory: PathLike, limits: OutOfCoreLimits = OutOfCoreLimits()
 ) -> dict[str, int]:
     """Rows of each group D1..D4 of the full PHP_GROUPS table (as `php_group_sizes`), never listed."""
-    work = temp_name(Path(temp_directory) / "php_group_sizes")
-    work.mkdir(parents=True)
-    try:
-        con = duckdb.connect(str(work / "work.duckdb"))
-        try:
-            _configure(con, work / "spill", limits)
-            return _explicit_groups(con, links, link_graph)
-        finally:
-            con.close()
-    finally:
-        remove(work)
+    with _work_database(temp_directory, "php_group_sizes", limits) as (con, _):
+        return _explicit_groups(con, links, link_graph)
 
 
 def _explicit_groups(con: duckdb.DuckDBPyConnection, links: PathLike, edges_file: PathLike) -> dict[str, int]:
@@ -262,6 +216,30 @@ def scan_link_graph(path: PathLike) -> pl.LazyFrame:
 def scan_links(path: PathLike) -> pl.LazyFrame:
     """The LINKS file written by `resolve_links_out_of_core` as a lazy frame with the LINKS dtypes."""
     return pl.scan_parquet(str(path)).select(list(LINKS)).cast(LINKS)
+
+
+@contextmanager
+def _work_database(temp_directory: PathLike, name: str, limits: OutOfCoreLimits
+                   ) -> Iterator[tuple[duckdb.DuckDBPyConnection, Path]]:
+    """A DuckDB work database in a fresh folder under `temp_directory`, configured by `limits`
+    (its spill files beside it), and that folder; both are gone afterwards, however the step ends."""
+    work = temp_name(Path(temp_directory) / name)
+    work.mkdir(parents=True)
+    try:
+        con = duckdb.connect(str(work / "work.duckdb"))
+        try:
+            _configure(con, work / "spill", limits)
+            yield con, work
+        finally:
+            con.close()
+    finally:
+        remove(work)
+
+
+def _write_parquet(con: duckdb.DuckDBPyConnection, query: str, out: PathLike) -> None:
+    """The rows of `query` as a zstd Parquet file at `out`, written atomically."""
+    with atomic_path(out) as tmp:
+        con.execute(f"copy ({query}) to {_literal(tmp)} (format parquet, compression zstd)")
 
 
 def _configure(con: duckdb.DuckDBPyConnection, spill: Path, limits: OutOfCoreLimits) -> None:
