@@ -166,16 +166,26 @@ def _numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
                 yield number, line
 
 
-def _json_document(line: str, path: PathLike, number: int) -> tuple[str, str, str]:
+def _json_object(line: str, path: PathLike, number: int) -> dict:
+    """One JSONL line as a JSON object, or an error naming the file and line."""
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:
         raise _fail(path, number, f"invalid JSON ({error.msg} at column {error.colno})") from None
     if not isinstance(record, dict):
         raise _fail(path, number, f"expected a JSON object, found {type(record).__name__}")
-    doc_id = _first_key(record, ID_KEYS, path, number)
-    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
-        doc_id = str(doc_id)
+    return record
+
+
+def _id_key(record: dict, keys, path: PathLike, number: int):
+    """The record's id under the first of `keys` it has; an integer id becomes its string."""
+    value = _first_key(record, keys, path, number)
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _json_document(line: str, path: PathLike, number: int) -> tuple[str, str, str]:
+    record = _json_object(line, path, number)
+    doc_id = _id_key(record, ID_KEYS, path, number)
     text = _first_key(record, TEXT_KEYS, path, number)
     title = record.get("title") or ""  # absent, null or empty
     for name, value in (("id", doc_id), ("text", text), ("title", title)):
@@ -255,15 +265,8 @@ def _sniff_topic_format(path: PathLike) -> TopicFormat:
 def _jsonl_topics(path: PathLike) -> list[tuple[str, str, int]]:
     rows = []
     for number, line in _numbered_lines(path):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise _fail(path, number, f"invalid JSON ({error.msg} at column {error.colno})") from None
-        if not isinstance(record, dict):
-            raise _fail(path, number, f"expected a JSON object, found {type(record).__name__}")
-        query_id = _first_key(record, QUERY_ID_KEYS, path, number)
-        if isinstance(query_id, int) and not isinstance(query_id, bool):
-            query_id = str(query_id)
+        record = _json_object(line, path, number)
+        query_id = _id_key(record, QUERY_ID_KEYS, path, number)
         text = _first_key(record, QUERY_TEXT_KEYS, path, number)
         if not isinstance(query_id, str) or not query_id:
             raise _fail(path, number, f"query id must be a non-empty string, found {query_id!r}")
