@@ -4,12 +4,13 @@ the paper's hyperparameter sweeps (Figures 3-5) chosen on validation folds.
 corpus -> word2vec (CBOW vectors over the preprocessed text, word2vec binary file + manifest)
 corpus, queries, qrels, query_splits, candidate_runs, word2vec -> ghrm_runs, ghrm_sweeps
 
-`ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft") over every
-query: each query is reranked by the model of the rotation whose test fold holds it (column `fold`;
-select `list(dagster_ir.schemas.RUN)` before concatenating with other runs). The report's split then
-picks its queries. Checkpoints (safetensors) lie under `files/ghrm/<collection>/<code+settings
-hash>/<variant>/fold-<i>/`; a re-materialization with the same settings and vectors resumes or
-reuses them.
+`ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft") and seed over
+every query: each query is reranked by the model of the rotation whose test fold holds it (column
+`fold`; select `list(dagster_ir.schemas.RUN)` before concatenating with other runs). The seeds are
+the collection's `seeds` (offsets, as for the unit-partitioned methods; column `seed`). The report's
+split then picks its queries. Checkpoints (safetensors) lie under `files/ghrm/<collection>/
+<checkpoint version + settings hash>/<variant>/fold-<i>/` (the settings after the seed offset, so
+one root per seed); a re-materialization with the same settings and vectors resumes or reuses them.
 
 `ghrm_sweeps` is partitioned by training unit (collection, fold, seed; see `assets.partitions`):
 each unit sweeps the grid on its training queries and scores its validation queries only; the
@@ -28,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
+from assets.project import collection_specs
 from assets.resources import DataDirResource
 from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
 from dagster_ir.methods.ghrm.protocol import (
@@ -50,7 +52,8 @@ from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
 
 GROUP = "ghrm"
-CODE_VERSION = "2"
+CODE_VERSION = "3"  # 3: ghrm_runs per seed of the collection
+CHECKPOINTS = "v2"  # names the checkpoint roots: bump when training changes, so old checkpoints are not resumed
 
 
 def _given(**values) -> dict:
@@ -150,6 +153,7 @@ class GHRMAssetConfig(GHRMSettings):
 
     variants: list[str] = list(VARIANTS)
     folds: Optional[list[int]] = None
+    seeds: Optional[list[int]] = None  # None: the collection's `seeds`
 
     def to_domain(self) -> GHRMConfig:
         unknown = sorted(set(self.variants) - set(VARIANTS))
@@ -176,7 +180,8 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
     return run, data
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
+# collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION, deps=["collection_config"])
 def ghrm_runs(
     context: dg.AssetExecutionContext,
     config: GHRMAssetConfig,
@@ -188,25 +193,31 @@ def ghrm_runs(
     candidate_runs: pl.DataFrame,
     word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
-    """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation."""
-    domain = config.to_domain()
+    """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
+    base = config.to_domain()
+    seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
     started = time.monotonic()
-    run, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
-    root = data.files("ghrm", context.partition_key, f"v{CODE_VERSION}-{fingerprint(domain, inputs, query_splits)}")
-    runs, metadata, curves = [], {"vocabulary": len(inputs.vocabulary)}, {}
-    for variant in config.variants:
-        results = run_folds(inputs, query_splits, domain, variant, root / variant, folds=config.folds)
-        variant_run = fold_run(results)
-        runs.append(variant_run)
-        metadata.update(_variant_metadata(variant, results, variant_run, run, qrels))
-        curves[variant] = _mean_curve([r.result.dev_scores for r in results])
+    run, inputs = _prepare(config, base, corpus, queries, qrels, candidate_runs, word2vec)
+    runs, metadata, curves, roots = [], {"vocabulary": len(inputs.vocabulary), "seeds": seeds}, {}, []
+    for seed in seeds:
+        domain = offset_seeds(base, seed)
+        root = data.files("ghrm", context.partition_key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
+        roots.append(str(root))
+        for variant in config.variants:
+            results = run_folds(inputs, query_splits, domain, variant, root / variant, folds=config.folds)
+            variant_run = fold_run(results)
+            runs.append(variant_run.with_columns(seed=pl.lit(seed, dtype=pl.Int64)))
+            if seed == seeds[0]:
+                metadata.update(_variant_metadata(variant, results, variant_run, run, qrels))
+                curves[variant] = _mean_curve([r.result.dev_scores for r in results])
     metadata["bm25 nDCG@20 (same queries)"] = round(mean_measure(
         run.filter(pl.col("query_id").is_in(runs[0]["query_id"].unique().implode())),
         qrels, runs[0]["query_id"].unique().to_list(), "nDCG@20"), 4)
-    metadata["validation curve"] = _line_chart(curves, "epoch", f"validation {domain.training.selection_measure} (mean of folds)")
+    metadata["validation curve"] = _line_chart(curves, "epoch", f"validation {base.training.selection_measure} "
+                                               f"(mean of folds, seed {seeds[0]})")
     metadata["seconds"] = round(time.monotonic() - started, 1)
-    metadata["config"] = dg.MetadataValue.json(json.loads(json.dumps(asdict(domain))))
-    metadata["checkpoints"] = dg.MetadataValue.path(str(root))
+    metadata["config"] = dg.MetadataValue.json(json.loads(json.dumps(asdict(base))))
+    metadata["checkpoints"] = dg.MetadataValue.json(roots)
     context.add_output_metadata(metadata)
     return pl.concat(runs)
 
@@ -253,11 +264,13 @@ def _line_chart(series: dict[str, list[float]], xlabel: str, ylabel: str) -> dg.
 
 @dg.asset_check(asset=ghrm_runs, blocking=True, partitions_def=collection_partitions)
 def ghrm_runs_are_complete(ghrm_runs: pl.DataFrame) -> dg.AssetCheckResult:
-    """Finite scores, no (run, query, doc) twice, one fold per query, every variant over the same queries."""
-    duplicates = ghrm_runs.height - ghrm_runs.unique(["run_name", "query_id", "doc_id"]).height
+    """Finite scores, no (run, seed, query, doc) twice, one fold per query, every variant and seed over the same queries."""
+    if "seed" not in ghrm_runs.columns:  # materialized before runs had seeds
+        ghrm_runs = ghrm_runs.with_columns(seed=pl.lit(0, dtype=pl.Int64))
+    duplicates = ghrm_runs.height - ghrm_runs.unique(["run_name", "seed", "query_id", "doc_id"]).height
     non_finite = int((~ghrm_runs["score"].is_finite()).sum())
     folds_per_query = ghrm_runs.group_by("query_id").agg(pl.col("fold").n_unique())["fold"].max() or 0
-    query_sets = {frozenset(part["query_id"].unique()) for part in ghrm_runs.partition_by("run_name")}
+    query_sets = {frozenset(part["query_id"].unique()) for part in ghrm_runs.partition_by("run_name", "seed")}
     return dg.AssetCheckResult(
         passed=duplicates == 0 and non_finite == 0 and folds_per_query <= 1 and len(query_sets) <= 1,
         metadata={"duplicate_rows": duplicates, "non_finite_scores": non_finite,
@@ -305,7 +318,7 @@ def ghrm_sweeps(
     domain, sweep = offset_seeds(config.to_domain(), unit.seed), config.to_sweep()
     started = time.monotonic()
     _, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
-    root = data.files("ghrm_sweeps", unit.key, f"v{CODE_VERSION}-{fingerprint(domain, inputs, query_splits)}")
+    root = data.files("ghrm_sweeps", unit.key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
     results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root)
     measure = domain.training.selection_measure
     chosen = choose(results, measure)

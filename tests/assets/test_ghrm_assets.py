@@ -69,6 +69,19 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     checkpoints = list((tmp_path / "files" / "ghrm" / "wiki-car").glob("v*/ghrm/fold-1/best/model.safetensors"))
     assert len(checkpoints) == 1
 
+    # seeds: one run per seed, the offset seed's checkpoints under their own root, seed 0's reused
+    seeded = ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"),
+                       config=config.model_copy(update={"seeds": [0, 2]}), data=data, corpus=corpus.lazy(),
+                       queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run, word2vec=manifest)
+    assert sorted(seeded["seed"].unique()) == [0, 2]
+    first = seeded.filter(pl.col("seed") == 0).drop("seed").sort("run_name", "query_id", "rank")
+    assert first.equals(runs.drop("seed").sort("run_name", "query_id", "rank"))  # seed 0 = the run above, resumed
+    roots = sorted((tmp_path / "files" / "ghrm" / "wiki-car").glob("v*"))
+    assert len(roots) == 2
+    assert ghrm_runs_are_complete(seeded).passed
+    twice = pl.concat([seeded, seeded.filter(pl.col("seed") == 2)])
+    assert not ghrm_runs_are_complete(twice).passed
+
     # wiki-car's unit (fixed split): trains on train/model, scores dev (folds 3) and never test
     fixed = splits.with_columns(split=pl.col("fold").replace_strict({0: "train/model", 1: "train/model", 2: "train/model",
                                                                      3: "dev", 4: "test"}, return_dtype=pl.String))
