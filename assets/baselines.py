@@ -9,7 +9,8 @@ as `cross_encoder`/`reranked_runs` are: each unit trains every model on its trai
 drmm, knrm, conv-knrm, matchpyramid, pacrr, co-pacrr, duet, bert-firstp, bert-maxp, cedr-knrm).
 The interaction models read the `word2vec` asset's vectors through GHRM's text preprocessing (the
 settings the vectors were trained with). The demo trains the seven interaction models; the BERT
-ones are configuration (`models: [..., bert-firstp, bert-maxp, cedr-knrm]`, see the README).
+ones are configuration (`models: [..., bert-firstp, bert-maxp, cedr-knrm]`, see the README), per run
+or per collection (the collection's `assets: {neural_baselines: ...}` in the YAML; `assets.settings`).
 """
 
 import json
@@ -23,6 +24,7 @@ import polars as pl
 
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.resources import DataDirResource
+from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods.baselines import WORD_MODELS, BaselineConfig, profile
 from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
@@ -65,7 +67,7 @@ class NeuralBaselinesConfig(dg.Config):
         return replace(profile(self.profile), **values)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION,
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION, deps=[UNIT_SETTINGS],
           ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "negatives", "word2vec"))
 def neural_baselines(
     context: dg.AssetExecutionContext,
@@ -81,6 +83,7 @@ def neural_baselines(
 ) -> pl.DataFrame:
     """DRMM, KNRM, Conv-KNRM, MatchPyramid, PACRR, Co-PACRR, DUET (and the BERT baselines) reranking the unit's test queries."""
     unit = training_unit(context)
+    config = with_settings(config, "neural_baselines", unit.collection)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run).select(list(RUN))
@@ -109,6 +112,7 @@ def neural_baselines(
     metadata = {"train_examples": results[0].examples, "train_queries": len(roles.train),
                 "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
                 "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
+                "models": list(config.models),
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
     for name in config.models:  # one value per rotation when rotated
         mine = [r for r in results if r.name == name]

@@ -21,12 +21,16 @@ They are listed in a YAML file, `dagster-ir.yaml` at the project root by default
         split: {test: 0.3, dev: 0.0, seed: 1}         # optional, any SplitConfig field
         protocol: cv                                  # optional: cv (k-fold) | fixed
         seeds: [0, 1, 2]                              # optional: each trained method once per seed
+        assets:                                       # optional: asset config for this collection
+          neural_baselines: {models: [knrm, bert-maxp]}
 
 Relative paths are resolved against the folder of the YAML file. Every collection may carry a
 `split` mapping of `SplitConfig` fields; wiki-car splits group by `article_id` unless told
 otherwise. `protocol` (see collections.protocol) says how trained methods are evaluated: `cv`
 (k-fold cross-validation over `split.folds`, the default for every kind but wiki-car) or `fixed`
-(train/model, dev, test; wiki-car's default); `seeds` lists the seed offsets (default [0]). The
+(train/model, dev, test; wiki-car's default); `seeds` lists the seed offsets (default [0]);
+`assets` gives config fields per asset for this collection's partitions (read by the asset layer,
+which says which assets take them and checks the fields). The
 top-level keys a file may hold are listed in `TOP_LEVEL_KEYS` (a stage that reads a new section adds
 its key there); any other key is an error, so a misspelt `run:` is not ignored. Without a file the
 built-in default is the wiki-car collection alone. A bad file raises `CollectionConfigError` naming
@@ -46,7 +50,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
@@ -85,6 +89,7 @@ class WikiCarSpec:
     wiki_car: WikiCarConfig = WikiCarConfig()
     split: SplitConfig = SplitConfig(group_by=GROUP_COLUMN)
     protocol: Protocol = Protocol("fixed")
+    assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ class IrdsSpec:
     dataset: str
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
+    assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class LocalSpec:
     topic_field: str = "title"
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
+    assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,7 @@ class CranfieldSpec:
     path: Path
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
+    assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
 
 
 CollectionSpec = WikiCarSpec | IrdsSpec | LocalSpec | CranfieldSpec
@@ -217,12 +225,25 @@ def _parse_spec(name: str, entry: Any, fields: _Fields) -> CollectionSpec:
     if not isinstance(kind, str) or kind not in SPEC_TYPES:
         raise fields.error("kind", f"expected one of {sorted(SPEC_TYPES)}, found {kind!r}")
     spec_type = SPEC_TYPES[kind]
-    known = {"kind", "split", "protocol", "seeds", *_KEYS[spec_type]}
+    known = {"kind", "split", "protocol", "seeds", "assets", *_KEYS[spec_type]}
     unknown = sorted(str(key) for key in set(entry) - known)
     if unknown:
         raise fields.error(unknown[0], f"unknown field for kind {kind!r} (known: {sorted(known)})")
     spec = _BUILDERS[spec_type](name, entry, fields)
-    return dataclasses.replace(spec, protocol=_protocol(entry, fields, spec.protocol))
+    return dataclasses.replace(spec, protocol=_protocol(entry, fields, spec.protocol),
+                               assets=_asset_settings(entry, fields))
+
+
+def _asset_settings(entry: dict, fields: _Fields) -> dict[str, dict[str, Any]]:
+    """`assets:` {asset name: {config field: value}}; which assets and fields exist is the asset layer's to check."""
+    given = entry.get("assets", {})
+    fields = fields.child("assets")
+    if not isinstance(given, dict):
+        raise fields.error(None, f"expected a mapping of asset names to config fields, found {type(given).__name__}")
+    for asset, values in given.items():
+        if not isinstance(values, dict) or not all(isinstance(key, str) for key in values):
+            raise fields.error(str(asset), f"expected a mapping of config fields, found {values!r}")
+    return {str(asset): dict(values) for asset, values in given.items()}
 
 
 def _string(entry: dict, key: str, fields: _Fields, default: str | None = None) -> str:
@@ -389,6 +410,14 @@ def collection_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
                 digest.update(_path_identity(value).encode())
         versions[name] = digest.hexdigest()
     return versions
+
+
+def settings_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """A version per collection of its `assets` settings alone ("none" without any), so that a change
+    there makes the assets that read them stale and nothing else."""
+    specs = load_collections_config(path) if path is not None else default_collections()
+    return {name: hashlib.blake2b(_canonical(spec.assets).encode(), digest_size=10).hexdigest() if spec.assets else "none"
+            for name, spec in specs.items()}
 
 
 def run_import_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:

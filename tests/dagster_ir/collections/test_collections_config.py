@@ -7,6 +7,7 @@ from dagster_ir.collections.config import (
     TOP_LEVEL_KEYS,
     collection_versions,
     run_import_versions,
+    settings_versions,
     CollectionConfigError,
     CranfieldSpec,
     IrdsSpec,
@@ -93,6 +94,8 @@ def test_default_without_a_file_is_wiki_car_alone(tmp_path, monkeypatch):
         ("collections:\n  x:\n    kind: wiki-car\n    skip_headings: notes\n", "collections.x.skip_headings: expected a list"),
         ("collections:\n  a b:\n    kind: wiki-car\n", "collections.a b: a collection name holds only"),
         ("collections: [\n", "not valid YAML"),
+        (CRAN + "    assets: [neural_baselines]\n", "collections.x.assets: expected a mapping of asset names"),
+        (CRAN + "    assets: {neural_baselines: [knrm]}\n", "collections.x.assets.neural_baselines: expected a mapping"),
         (CRAN + "run:\n  x: {a: a.trec}\n", "run: unknown top-level key (allowed: collections, runs, executor, schedules)"),
     ],
 )
@@ -212,3 +215,20 @@ def test_imported_runs_are_versioned_by_their_content(tmp_path):
     assert second["a"] != first["a"] and second["b"] == first["b"]
     write_config(tmp_path, TWO.replace("runs:\n  a: {ext: ext.trec}\n", ""))
     assert run_import_versions(path)["a"] == first["b"]  # no runs at all
+
+
+def test_asset_settings_are_read_and_versioned_apart_from_the_rest_of_the_section(tmp_path):
+    settings = "\n    assets:\n      neural_baselines: {models: [knrm, bert-maxp]}"
+    with_settings = TWO.replace("dataset: antique/test", "dataset: antique/test" + settings)
+    path = write_config(tmp_path, TWO)
+    assert all(spec.assets == {} for spec in load_collections_config(path).values())
+    assert settings_versions(path) == {"a": "none", "b": "none"}
+    write_config(tmp_path, with_settings)
+    specs = load_collections_config(path)
+    assert specs["b"].assets == {"neural_baselines": {"models": ["knrm", "bert-maxp"]}} and specs["a"].assets == {}
+    first = settings_versions(path)
+    assert first["a"] == "none" and first["b"] != "none"
+    write_config(tmp_path, with_settings.replace("dataset: antique/test", "dataset: antique/test\n    seeds: [0, 1]"))
+    assert settings_versions(path) == first  # other fields of the section leave the settings' version alone
+    write_config(tmp_path, with_settings.replace("knrm, ", ""))
+    assert settings_versions(path)["b"] not in (first["b"], "none")

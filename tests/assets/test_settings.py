@@ -1,0 +1,72 @@
+"""Per-collection asset settings (`assets:` in the YAML): precedence, checks, and the dependency that makes them stale."""
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+import assets.settings as settings
+from assets.baselines import NeuralBaselinesConfig
+from dagster_ir.collections.config import CollectionConfigError, load_collections_config
+
+YAML = """
+collections:
+  cran:
+    kind: cranfield
+    path: p
+    assets:
+      neural_baselines: {models: [knrm, bert-maxp], epochs: 3}
+  other:
+    kind: cranfield
+    path: p
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """Point assets.settings at a YAML file written by the test."""
+    path = tmp_path / "dagster-ir.yaml"
+
+    def use(text: str) -> Path:
+        path.write_text(text)
+        specs = load_collections_config(path)
+        monkeypatch.setattr(settings, "collection_specs", lambda: specs)
+        monkeypatch.setattr(settings, "config_path", lambda: path)
+        return path
+
+    return use
+
+
+def test_the_yaml_fills_what_the_run_config_leaves_unset(project):
+    project(YAML)
+    default = settings.with_settings(NeuralBaselinesConfig(), "neural_baselines", "cran")
+    assert default.models == ["knrm", "bert-maxp"] and default.epochs == 3
+    assert default.profile == "demo"  # not in the YAML: the class's default
+    explicit = settings.with_settings(NeuralBaselinesConfig(epochs=1), "neural_baselines", "cran")
+    assert explicit.epochs == 1 and explicit.models == ["knrm", "bert-maxp"]  # the run's own field wins
+    untouched = settings.with_settings(NeuralBaselinesConfig(), "neural_baselines", "other")
+    assert untouched == NeuralBaselinesConfig()  # a collection without settings
+    assert settings.with_settings(NeuralBaselinesConfig(), "cross_encoder", "cran") == NeuralBaselinesConfig()
+
+
+@pytest.mark.parametrize(
+    ("assets", "where"),
+    [
+        ("cross_encoder: {inits: [bert]}", "collections.cran.assets.cross_encoder: this asset takes no settings"),
+        ("neural_baselines: {modles: [knrm]}", "collections.cran.assets.neural_baselines.modles: unknown config field"),
+        ("neural_baselines: {epochs: many}", "collections.cran.assets.neural_baselines.epochs: "),
+    ],
+)
+def test_bad_settings_name_the_file_and_the_field(project, assets, where):
+    path = project(f"collections:\n  cran:\n    kind: cranfield\n    path: p\n    assets:\n      {assets}\n")
+    with pytest.raises(CollectionConfigError) as error:
+        settings.check_settings({"neural_baselines": NeuralBaselinesConfig})
+    assert str(error.value).startswith(f"{path}: {where}")
+
+
+def test_every_settable_asset_reads_the_settings_source():
+    from assets.definitions import SETTABLE, defs
+
+    graph = defs.resolve_asset_graph()
+    for name in SETTABLE:
+        assert dg.AssetKey("collection_settings") in graph.get(dg.AssetKey(name)).parent_keys, name
