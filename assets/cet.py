@@ -347,7 +347,8 @@ def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: LabConfig
 # --- checks --------------------------------------------------------------------------------------------
 
 
-@dg.asset_check(asset=sparse_qrels, blocking=True, additional_ins={"qrels": dg.AssetIn()})
+@dg.asset_check(asset=sparse_qrels, blocking=True, partitions_def=collection_partitions,
+                additional_ins={"qrels": dg.AssetIn()})
 def sparse_labels_are_relevant(sparse_qrels: pl.DataFrame, qrels: pl.DataFrame) -> dg.AssetCheckResult:
     """Every simulated label is a relevant document of the dense judgments, and none is duplicated."""
     relevant = qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id").unique()
@@ -357,7 +358,7 @@ def sparse_labels_are_relevant(sparse_qrels: pl.DataFrame, qrels: pl.DataFrame) 
                                metadata={"labels_not_relevant": not_relevant, "duplicate_labels": duplicates})
 
 
-@dg.asset_check(asset=cet_runs, blocking=True)
+@dg.asset_check(asset=cet_runs, blocking=True, partitions_def=unit_partitions)
 def cet_runs_rerank_the_same_candidates(cet_runs: pl.DataFrame) -> dg.AssetCheckResult:
     """Every ranker of the strong run reorders the same (query, doc) candidates, once each, with finite
     scores (bm25+bert reranks the basic run's: only its rows' uniqueness and scores are checked)."""

@@ -24,3 +24,16 @@ def test_negatives_check_catches_a_positive_sampled_as_negative():
     assert negatives_are_not_positives(negatives, qrels).passed
     clash = pl.DataFrame({"query_id": ["q1"], "pos_doc_id": ["b"], "neg_doc_id": ["a"]})
     assert not negatives_are_not_positives(clash, qrels).passed
+
+
+def test_every_check_of_a_partitioned_asset_checks_one_partition():
+    """A check without the asset's partitions loads every partition of it: with several training units
+    it fails on the units not materialized yet (as `cet_runs`' check did on Cranfield's five folds)."""
+    from assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    for checks in defs.asset_checks or []:
+        for spec in checks.check_specs:
+            asset = graph.get(spec.asset_key)
+            if asset.partitions_def is not None:
+                assert spec.partitions_def == asset.partitions_def, f"{spec.name} on {spec.asset_key.to_user_string()}"
