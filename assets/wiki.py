@@ -16,7 +16,7 @@ from assets.partitions import wiki_dump_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
-from dagster_ir.storage.parquet import table_path
+from dagster_ir.storage.parquet import ParquetParts, table_path
 from dagster_ir.wiki import (
     DEFAULT_MEMORY_LIMIT,
     ArticleConfig,
@@ -112,8 +112,8 @@ def wiki_articles(
         metadata["seconds"] = dg.MetadataValue.float(round(seconds, 2))
         metadata["wikitext_mb_per_s"] = dg.MetadataValue.float(round(counts.wikitext_bytes / 1e6 / max(seconds, 1e-9), 2))
         for table, output in [("segments", "wiki_articles"), ("redirects", "wiki_redirects"), ("raw_links", "wiki_raw_links")]:
-            frame = pl.scan_parquet(str(work / table / "*.parquet"))
-            yield dg.Output(frame, output_name=output, metadata=metadata if output == "wiki_articles" else None)
+            parts = ParquetParts(tuple(sorted((work / table).glob("*.parquet"))))  # stored a row group at a time
+            yield dg.Output(parts, output_name=output, metadata=metadata if output == "wiki_articles" else None)
     finally:  # the IO manager has stored every table by the time the generator ends
         remove(work)
 
