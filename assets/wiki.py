@@ -23,7 +23,7 @@ from dagster_ir.wiki import (
     OutOfCoreLimits,
     assign_php_groups_out_of_core,
     build_link_graph_out_of_core,
-    check_php_groups,
+    check_php_groups_out_of_core,
     latest_articles,
     link_statistics,
     php_group_sizes_out_of_core,
@@ -202,11 +202,13 @@ def php_groups(config: PhpGroupsConfig, data: DataDirResource, wiki_links: pl.La
 
 @dg.asset_check(asset=php_groups, blocking=True, additional_ins={"wiki_links": dg.AssetIn()})
 def php_groups_disjoint_and_covering(
-    context: dg.AssetCheckExecutionContext, php_groups: pl.LazyFrame, wiki_links: pl.LazyFrame
+    context: dg.AssetCheckExecutionContext, data: DataDirResource, php_groups: pl.LazyFrame, wiki_links: pl.LazyFrame
 ) -> dg.AssetCheckResult:
     """D1..D4 are disjoint and cover every (d, s, d_i): in full on a seeded sample of articles, D1-D3 everywhere."""
     k = _stored_d4_per_segment(context)
-    problems = check_php_groups(php_groups, wiki_links, d4_per_segment=k, sample_articles=CHECK_SAMPLE_ARTICLES)
+    problems = check_php_groups_out_of_core(  # over the stored files, at the default memory_limit
+        table_path(data.root(), ["php_groups"], None), table_path(data.root(), ["wiki_links"], None),
+        temp_directory=data.files("wiki_links"), d4_per_segment=k, sample_articles=CHECK_SAMPLE_ARTICLES)
     return dg.AssetCheckResult(
         passed=not problems,
         metadata={"problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),

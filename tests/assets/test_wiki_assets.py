@@ -85,3 +85,14 @@ def test_out_of_core_links_equal_the_in_memory_rules(pipeline):
                              scan["wiki_redirects"].drop("partition", strict=False)).collect()
     stored = pl.read_parquet(tables / "wiki_links" / "data.parquet")
     assert expected.height > 1000 and stored.equals(expected)
+
+
+def test_groups_check_ran_over_the_stored_files_and_passed(pipeline):
+    """The blocking check `php_groups_disjoint_and_covering` (DuckDB over the Parquet files) ran and passed."""
+    _, instance, _ = pipeline
+    key = dg.AssetCheckKey(dg.AssetKey("php_groups"), "php_groups_disjoint_and_covering")
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    assert records, "the check did not run"
+    evaluation = records[0].event.dagster_event.event_specific_data
+    assert evaluation.passed, evaluation.metadata
+    assert evaluation.metadata["problems"].value == "none"
