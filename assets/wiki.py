@@ -28,9 +28,6 @@ from dagster_ir.wiki import (
     link_statistics,
     php_group_sizes_out_of_core,
     resolve_links_out_of_core,
-    scan_link_graph,
-    scan_links,
-    scan_php_groups,
     write_extract_parts,
 )
 
@@ -154,9 +151,9 @@ def wiki_links(
         result = resolve_links_out_of_core(
             files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"], out,
             temp_directory=data.files("wiki_links"), limits=config.to_domain())
-        yield dg.Output(scan_links(result.path), metadata={"superseded_article_copies": result.superseded,
+        yield dg.Output(ParquetParts((result.path,)), metadata={"superseded_article_copies": result.superseded,
                                                           "memory_limit": config.memory_limit})
-    finally:  # the IO manager has streamed the file into the table by the time the generator ends
+    finally:  # the IO manager has copied the file into the table, a row group at a time, by now
         remove(out)
 
 
@@ -167,7 +164,7 @@ def wiki_link_graph(config: WikiLinksConfig, data: DataDirResource, wiki_links: 
     try:
         build_link_graph_out_of_core(table_path(data.root(), ["wiki_links"], None), out,
                                      temp_directory=data.files("wiki_links"), limits=config.to_domain())
-        yield dg.Output(scan_link_graph(out), metadata={"memory_limit": config.memory_limit})
+        yield dg.Output(ParquetParts((out,)), metadata={"memory_limit": config.memory_limit})
     finally:  # streamed into the table by the IO manager by now
         remove(out)
 
@@ -195,7 +192,7 @@ def php_groups(config: PhpGroupsConfig, data: DataDirResource, wiki_links: pl.La
             d4_per_segment=config.d4_per_segment, seed=config.seed)
         metadata = {"d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
                     **{f"full_{g}": dg.MetadataValue.int(n) for g, n in result.sizes.items()}}
-        yield dg.Output(scan_php_groups(out), metadata=metadata)
+        yield dg.Output(ParquetParts((out,)), metadata=metadata)
     finally:  # streamed into the table by the IO manager by now
         remove(out)
 

@@ -96,3 +96,18 @@ def test_groups_check_ran_over_the_stored_files_and_passed(pipeline):
     evaluation = records[0].event.dagster_event.event_specific_data
     assert evaluation.passed, evaluation.metadata
     assert evaluation.metadata["problems"].value == "none"
+
+
+def test_stored_tables_have_the_schema_dtypes(pipeline):
+    """The tables stored from Parquet parts (the parse's, DuckDB's files) keep the schemas' dtypes."""
+    import polars as pl
+
+    from dagster_ir.schemas import ARTICLES, LINK_GRAPH, LINKS, PHP_GROUPS, RAW_LINKS, REDIRECTS
+
+    root, _, _ = pipeline
+    tables = root / "tables"
+    for name, schema in [("wiki_articles", ARTICLES), ("wiki_raw_links", RAW_LINKS), ("wiki_redirects", REDIRECTS)]:
+        for path in (tables / name).glob("*/data.parquet"):
+            assert pl.read_parquet_schema(path) == {**schema, "partition": pl.String}, name
+    for name, schema in [("wiki_links", LINKS), ("wiki_link_graph", LINK_GRAPH), ("php_groups", PHP_GROUPS)]:
+        assert pl.read_parquet_schema(tables / name / "data.parquet") == dict(schema), name
