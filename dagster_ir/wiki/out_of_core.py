@@ -17,7 +17,8 @@ The rules are those of the in-memory reference, `latest_articles` + `latest_link
 `build_link_graph_out_of_core` gives the rows of `build_link_graph` (same order: by src, dst), and
 `assign_php_groups_out_of_core` those of `assign_php_groups` with their sizes (`php_group_sizes`):
 the D4 sample's per-article order is the same Polars hash of (seed, d, d_i), computed row by row in a
-streaming pass (bounded), and ranked in DuckDB.
+streaming pass (bounded), and ranked in DuckDB. `check_php_groups_out_of_core` finds the problems of
+`check_php_groups` (disjoint and covering groups) by queries over the PHP_GROUPS and LINKS files.
 
 Every intermediate table lives in a DuckDB database file under `temp_directory` (the buffer manager
 evicts and spills it under `memory_limit`); joins, aggregates and the final sort spill there too.
