@@ -18,7 +18,15 @@ import polars as pl
 from assets.metadata import column_schema, preview
 from dagster_ir.settings import DATA_DIR_ENV, data_dir
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
-from dagster_ir.storage.parquet import content_version, scan_tables, table_path, table_root, write_table
+from dagster_ir.storage.parquet import (
+    ParquetParts,
+    content_version,
+    scan_tables,
+    table_path,
+    table_root,
+    write_parts,
+    write_table,
+)
 
 # Inputs each step loaded: (run id, step key) -> [{asset, partition, path, data_version[, run_names]}].
 # A step runs in one process, so this process-local ledger is how handle_output learns the lineage of
@@ -64,17 +72,18 @@ def _run_names(path: str, version: str) -> list[str] | None:
 
 
 class PolarsParquetIOManager(dg.ConfigurableIOManager):
-    """Stores DataFrames (or LazyFrames, streamed) as Parquet under the data directory."""
+    """Stores DataFrames (or LazyFrames, streamed; or ParquetParts, a row group at a time) as Parquet
+    under the data directory."""
 
     data_dir: str = ""  # empty: $DAGSTER_IR_DATA, else ./data
 
     def _root(self) -> Path:
         return data_dir(self.data_dir or None)
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | pl.LazyFrame | None) -> None:
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | pl.LazyFrame | ParquetParts | None) -> None:
         if obj is None:
             return
-        if not isinstance(obj, (pl.DataFrame, pl.LazyFrame)):
+        if not isinstance(obj, (pl.DataFrame, pl.LazyFrame, ParquetParts)):
             raise TypeError(
                 f"{context.asset_key.to_user_string()}: PolarsParquetIOManager stores Polars frames, "
                 f"got {type(obj).__name__}"
@@ -82,8 +91,13 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         asset_path = list(context.asset_key.path)
         partition = context.asset_partition_key if context.has_asset_partitions else None
         path = table_path(self._root(), asset_path, partition)
-        rows = write_table(obj, path, partition=partition)
-        columns = {name: str(dtype) for name, dtype in obj.collect_schema().items()}
+        if isinstance(obj, ParquetParts):
+            rows = write_parts(obj.paths, path, partition=partition)
+            schema = obj.schema()
+        else:
+            rows = write_table(obj, path, partition=partition)
+            schema = obj.collect_schema()
+        columns = {name: str(dtype) for name, dtype in schema.items()}
         size = path.stat().st_size
         record = MaterializationRecord(
             asset_key=context.asset_key.to_user_string(),

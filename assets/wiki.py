@@ -16,21 +16,18 @@ from assets.partitions import wiki_dump_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
-from dagster_ir.storage.parquet import table_path
+from dagster_ir.storage.parquet import ParquetParts, table_path
 from dagster_ir.wiki import (
     DEFAULT_MEMORY_LIMIT,
     ArticleConfig,
     OutOfCoreLimits,
     assign_php_groups_out_of_core,
     build_link_graph_out_of_core,
-    check_php_groups,
+    check_php_groups_out_of_core,
     latest_articles,
     link_statistics,
     php_group_sizes_out_of_core,
     resolve_links_out_of_core,
-    scan_link_graph,
-    scan_links,
-    scan_php_groups,
     write_extract_parts,
 )
 
@@ -112,8 +109,8 @@ def wiki_articles(
         metadata["seconds"] = dg.MetadataValue.float(round(seconds, 2))
         metadata["wikitext_mb_per_s"] = dg.MetadataValue.float(round(counts.wikitext_bytes / 1e6 / max(seconds, 1e-9), 2))
         for table, output in [("segments", "wiki_articles"), ("redirects", "wiki_redirects"), ("raw_links", "wiki_raw_links")]:
-            frame = pl.scan_parquet(str(work / table / "*.parquet"))
-            yield dg.Output(frame, output_name=output, metadata=metadata if output == "wiki_articles" else None)
+            parts = ParquetParts(tuple(sorted((work / table).glob("*.parquet"))))  # stored a row group at a time
+            yield dg.Output(parts, output_name=output, metadata=metadata if output == "wiki_articles" else None)
     finally:  # the IO manager has stored every table by the time the generator ends
         remove(work)
 
@@ -154,9 +151,9 @@ def wiki_links(
         result = resolve_links_out_of_core(
             files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"], out,
             temp_directory=data.files("wiki_links"), limits=config.to_domain())
-        yield dg.Output(scan_links(result.path), metadata={"superseded_article_copies": result.superseded,
+        yield dg.Output(ParquetParts((result.path,)), metadata={"superseded_article_copies": result.superseded,
                                                           "memory_limit": config.memory_limit})
-    finally:  # the IO manager has streamed the file into the table by the time the generator ends
+    finally:  # the IO manager has copied the file into the table, a row group at a time, by now
         remove(out)
 
 
@@ -167,7 +164,7 @@ def wiki_link_graph(config: WikiLinksConfig, data: DataDirResource, wiki_links: 
     try:
         build_link_graph_out_of_core(table_path(data.root(), ["wiki_links"], None), out,
                                      temp_directory=data.files("wiki_links"), limits=config.to_domain())
-        yield dg.Output(scan_link_graph(out), metadata={"memory_limit": config.memory_limit})
+        yield dg.Output(ParquetParts((out,)), metadata={"memory_limit": config.memory_limit})
     finally:  # streamed into the table by the IO manager by now
         remove(out)
 
@@ -195,18 +192,20 @@ def php_groups(config: PhpGroupsConfig, data: DataDirResource, wiki_links: pl.La
             d4_per_segment=config.d4_per_segment, seed=config.seed)
         metadata = {"d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
                     **{f"full_{g}": dg.MetadataValue.int(n) for g, n in result.sizes.items()}}
-        yield dg.Output(scan_php_groups(out), metadata=metadata)
+        yield dg.Output(ParquetParts((out,)), metadata=metadata)
     finally:  # streamed into the table by the IO manager by now
         remove(out)
 
 
 @dg.asset_check(asset=php_groups, blocking=True, additional_ins={"wiki_links": dg.AssetIn()})
 def php_groups_disjoint_and_covering(
-    context: dg.AssetCheckExecutionContext, php_groups: pl.LazyFrame, wiki_links: pl.LazyFrame
+    context: dg.AssetCheckExecutionContext, data: DataDirResource, php_groups: pl.LazyFrame, wiki_links: pl.LazyFrame
 ) -> dg.AssetCheckResult:
     """D1..D4 are disjoint and cover every (d, s, d_i): in full on a seeded sample of articles, D1-D3 everywhere."""
     k = _stored_d4_per_segment(context)
-    problems = check_php_groups(php_groups, wiki_links, d4_per_segment=k, sample_articles=CHECK_SAMPLE_ARTICLES)
+    problems = check_php_groups_out_of_core(  # over the stored files, at the default memory_limit
+        table_path(data.root(), ["php_groups"], None), table_path(data.root(), ["wiki_links"], None),
+        temp_directory=data.files("wiki_links"), d4_per_segment=k, sample_articles=CHECK_SAMPLE_ARTICLES)
     return dg.AssetCheckResult(
         passed=not problems,
         metadata={"problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -49,6 +50,76 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, path: Path, *, partition: st
         else:
             frame.write_parquet(tmp, compression="zstd", statistics=True)
     return pl.scan_parquet(path).select(pl.len()).collect().item()
+
+
+ROW_GROUP_BYTES = 8 << 20  # in-memory (Arrow) bytes of one row group of a part or a table written from parts
+
+
+@dataclass(frozen=True)
+class ParquetParts:
+    """A table held as Parquet part files, in row order, to be stored as one table file.
+
+    What an asset returns when it has streamed its rows to parts: the IO manager copies them into
+    the table file one row group at a time (`write_parts`), so storing it holds a row group, never
+    the table (a LazyFrame over the parts, sunk by Polars, held more the more parts there were).
+    """
+
+    paths: tuple[Path, ...]
+
+    def __post_init__(self) -> None:
+        if not self.paths:
+            raise ValueError("ParquetParts needs at least one part file")
+
+    def schema(self) -> pl.Schema:
+        return pl.scan_parquet(self.paths[0]).collect_schema()
+
+    def scan(self) -> pl.LazyFrame:
+        return pl.scan_parquet([str(p) for p in self.paths])
+
+
+def write_part(frame: pl.DataFrame, path: Path, *, row_group_bytes: int = ROW_GROUP_BYTES) -> None:
+    """Write one part file in row groups of about `row_group_bytes`, so it can be read back a row
+    group at a time (`write_parts`); not atomic: parts live in a folder replaced whole."""
+    rows = max(1, int(row_group_bytes * frame.height / max(1, frame.estimated_size()))) if frame.height else 1
+    frame.write_parquet(path, compression="zstd", statistics=True, row_group_size=rows)
+
+
+def write_parts(parts: Sequence[Path], path: Path, *, partition: str | None = None,
+                row_group_bytes: int = ROW_GROUP_BYTES) -> int:
+    """Copy the rows of the Parquet `parts` (same schema, in order) into one table file at `path`
+    (atomic), with the partition column as `write_table` adds it; returns the row count.
+
+    Memory: a part's row group and one output row group (about `row_group_bytes`), whatever the
+    number or size of the parts.
+    """
+    import pyarrow as pa  # here, not at import: it adds about 50 MB to every process that loads this module
+    import pyarrow.parquet as pq
+
+    if not parts:
+        raise ValueError(f"no part files to store into {path}")
+    columns = pq.ParquetFile(parts[0]).schema_arrow.remove_metadata()
+    schema = columns.append(pa.field(PARTITION_COLUMN, pa.large_string())) if partition is not None else columns
+    rows, pending = 0, []
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        def flush() -> None:
+            if pending:
+                writer.write_table(pa.concat_tables(pending), row_group_size=sum(t.num_rows for t in pending))
+                pending.clear()
+
+        for part in parts:
+            source = pq.ParquetFile(part)
+            if source.schema_arrow.remove_metadata() != columns:
+                raise ValueError(f"{part}: its columns {source.schema_arrow} differ from those of {parts[0]}")
+            for group in range(source.num_row_groups):
+                table = source.read_row_group(group).replace_schema_metadata(None)
+                if partition is not None:
+                    table = table.append_column(PARTITION_COLUMN, pa.array([partition] * table.num_rows, pa.large_string()))
+                rows += table.num_rows
+                pending.append(table)
+                if sum(t.nbytes for t in pending) >= row_group_bytes:
+                    flush()
+        flush()
+    return rows
 
 
 def scan_tables(paths: list[Path], *, keep_partition: bool) -> pl.LazyFrame:

@@ -33,6 +33,7 @@ import polars as pl
 
 from dagster_ir.schemas import ARTICLES, RAW_LINKS, REDIRECTS
 from dagster_ir.storage.atomic import atomic_path
+from dagster_ir.storage.parquet import write_part
 from dagster_ir.wiki.dump import DumpError, Page, iter_pages, split_ranges
 from dagster_ir.wiki.titles import normalize_title
 from dagster_ir.wiki.wikitext import (
@@ -261,7 +262,7 @@ def _redirect_target(text: str) -> str | None:
 
 # --- whole dumps ----------------------------------------------------------------------------------
 
-CHUNK_BYTES = 32 << 20  # wikitext per chunk: a chunk's rows stay in the order of 100 MB of memory
+CHUNK_BYTES = 8 << 20  # wikitext per chunk: a chunk's rows and frames stay under about 100 MB (32 MB: about 180)
 
 
 def iter_extract(
@@ -337,7 +338,9 @@ def write_extract_parts(
 
     `byte_range` (whole streams of a multistream dump, see `split_ranges`) reads that part only.
     Memory is bounded by one chunk per process. `out_dir` is replaced atomically once all parts
-    are written. Read the parts back with `pl.scan_parquet(out_dir / "segments" / "*.parquet")`.
+    are written. Read the parts back with `pl.scan_parquet(out_dir / "segments" / "*.parquet")`; each
+    part is written in row groups of a few MB, so `dagster_ir.storage.parquet.write_parts` can store
+    a table from them a row group at a time.
     """
     if processes > 1:
         ranges = split_ranges(path, max(1, processes) * 4, within=byte_range)
@@ -426,8 +429,8 @@ def _write_range(
     chunks = iter_extract(path, config, byte_range=byte_range, chunk_pages=chunk_pages)
     for chunk_no, result in enumerate(chunks):
         name = f"part-{range_no:05d}-{chunk_no:05d}.parquet"
-        result.segments.write_parquet(out_dir / "segments" / name)
-        result.redirects.write_parquet(out_dir / "redirects" / name)
-        result.raw_links.write_parquet(out_dir / "raw_links" / name)
+        write_part(result.segments, out_dir / "segments" / name)  # in row groups: stored a row group at a time
+        write_part(result.redirects, out_dir / "redirects" / name)
+        write_part(result.raw_links, out_dir / "raw_links" / name)
         counts += result.counts
     return counts

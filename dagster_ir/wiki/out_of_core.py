@@ -17,7 +17,8 @@ The rules are those of the in-memory reference, `latest_articles` + `latest_link
 `build_link_graph_out_of_core` gives the rows of `build_link_graph` (same order: by src, dst), and
 `assign_php_groups_out_of_core` those of `assign_php_groups` with their sizes (`php_group_sizes`):
 the D4 sample's per-article order is the same Polars hash of (seed, d, d_i), computed row by row in a
-streaming pass (bounded), and ranked in DuckDB.
+streaming pass (bounded), and ranked in DuckDB. `check_php_groups_out_of_core` finds the problems of
+`check_php_groups` (disjoint and covering groups) by queries over the PHP_GROUPS and LINKS files.
 
 Every intermediate table lives in a DuckDB database file under `temp_directory` (the buffer manager
 evicts and spills it under `memory_limit`); joins, aggregates and the final sort spill there too.
@@ -36,6 +37,7 @@ import polars as pl
 
 from dagster_ir.schemas import LINK_GRAPH, LINKS, PHP_GROUPS
 from dagster_ir.storage.atomic import atomic_path, remove, temp_name
+from dagster_ir.wiki.graph import GROUPS
 
 PathLike = str | os.PathLike[str]
 MEMORY_LIMIT_ENV = "DAGSTER_IR_DUCKDB_MEMORY_LIMIT"
@@ -237,9 +239,17 @@ def _work_database(temp_directory: PathLike, name: str, limits: OutOfCoreLimits
 
 
 def _write_parquet(con: duckdb.DuckDBPyConnection, query: str, out: PathLike) -> None:
-    """The rows of `query` as a zstd Parquet file at `out`, written atomically."""
-    with atomic_path(out) as tmp:
-        con.execute(f"copy ({query}) to {_literal(tmp)} (format parquet, compression zstd)")
+    """The rows of `query` as a zstd Parquet file at `out`, written atomically.
+
+    On one thread: the queries end in a sort of the whole table, and DuckDB's sort holds buffers
+    per thread (with two threads, 2.2 M links ran out of a 64MB memory_limit; one thread fits)."""
+    threads = con.execute("select current_setting('threads')").fetchone()[0]
+    con.execute("set threads = 1")
+    try:
+        with atomic_path(out) as tmp:
+            con.execute(f"copy ({query}) to {_literal(tmp)} (format parquet, compression zstd)")
+    finally:
+        con.execute(f"set threads = {int(threads)}")
 
 
 def _configure(con: duckdb.DuckDBPyConnection, spill: Path, limits: OutOfCoreLimits) -> None:
@@ -355,3 +365,110 @@ def _quote(name: str) -> str:
 
 def _literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def check_php_groups_out_of_core(
+    groups: PathLike,
+    links: PathLike,
+    *,
+    temp_directory: PathLike,
+    limits: OutOfCoreLimits = OutOfCoreLimits(),
+    d4_per_segment: int | None = None,
+    sample_articles: int | None = None,
+    seed: int = 0,
+) -> list[str]:
+    """`check_php_groups(groups, links, ...)` over the PHP_GROUPS and LINKS Parquet files, as DuckDB
+    queries under `limits`: the same problems, in the same order, with the same counts (the row
+    quoted after "e.g." may differ). The link graph is rebuilt from the links (back segments from
+    every article); with `sample_articles=n` the rule is proven in full (every D4 row worked out) on
+    the n articles of smallest Polars hash of (seed, article_id), the same sample as the in-memory
+    check, and the explicit part (D1-D3) everywhere; `d4_per_segment=k`: the table holds at most k
+    D4 rows per segment, so each segment in scope must hold min(k, its D4 size) of its own D4."""
+    if d4_per_segment is not None and d4_per_segment < 0:
+        raise ValueError(f"d4_per_segment must be >= 0 or None, got {d4_per_segment}")
+    if sample_articles is not None and sample_articles < 0:
+        raise ValueError(f"sample_articles must be >= 0 or None, got {sample_articles}")
+    for kind, path in (("php_groups", groups), ("wiki_links", links)):
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{kind}: Parquet file not found: {path}")
+    key = "article_id, segment_no, linked_id"
+    problems: list[str] = []
+    with _work_database(temp_directory, "check_php_groups", limits) as (con, work):
+
+        def report(what: str, query: str) -> None:
+            n = int(con.execute(f"select count(*) from ({query})").fetchone()[0])
+            if n:
+                cursor = con.execute(f"select * from ({query}) limit 1")
+                first = dict(zip([d[0] for d in cursor.description], cursor.fetchone(), strict=True))
+                problems.append(f"{n} {what}, e.g. {first}")
+
+        con.execute(f"create view actual as select {key}, \"group\" from read_parquet({_literal(groups)})")
+        con.execute(
+            "create table in_segment as select distinct src_id, src_segment, target_id as dst_id "
+            f"from read_parquet({_literal(links)}) where target_id is not null and target_id <> src_id"
+        )
+        con.execute(  # the link graph of every link: reciprocal and Seg(a, d_i) from the reverse edge
+            "create table edges as select src_id, dst_id, min(src_segment) as first_segment from in_segment group by all"
+        )
+        con.execute(
+            "create table graph as select e.src_id, e.dst_id, b.first_segment is not null as reciprocal, "
+            "b.first_segment as back_segment from edges e left join edges b on e.src_id = b.dst_id and e.dst_id = b.src_id"
+        )
+        con.execute("drop table edges")
+        explicit = (
+            "select i.src_id as article_id, i.src_segment as segment_no, i.dst_id as linked_id, "
+            "case when not g.reciprocal then 'D3' when g.back_segment = 1 then 'D1' else 'D2' end as \"group\" "
+            "from {in_segment} i join {graph} g using (src_id, dst_id)"
+        )
+        report("duplicate (article_id, segment_no, linked_id) rows",
+               f"select a.* from actual a semi join (select {key} from actual group by all having count(*) > 1) d "
+               f"using ({key})")
+        report(f"rows whose group is not one of {GROUPS}",
+               f"select * from actual where \"group\" not in ({', '.join(_literal(g) for g in GROUPS)})")
+        if sample_articles is not None:
+            articles, keyed = work / "articles.parquet", work / "keyed.parquet"
+            con.execute(f"copy (select distinct src_id as article_id from read_parquet({_literal(links)})) "
+                        f"to {_literal(articles)} (format parquet)")
+            pl.scan_parquet(articles).with_columns(key=pl.col("article_id").hash(seed)).sink_parquet(keyed)
+            con.execute(f"create table chosen as select article_id from read_parquet({_literal(keyed)}) "
+                        f"order by key limit {int(sample_articles)}")
+            con.execute("create table scope_in_segment as select * from in_segment i "
+                        "semi join chosen c on i.src_id = c.article_id")
+            con.execute("create table scope_graph as select * from graph g semi join chosen c on g.src_id = c.article_id")
+            con.execute("create table scope_actual as select * from actual a semi join chosen using (article_id)")
+            scope = {"in_segment": "scope_in_segment", "graph": "scope_graph", "actual": "scope_actual"}
+        else:
+            scope = {"in_segment": "in_segment", "graph": "graph", "actual": "actual"}
+        con.execute(  # the full groups of the articles in scope, D4 listed
+            f"create table expected as {explicit.format(**scope)} union all "
+            "select s.src_id, s.src_segment, g.dst_id, 'D4' from (select distinct src_id, src_segment from "
+            f"{scope['in_segment']}) s join {scope['graph']} g using (src_id) anti join {scope['in_segment']} i "
+            "on i.src_id = s.src_id and i.src_segment = s.src_segment and i.dst_id = g.dst_id"
+        )
+        actual = scope["actual"]
+        if d4_per_segment is None:
+            report("missing combinations", f"select * from expected anti join {actual} using ({key})")
+        else:
+            report("missing combinations",
+                   f"select * from (select * from expected where \"group\" <> 'D4') e anti join {actual} a using ({key})")
+            report(
+                f"segments whose D4 sample is not min({d4_per_segment}, D4 size) rows",
+                "select coalesce(w.article_id, h.article_id) as article_id, "
+                "coalesce(w.segment_no, h.segment_no) as segment_no, w.expected, h.held from "
+                f"(select article_id, segment_no, least(count(*), {int(d4_per_segment)}) as expected from expected "
+                "where \"group\" = 'D4' group by all) w full join "
+                f"(select article_id, segment_no, count(*) as held from {actual} where \"group\" = 'D4' group by all) h "
+                "on w.article_id = h.article_id and w.segment_no = h.segment_no "
+                "where coalesce(w.expected, 0) <> coalesce(h.held, 0)",
+            )
+        report("unexpected combinations", f"select * from {actual} anti join expected using ({key})")
+        report("combinations in the wrong group (group_right is expected)",
+               f"select a.*, e.\"group\" as group_right from {actual} a join expected e using ({key}) "
+               "where a.\"group\" <> e.\"group\"")
+        if sample_articles is not None:  # the explicit part of every article
+            con.execute(f"create table explicit as {explicit.format(in_segment='in_segment', graph='graph')}")
+            stored = "(select * from actual where \"group\" <> 'D4')"
+            report("explicit (D1-D3) combinations missing", f"select * from explicit anti join {stored} s using ({key})")
+            report("explicit (D1-D3) rows not in the links or in the wrong group",
+                   f"select * from {stored} s anti join explicit using ({key}, \"group\")")
+    return problems

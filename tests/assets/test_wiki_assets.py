@@ -85,3 +85,29 @@ def test_out_of_core_links_equal_the_in_memory_rules(pipeline):
                              scan["wiki_redirects"].drop("partition", strict=False)).collect()
     stored = pl.read_parquet(tables / "wiki_links" / "data.parquet")
     assert expected.height > 1000 and stored.equals(expected)
+
+
+def test_groups_check_ran_over_the_stored_files_and_passed(pipeline):
+    """The blocking check `php_groups_disjoint_and_covering` (DuckDB over the Parquet files) ran and passed."""
+    _, instance, _ = pipeline
+    key = dg.AssetCheckKey(dg.AssetKey("php_groups"), "php_groups_disjoint_and_covering")
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    assert records, "the check did not run"
+    evaluation = records[0].event.dagster_event.event_specific_data
+    assert evaluation.passed, evaluation.metadata
+    assert evaluation.metadata["problems"].value == "none"
+
+
+def test_stored_tables_have_the_schema_dtypes(pipeline):
+    """The tables stored from Parquet parts (the parse's, DuckDB's files) keep the schemas' dtypes."""
+    import polars as pl
+
+    from dagster_ir.schemas import ARTICLES, LINK_GRAPH, LINKS, PHP_GROUPS, RAW_LINKS, REDIRECTS
+
+    root, _, _ = pipeline
+    tables = root / "tables"
+    for name, schema in [("wiki_articles", ARTICLES), ("wiki_raw_links", RAW_LINKS), ("wiki_redirects", REDIRECTS)]:
+        for path in (tables / name).glob("*/data.parquet"):
+            assert pl.read_parquet_schema(path) == {**schema, "partition": pl.String}, name
+    for name, schema in [("wiki_links", LINKS), ("wiki_link_graph", LINK_GRAPH), ("php_groups", PHP_GROUPS)]:
+        assert pl.read_parquet_schema(tables / name / "data.parquet") == dict(schema), name
