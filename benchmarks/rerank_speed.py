@@ -13,6 +13,11 @@ and the best time is kept (the machine is shared). The largest score difference 
 speed-up that changed the scores would not count (goal < 1e-4). Where the CPU has native bf16 (AVX-512
 BF16 / AMX), our bf16 mode runs in the same rounds against the same fp32 baseline.
 
+What bounds fp32: each length also prints both sides' arithmetic rate (the encoder's multiply-add
+FLOPs a pair, from the model config and the pairs' token counts, times pairs/s) against this CPU's fp32
+GEMM rate at the model's feed-forward shape, and the ratio ours would reach if every FLOP ran at that
+rate: when that ceiling is near the goal, the goal needs less arithmetic, not faster arithmetic.
+
 bf16 quality: BM25 (k1 0.9, b 0.4) retrieves the top `--ndcg-depth` of every Cranfield query, the same
 model reranks them in fp32 and in bf16 at `--ndcg-max-length`, and the difference of their nDCG@10
 is printed as a ratio line, x 100 (goal <= 0.002, printed <= 0.2). The head is seeded, not trained:
@@ -118,6 +123,7 @@ def rerank_benchmark(args: argparse.Namespace, folder: Path, max_length: int) ->
     print(f"ours/sentence-transformers (pairs/s) = {theirs_s / ours_s:.2f}")
     print(f"largest |score difference|: {np.abs(np.asarray(our_scores) - np.asarray(their_scores)).max():.1e} "
           f"(goal < 1e-4)", flush=True)
+    ceiling(model.model.config, lengths, args.batch_size, len(pairs) / ours_s, len(pairs) / theirs_s)
     ratios = [(f"rerank pairs/s, ours / sentence-transformers CrossEncoder, max length {max_length}",
                theirs_s / ours_s)]
     if ours_bf16 is not None:
@@ -129,6 +135,49 @@ def rerank_benchmark(args: argparse.Namespace, folder: Path, max_length: int) ->
     else:
         print("bf16: this CPU has no native bf16 (AVX-512 BF16 / AMX); not measured")
     return ratios
+
+
+def pair_gflop(config, length: int, cls_only_last_layer: bool) -> float:
+    """Multiply-add FLOPs (x 2) of one BERT encoder pass over `length` tokens, in GFLOP: per layer the
+    Q/K/V and output projections (4 H^2 per token), the feed-forward (2 H I), the attention's QK^T
+    and AV (2 L H). `cls_only_last_layer`: the last layer as ours runs it (K/V for every token, the
+    rest for [CLS] alone). Embeddings, LayerNorms, softmax and the head are left out (a few percent)."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    full = 2 * length * (4 * h * h + 2 * h * i) + 2 * 2 * length * length * h
+    if not cls_only_last_layer:
+        return layers * full / 1e9
+    last = 2 * length * 2 * h * h + 2 * (2 * h * h + 2 * h * i) + 2 * 2 * length * h
+    return ((layers - 1) * full + last) / 1e9
+
+
+def gemm_gflops(rows: int, inner: int, cols: int, repeat: int = 5) -> float:
+    """fp32 GFLOP/s of torch.addmm(out=) at one of the model's shapes (best of `repeat`), threads as set."""
+    a, b, bias = torch.randn(rows, inner), torch.randn(inner, cols), torch.randn(cols)
+    out = torch.empty(rows, cols)
+    torch.addmm(bias, a, b, out=out)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(10):
+            torch.addmm(bias, a, b, out=out)
+        best = min(best, (time.perf_counter() - start) / 10)
+    return 2 * rows * inner * cols / best / 1e9
+
+
+def ceiling(config, lengths: list[int], batch_size: int, ours_pairs_s: float, theirs_pairs_s: float) -> None:
+    """What bounds the fp32 ratio: each side's arithmetic rate against the GEMM rate of this CPU at the
+    model's feed-forward shape, and the ratio ours would reach if every FLOP ran at that rate."""
+    ours_gflop = float(np.mean([pair_gflop(config, n, True) for n in lengths]))
+    theirs_gflop = float(np.mean([pair_gflop(config, n, False) for n in lengths]))
+    rows = min(batch_size, len(lengths)) * int(round(float(np.mean(lengths))))
+    gemm = gemm_gflops(rows, config.hidden_size, config.intermediate_size)
+    ours_rate, theirs_rate = ours_pairs_s * ours_gflop, theirs_pairs_s * theirs_gflop
+    best_pairs_s = gemm / ours_gflop
+    print(f"arithmetic: {theirs_gflop:.2f} GFLOP a pair (ours {ours_gflop:.2f}: the last layer for [CLS] only); "
+          f"fp32 GEMM ({rows} x {config.hidden_size} @ {config.hidden_size} x {config.intermediate_size}) "
+          f"{gemm:.0f} GFLOP/s; sentence-transformers {theirs_rate:.0f} GFLOP/s ({theirs_rate / gemm:.0%}), "
+          f"ours {ours_rate:.0f} GFLOP/s ({ours_rate / gemm:.0%}); ours at the GEMM rate: "
+          f"{best_pairs_s:.1f} pairs/s = {best_pairs_s / theirs_pairs_s:.2f}x sentence-transformers", flush=True)
 
 
 def bf16_ndcg_check(args: argparse.Namespace, folder: Path, work: Path) -> list[tuple[str, float]]:
