@@ -11,6 +11,10 @@ goes first, and the best time is kept (the machine is shared). Index time is rep
 separately: `build_index` (JSON collection + Anserini, `--threads`) against bm25s's tokenizer
 plus `BM25.index`.
 
+Each collection also prints where ours spends a one-thread search, stage by stage (query
+building, Lucene's top-n search, the hits' crossing into Python, the tie adjustment, the run
+frame), beside bm25s's whole search: what bounds the ratio.
+
 The two are not the same BM25 to the last digit, so the effectiveness of both on Cranfield is
 printed too. Same: the formula (bm25s `method="lucene"`: Lucene's idf, no (k1 + 1) factor), k1,
 b, the 33 English stop words. Different: Lucene's analyzer keeps one-character tokens and applies
@@ -241,6 +245,8 @@ class Comparison:
     bm25s_cold_s: float
     ours_run: pl.DataFrame
     bm25s_run: pl.DataFrame
+    ours_stages: dict[str, float]  # `stages`: one thread of ours, by stage
+    threads: int
 
 
 def compare(
@@ -258,6 +264,7 @@ def compare(
             args.repeat,
             args.warmup,
         )
+        spent = stages(index_dir, queries, args.k, model, args.repeat)
     return Comparison(
         name,
         corpus.height,
@@ -270,7 +277,52 @@ def compare(
         *cold,
         ours_run,
         theirs_run,
+        spent,
+        args.threads,
     )
+
+
+def stages(index_dir: Path, queries: pl.DataFrame, k: int, model: Bm25Config, repeat: int) -> dict[str, float]:
+    """Where one thread of ours spends its search time, per stage over every query (best of `repeat`):
+    Anserini's query building, Lucene's `IndexSearcher.search` (top-n collection in Java), the hits'
+    copy into arrays and their crossing into Python, Anserini's tie adjustment, and the run frame.
+    Uses `lucene`'s private searcher: a breakdown for this benchmark, not an API."""
+    from dagster_ir.retrieval import lucene
+
+    texts = queries["text"].to_list()
+    best = dict.fromkeys(["query", "search", "hits", "ties", "frame"], float("inf"))
+    with lucene._open_index(index_dir) as index:
+        searcher = index.searcher(model)
+        n = k + max(k // 4, 10)
+        for _ in range(repeat):
+            spent = dict.fromkeys(best, 0.0)
+            hits = []
+            for text in texts:
+                t0 = time.perf_counter()
+                query = searcher._generator.buildQuery(lucene._CONTENTS_FIELD, searcher._analyzer, text)
+                t1 = time.perf_counter()
+                top_docs = searcher._searcher.search(query, n)
+                t2 = time.perf_counter()
+                top = searcher._scored_docs.fromTopDocs(top_docs, searcher._hits_searcher)
+                docids, raw = np.asarray(top.lucene_docids, dtype=np.int32), np.asarray(top.scores, dtype=np.float32)
+                t3 = time.perf_counter()
+                adjusted = np.asarray(searcher._ties.rerank(top, None).scores, dtype=np.float32)
+                t4 = time.perf_counter()
+                hits.append(lucene._Hits(docids, raw, adjusted))
+                for name, seconds in zip(("query", "search", "hits", "ties"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                    spent[name] += seconds
+            t5 = time.perf_counter()
+            lucene._run_frame(queries["query_id"], hits, index, k, "ours")
+            spent["frame"] = time.perf_counter() - t5
+            best = {name: min(best[name], spent[name]) for name in best}
+    return best
+
+
+def print_stages(name: str, spent: dict[str, float], bm25s_s: float, threads: int) -> None:
+    total = sum(spent.values())
+    cells = ", ".join(f"{stage} {seconds:.3f} s ({seconds / total:.0%})" for stage, seconds in spent.items())
+    print(f"  ours on one thread, by stage ({name}): {cells}; total {total:.3f} s; "
+          f"bm25s on {threads} threads: {bm25s_s:.3f} s")
 
 
 def print_comparison(c: Comparison) -> None:
@@ -287,6 +339,7 @@ def print_comparison(c: Comparison) -> None:
         f"  hits    ours {c.ours_run.height:,}   bm25s {c.bm25s_run.height:,} (score > 0)   "
         f"top-10 overlap {top_overlap(c.ours_run, c.bm25s_run, 10):.3f}"
     )
+    print_stages(c.name, c.ours_stages, c.bm25s_search_s, c.threads)
 
 
 def top_overlap(run: pl.DataFrame, other: pl.DataFrame, depth: int) -> float:
