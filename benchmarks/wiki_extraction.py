@@ -16,6 +16,10 @@
 Every figure is the best of `--repeat` runs; the runs compared take turns, so that the load of a
 shared machine falls on them alike. CPU time (user + system, children included) is printed
 beside the wall time: on a loaded machine it is the steadier measure of the work done.
+The issue's goal is per core: WikiExtractor with `--processes 1` still runs its reader and its
+writer beside the extractor and keeps about 1.4 cores busy, ours one, so the per-core ratio is the
+CPU-time one (printed as its own ratio; the wall-time ratio is printed too). Both decompress the
+same bz2 stream; its CPU time alone is printed, with the per-core ratio of what is left.
 3. Memory: a fresh process resets its peak RSS once the library is imported (Linux
    /proc/self/clear_refs), extracts a multistream dump and reports the peak: streaming to Parquet
    parts with `chunk_pages=--chunk-pages` (bounded whatever the dump size), and for contrast
@@ -28,6 +32,7 @@ beside the wall time: on a loaded machine it is the steadier measure of the work
 from __future__ import annotations
 
 import argparse
+import bz2
 import dataclasses
 import itertools
 import os
@@ -188,12 +193,31 @@ def report_one_core(dump: Path, out: Path, repeat: int) -> dict[str, float]:
     print(rates("ours, warm (in this process)", warm, mb, pages))
     print(rates("WikiExtractor (fresh interpreter)", theirs, mb, pages))
     print(rates(f"  less start-up ({theirs_start.wall:.2f} s)", theirs - theirs_start, mb, pages))
+    decompress = decompression_cpu(dump, repeat)
+    ours_cpu, theirs_cpu = (cold - cold_start).cpu, (theirs - theirs_start).cpu
+    print(f"bz2 decompression alone (both pay it)   cpu {decompress:.2f} s = {decompress / ours_cpu:.0%} of ours, "
+          f"{decompress / theirs_cpu:.0%} of WikiExtractor's (less start-up); per core, ours / WikiExtractor "
+          f"{theirs_cpu / ours_cpu:.2f}, and {(theirs_cpu - decompress) / (ours_cpu - decompress):.2f} "
+          "for the parse after decompression")
     return {
         "wall time, cold, raw": theirs.wall / cold.wall,
         "wall time, cold, less start-up": (theirs - theirs_start).wall / (cold - cold_start).wall,
         "wall time, ours warm, theirs less start-up": (theirs - theirs_start).wall / warm.wall,
         "CPU time, cold, less start-up": (theirs - theirs_start).cpu / (cold - cold_start).cpu,
     }
+
+
+def decompression_cpu(dump: Path, repeat: int) -> float:
+    """Least CPU seconds of decompressing the whole dump in this process (0 for plain XML)."""
+    if dump.suffix != ".bz2":
+        return 0.0
+    raw = dump.read_bytes()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        bz2.decompress(raw)
+        best = min(best, time.process_time() - start)
+    return best
 
 
 def report_processes(dump: Path, out: Path, copies: int, repeat: int) -> dict[str, float]:
@@ -268,6 +292,8 @@ def main() -> None:
         print(f"  {name:<72} {value:5.2f}")
     print_ratio("extraction MB/s, ours / WikiExtractor --no-templates (cold, less start-up)",
                 ratios["wall time, cold, less start-up"])
+    print_ratio("extraction MB/s per core (CPU time), ours / WikiExtractor --no-templates (cold, less start-up)",
+                ratios["CPU time, cold, less start-up"])
     print_ratio("extraction, 2 processes / 1 on a multistream dump",
                 speed_ups[f"speed-up of 2 processes over 1, multistream x{k}, wall time"])
 
