@@ -163,13 +163,18 @@ class _Scope:
         self._universe: pl.DataFrame | None = None
 
     def rows(self, keys: pl.DataFrame, groups: tuple[str, ...]) -> pl.DataFrame:
-        """The kept rows of `groups` in the keys' segments."""
-        return _collect(self.kept.filter(pl.col("group").is_in(groups))
-                        .join(keys.lazy().select(_SEG).unique(), on=_SEG, how="semi"))
+        """The kept rows of `groups` in the keys' segments.
+
+        Filters by value lists (streamed; a semi-join there would hold the scanned side), then joins
+        the few rows left."""
+        segments = keys.select(_SEG).unique()
+        near = _collect(self.kept.filter(pl.col("group").is_in(groups) & _among(segments, "article_id")
+                                         & _among(segments, "segment_no")))
+        return near.join(segments, on=_SEG, how="semi")
 
     def linked(self, articles: pl.DataFrame) -> pl.DataFrame:
         """(article_id, candidate) of every article d of `articles` links to (in any group)."""
-        return _collect(self.kept.join(articles.lazy().select("article_id").unique(), on="article_id", how="semi")
+        return _collect(self.kept.filter(_among(articles, "article_id"))
                         .select("article_id", candidate="linked_id").unique())
 
     def universe(self) -> pl.DataFrame:
@@ -178,6 +183,11 @@ class _Scope:
             both = pl.concat([self.kept.select(a="article_id"), self.kept.select(a="linked_id")])
             self._universe = _collect(both.unique()).sort("a").with_row_index("position")
         return self._universe
+
+
+def _among(frame: pl.DataFrame, column: str) -> pl.Expr:
+    """pl.col(column) is one of the values of frame[column]."""
+    return pl.col(column).is_in(frame[column].unique().implode())
 
 
 def _sources(scope: _Scope, keys: pl.DataFrame) -> pl.DataFrame:
