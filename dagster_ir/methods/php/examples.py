@@ -38,9 +38,8 @@ builder gave (tested). Deviation (also in the README): when the cap binds, the k
 hash-smallest keys, not a NumPy draw of row indices of the whole table as before; `sampled_out` then
 counts the positives past the cut (not examined for negatives) and `positives_without_negatives` those
 before it, so examples + positives_without_negatives + sampled_out = positives as before. Memory that
-still grows with the dump: the universe (d4_rule "cover" with "lower+random" only), the hash ranges'
-keys (about max_examples / the share of positives with an example), and under d4_rule "literal" the
-join with the graph's bidirectional links.
+still grows with the dump: the universe ("lower+random" only; about 150 bytes per article in
+Polars' streaming unique), and under d4_rule "literal" the join with the graph's bidirectional links.
 """
 
 from __future__ import annotations
@@ -227,16 +226,23 @@ def _eligible(scope: _Scope, keys: pl.DataFrame, n: int) -> pl.Series:
     return flags["ok"]
 
 
+_PASS_KEYS = 1 << 21  # keys one pass of `_choose` may hold (or 8 x max_examples, if more)
+
+
 def _choose(positives: pl.LazyFrame, rows: int, cap: int, salt: int, scope: _Scope,
             n: int) -> tuple[pl.DataFrame, int, int | None, bool]:
     """The `cap` keys with an example of smallest (hash of (d, s, positive), key), by streaming passes over
-    growing ranges of the hash (each pass holds its range's keys, not the table).
+    consecutive ranges of the hash. A pass holds the keys of its range (at most about
+    max(8 cap, `_PASS_KEYS`)); between passes only the keys with an example are kept (and the range
+    holding the cut, whole), so where few keys have an example it takes more passes, not more memory.
 
     Returns (keys, positives considered: up to the cut when it binds, else all; positives before the cut
     without an example; whether the cap binds).
     """
     hashed = positives.with_columns(h=pl.struct(*_EXAMPLE).hash(salt))
-    seen: list[pl.DataFrame] = []
+    budget = max(8 * cap, _PASS_KEYS) / rows  # share of the positives one pass may hold
+    chosen: list[pl.DataFrame] = []  # the keys with an example of the ranges before the cut's
+    cut_range, found_before, without_before = None, 0, 0
     low, share, found, scanned = -1, min(1.0, 2 * cap / rows), 0, 0
     while True:
         high = _U64 - 1 if share >= 1.0 else int(share * _U64)
@@ -245,18 +251,25 @@ def _choose(positives: pl.LazyFrame, rows: int, cap: int, salt: int, scope: _Sco
             in_range &= pl.col("h") > pl.lit(low, pl.UInt64)
         batch = _collect(hashed.filter(in_range).unique())
         batch = batch.with_columns(ok=_eligible(scope, batch.select(_EXAMPLE), n))
-        seen.append(batch)
-        found, scanned = found + int(batch["ok"].sum()), scanned + batch.height
+        eligible = int(batch["ok"].sum())
+        if found < cap <= found + eligible:  # the cap-th example lies in this range
+            cut_range, found_before, without_before = batch, found, scanned - found
+        elif cut_range is None:
+            chosen.append(batch.filter("ok"))
+        found, scanned = found + eligible, scanned + batch.height
         if found > cap or share >= 1.0:
             break
         rate = max(found, 1) / max(scanned, 1)
-        share, low = min(1.0, max(2 * share, share + 1.25 * (cap - found) / rate / rows)), high
-    ordered = pl.concat(seen).sort("h", *_EXAMPLE)
+        step = min(budget, max(share, 1.25 * (cap - found) / rate / rows))
+        share, low = min(1.0, share + step), high
     if found <= cap:  # every positive seen and at most cap with an example: the cap does not bind
-        return ordered.filter("ok"), ordered.height, None, False
-    cut = int(ordered["ok"].cast(pl.Int64).cum_sum().search_sorted(cap, side="left"))  # position of the cap-th example
-    considered = ordered.head(cut + 1)
-    return considered.filter("ok"), considered.height, considered.height - cap, True
+        last = [cut_range.filter("ok")] if cut_range is not None else []
+        return pl.concat([*chosen, *last]).sort("h", *_EXAMPLE), scanned, None, False
+    ordered = cut_range.sort("h", *_EXAMPLE)
+    cut = int(ordered["ok"].cast(pl.Int64).cum_sum().search_sorted(cap - found_before, side="left"))
+    keys = pl.concat([*chosen, ordered.head(cut + 1).filter("ok")]).sort("h", *_EXAMPLE)
+    without = without_before + (cut + 1) - (cap - found_before)
+    return keys, cap + without, without, True
 
 
 def _draw(examples: pl.DataFrame, n: int, salt: int) -> pl.DataFrame:

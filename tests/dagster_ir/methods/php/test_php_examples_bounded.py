@@ -128,3 +128,19 @@ def test_random_fill_leaves_out_an_article_that_links_to_every_other_one() -> No
         assert set(frame["article_id"]) == {"a"} and frame.equals(expected)  # a: c or z, never b
         assert counts.positives_without_negatives + counts.sampled_out == 3
     assert reference.positives_without_negatives == 3
+
+
+def test_many_small_passes_choose_the_same_keys(dump, monkeypatch) -> None:
+    # Passes of at most 8 x max_examples keys (the floor lowered): the cut falls in later and other ranges.
+    from dagster_ir.methods.php import examples
+
+    groups, _ = dump
+    runs = {}
+    for floor in (examples._PASS_KEYS, 1):
+        monkeypatch.setattr(examples, "_PASS_KEYS", floor)
+        for seed in range(4):
+            for cap in (1, 2, 5):
+                config = _seeded(PhpConfig(n_negatives=2, max_examples=cap), seed)
+                runs.setdefault((seed, cap), []).append(build_php_examples(groups, "mrds", config))
+    for (seed, cap), ((one, one_counts), (many, many_counts)) in runs.items():
+        assert one.height == cap and one.equals(many) and one_counts == many_counts, (seed, cap)
