@@ -165,10 +165,11 @@ class _Scope:
         """The kept rows of `groups` in the keys' segments.
 
         Filters by value lists (streamed; a semi-join there would hold the scanned side), then joins
-        the few rows left."""
+        the few rows left. The `unique` copies the rows kept: a plain filter's result would keep the
+        string buffers of every scanned morsel it took a row from (Polars' string views)."""
         segments = keys.select(_SEG).unique()
         near = _collect(self.kept.filter(pl.col("group").is_in(groups) & _among(segments, "article_id")
-                                         & _among(segments, "segment_no")))
+                                         & _among(segments, "segment_no")).unique())
         return near.join(segments, on=_SEG, how="semi")
 
     def linked(self, articles: pl.DataFrame) -> pl.DataFrame:
@@ -226,14 +227,14 @@ def _eligible(scope: _Scope, keys: pl.DataFrame, n: int) -> pl.Series:
     return flags["ok"]
 
 
-_PASS_KEYS = 1 << 21  # keys one pass of `_choose` may hold (or 8 x max_examples, if more)
+_PASS_KEYS = 1 << 20  # keys one pass of `_choose` may hold (or 8 x max_examples, if more)
 
 
 def _choose(positives: pl.LazyFrame, rows: int, cap: int, salt: int, scope: _Scope,
             n: int) -> tuple[pl.DataFrame, int, int | None, bool]:
     """The `cap` keys with an example of smallest (hash of (d, s, positive), key), by streaming passes over
     consecutive ranges of the hash. A pass holds the keys of its range (at most about
-    max(8 cap, `_PASS_KEYS`)); between passes only the keys with an example are kept (and the range
+    max(8 cap, `_PASS_KEYS`), 1 M); between passes only the keys with an example are kept (and the range
     holding the cut, whole), so where few keys have an example it takes more passes, not more memory.
 
     Returns (keys, positives considered: up to the cut when it binds, else all; positives before the cut
@@ -249,7 +250,7 @@ def _choose(positives: pl.LazyFrame, rows: int, cap: int, salt: int, scope: _Sco
         in_range = pl.col("h") <= pl.lit(high, pl.UInt64)
         if low >= 0:
             in_range &= pl.col("h") > pl.lit(low, pl.UInt64)
-        batch = _collect(hashed.filter(in_range).unique())
+        batch = _collect(hashed.filter(in_range).unique())  # unique: copies the rows (see _Scope.rows)
         batch = batch.with_columns(ok=_eligible(scope, batch.select(_EXAMPLE), n))
         eligible = int(batch["ok"].sum())
         if found < cap <= found + eligible:  # the cap-th example lies in this range
