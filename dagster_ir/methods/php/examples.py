@@ -27,14 +27,15 @@ counted (`d4_dropped`).
 
 Bounded memory (issue #18). `build_php_examples` takes LazyFrames (scans of the stored Parquet) as well
 as DataFrames and applies `max_examples` first: it chooses the (d, s, positive) keys, then reads only
-their segments' rows (semi-joins) and draws their negatives, so what it holds is set by `max_examples`,
+their segments' rows (value filters on the scan) and draws their negatives, so what it holds is set by `max_examples`,
 not by `php_groups` (of the order of 10^8-10^9 rows on enwiki). The keys are those with an example
 (a negative of their own, or a fill) of smallest hash of (seed, stage, d, s, positive) (ties by the key),
-found by streaming passes over growing ranges of that hash (`_choose`); an example's negatives are
+found by streaming passes over consecutive ranges of that hash (`_choose`); an example's negatives are
 drawn as above, so a kept example is the one the uncapped table has for its key. The random fill's
 universe (the articles of the groups) and d's linked articles are queries over the groups
 (O(articles)). When the cap does not bind, every example is kept: the table is the one the in-memory
-builder gave (tested). Deviation (also in the README): when the cap binds, the kept examples are the
+builder gave (tested). Without a cap (`max_examples=None`) every example is built, so the table grows
+with the dump by definition. Deviation (also in the README): when the cap binds, the kept examples are the
 hash-smallest keys, not a NumPy draw of row indices of the whole table as before; `sampled_out` then
 counts the positives past the cut (not examined for negatives) and `positives_without_negatives` those
 before it, so examples + positives_without_negatives + sampled_out = positives as before. Memory that
