@@ -22,6 +22,14 @@ parent's peak across exec) and CPU seconds of each.
 renamed per copy, so titles, redirects and links grow K-fold), to show the bounded path flat
 beyond the sizes whose dumps are parsed here.
 
+Then `php_examples` alone over the size's stored `php_groups` and `wiki_link_graph` (fresh bare
+process each, `--php-profile`, default "demo": max_examples 200 per stage, fill "lower+random"): the
+bounded builder over scans (what the asset runs now) against the in-memory reference of before #18
+(`tests/dagster_ir/methods/php/php_examples_reference.py` over the collected tables, as the asset
+loaded them); peak RSS (VmHWM), CPU seconds, examples (and whether both gave the same table, which they
+must when no cap binds). `--php-copies K` also runs both on the largest size's `php_groups` and graph
+copied K times (ids renamed per copy). `php_baseline_examples` is not measured (still in memory).
+
 Printed per size: XML MB, wall seconds, MB/s of XML, peak memory of the process tree (overall and
 while each of the update's runs was the latest to start, from its log), rows of each asset (from
 the catalog), the joins' peak memory; then the goals (peak memory of the largest size within 1.5x of the
@@ -30,7 +38,8 @@ one) and a projection for the full English dump (`--full-xml-gb`, about 100 GB o
 bz2) from the slope between the two largest sizes.
 
     .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
-        [--memory-limit 64MB] [--join-memory-limit 64MB] [--join-copies 4 16] [--out DIR] [--keep]
+        [--memory-limit 64MB] [--join-memory-limit 64MB] [--join-copies 4 16] [--no-php] [--php-copies 10]
+        [--php-profile demo] [--out DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -299,11 +308,70 @@ def joins_for(tables: Path, memory_limit: str) -> dict:
     return {"duckdb": bounded, "polars": reference}
 
 
+# --- php_examples alone, bounded (scans, cap first) against the in-memory reference ---------------
+
+_PHP = """
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+sys.path.insert(0, sys.argv[4] + "/tests/dagster_ir/methods/php")  # the reference builder (no package)
+import polars as pl
+from dagster_ir.methods import php
+mode, tables, profile = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+config = php.PROFILES[profile]
+started = time.process_time()
+groups = pl.scan_parquet(tables / "php_groups" / "data.parquet")
+graph = pl.scan_parquet(tables / "wiki_link_graph" / "data.parquet")
+if mode == "bounded":
+    frames = [php.build_php_examples(groups, stage, config, link_graph=graph)[0] for stage in php.STAGE_ORDER]
+else:
+    from php_examples_reference import reference_php_examples
+    groups, graph = groups.collect(), graph.collect()  # as the asset loaded them before
+    frames = [reference_php_examples(groups, stage, config, link_graph=graph)[0] for stage in php.STAGE_ORDER]
+frame = pl.concat(frames)
+cpu = time.process_time() - started
+hwm = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM"))
+rows = pl.scan_parquet(tables / "php_groups" / "data.parquet").select(pl.len()).collect().item()
+print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu, "examples": frame.height,
+                  "groups": rows, "hash": int(frame.hash_rows(seed=0).sum())}))
+"""
+
+
+def run_php_examples(tables: Path, mode: str, profile: str) -> dict:
+    """Peak RSS (MiB), CPU seconds and examples of php_examples' three stages in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _PHP, mode, str(tables), profile, str(ROOT)],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"php_examples ({mode}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def php_examples_for(tables: Path, profile: str) -> dict:
+    bounded, reference = run_php_examples(tables, "bounded", profile), run_php_examples(tables, "reference", profile)
+    return {"bounded": bounded, "reference": reference, "same": bounded["hash"] == reference["hash"]}
+
+
+def copy_groups(tables: Path, out: Path, copies: int) -> Path:
+    """`php_groups` and `wiki_link_graph` of `tables` `copies` times, article ids renamed per copy."""
+    import polars as pl
+
+    index = pl.LazyFrame({"copy": pl.int_range(copies, eager=True).cast(pl.String)})
+    for name, columns in (("php_groups", ("article_id", "linked_id")), ("wiki_link_graph", ("src_id", "dst_id"))):
+        frame = pl.scan_parquet(tables / name / "data.parquet")
+        copied = index.join(frame, how="cross").with_columns(
+            [pl.col(c) + " (group copy " + pl.col("copy") + ")" for c in columns]).drop("copy")
+        target = out / name / "data.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copied.select(frame.collect_schema().names()).sink_parquet(target, row_group_size=100_000)
+    return out
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
 def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence = (), memory_limit: str = "",
-           run_limit: str | None = None) -> list[str]:
+           run_limit: str | None = None, extra_php: Sequence = ()) -> list[str]:
     lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
              f"{'peak MiB':>9}  rows per asset"]
     for size, r in sorted(results.items()):
@@ -336,6 +404,19 @@ def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence =
         growth = j1["duckdb"]["links"] / max(1, j0["duckdb"]["links"])
         lines.append(f"  links grow {growth:.0f}x from first to last: DuckDB peak x{j1['duckdb']['peak_mib'] / j0['duckdb']['peak_mib']:.2f}, "
                      f"Polars peak x{j1['polars']['peak_mib'] / j0['polars']['peak_mib']:.2f}")
+    php_runs = [(f"{label}x", r["php"]) for label, r in sorted(results.items()) if "php" in r] + list(extra_php)
+    if php_runs:
+        lines.append("php_examples alone (three stages, fresh process each), peak RSS MiB / CPU s / examples:")
+        for label, p in php_runs:
+            lines.append(f"  {label:>22}: php_groups={p['bounded']['groups']}  bounded (scans, cap first): "
+                         f"{p['bounded']['peak_mib']:.0f} MiB / {p['bounded']['cpu']:.1f} s / {p['bounded']['examples']}  "
+                         f"in memory (before): {p['reference']['peak_mib']:.0f} MiB / {p['reference']['cpu']:.1f} s / "
+                         f"{p['reference']['examples']}  same table: {'yes' if p['same'] else 'no (a cap binds)'}")
+        (_, p0), (_, p1) = php_runs[0], php_runs[-1]
+        growth = p1["bounded"]["groups"] / max(1, p0["bounded"]["groups"])
+        lines.append(f"  php_groups grow {growth:.0f}x from first to last: bounded peak "
+                     f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}, "
+                     f"in-memory peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}")
     if len(sizes) >= 2:
         b, c = results[sizes[-2]], results[sizes[-1]]
         full_mb = full_xml_gb * 1000
@@ -376,13 +457,17 @@ def main() -> None:
     parser.add_argument("--join-copies", type=int, nargs="*", default=[],
                         help="also run the joins alone on the largest size's tables copied K times")
     parser.add_argument("--no-joins", action="store_true", help="skip the joins-alone runs")
+    parser.add_argument("--no-php", action="store_true", help="skip the php_examples-alone runs")
+    parser.add_argument("--php-profile", default="demo", help="PhpConfig profile of the php_examples runs")
+    parser.add_argument("--php-copies", type=int, nargs="*", default=[],
+                        help="also run php_examples alone on the largest size's php_groups copied K times")
     parser.add_argument("--out", type=Path, default=None, help="where dumps and data go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the dumps and data directories (and reuse kept dumps)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="wiki_scale_"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; out {out}", flush=True)
-    results, extra_joins = {}, []
+    results, extra_joins, extra_php = {}, [], []
     for size in args.sizes:
         dump = out / f"synthetic-x{size}-multistream.xml.bz2"
         started = time.monotonic()
@@ -403,7 +488,15 @@ def main() -> None:
         if not args.no_joins:
             r["joins"] = joins_for(data / "tables", args.join_memory_limit)
             print(f"{size}x joins: {json.dumps(r['joins'])}", flush=True)
+        if not args.no_php:
+            r["php"] = php_examples_for(data / "tables", args.php_profile)
+            print(f"{size}x php_examples: {json.dumps(r['php'])}", flush=True)
         if size == args.sizes[-1]:
+            for copies in args.php_copies:
+                copied = copy_groups(data / "tables", out / f"groups-x{size}-copies{copies}" / "tables", copies)
+                extra_php.append((f"{size}x groups x{copies}", php_examples_for(copied, args.php_profile)))
+                print(f"{size}x groups x{copies} php_examples: {json.dumps(extra_php[-1][1])}", flush=True)
+                shutil.rmtree(copied.parent, ignore_errors=True)
             for copies in args.join_copies:
                 copied = copy_tables(data / "tables", out / f"tables-x{size}-copies{copies}" / "tables", copies)
                 extra_joins.append((f"{size}x tables x{copies}", joins_for(copied, args.join_memory_limit)))
@@ -414,7 +507,8 @@ def main() -> None:
             dump.unlink()
             sidecar.unlink()
             dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
-    print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit, args.memory_limit)))
+    print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit, args.memory_limit,
+                           extra_php)))
 
 
 if __name__ == "__main__":
