@@ -4,7 +4,8 @@
 turns telemetry off (this may run offline) and limits every pool to one step at a time by default
 (`concurrency.pools.default_limit: 1`, op granularity), so the `training` pool (see
 `assets.automation`) never runs two trainings at once, across runs and processes: `dagster-ir
-update`'s in-process runs claim the same slots as the UI's runs. A file without a `concurrency`
+update`'s in-process runs claim the same slots as the UI's runs. Opening the instance frees the
+slots that runs which have ended still hold (`free_slots_of_ended_runs`). A file without a `concurrency`
 section gets it appended; one that has it is left as the user wrote it. Change the limit with
 
     concurrency:
@@ -58,7 +59,33 @@ def open_instance(home: str | os.PathLike[str]) -> dg.DagsterInstance:
         instance = dg.DagsterInstance.get()
         instance.get_runs(limit=1)  # the event log's per-run shards and asset index open lazily
         instance.fetch_materializations(dg.AssetKey("dagster_ir_storage_probe"), limit=1)
+        free_slots_of_ended_runs(instance)
     return instance
+
+
+_ENDED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+def free_slots_of_ended_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Free the pool slots (claimed or pending) of runs that have ended or are gone; their run ids.
+
+    A run whose process died in a step (a full disk, a crash) is marked failed but can keep its
+    `training` slot; with no daemon to free it, the next `update` or `reproduce` then waits for the
+    slot for ever (found on a full disk: the next call spun at 100% of a core for 25 minutes). A run
+    still marked started is left alone: its process may still be alive.
+    """
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return []
+    freed = []
+    for key in storage.get_concurrency_keys():
+        info = storage.get_concurrency_info(key)
+        for run_id in sorted({slot.run_id for slot in [*info.claimed_slots, *info.pending_steps]}):
+            run = instance.get_run_by_id(run_id)
+            if (run is None or run.status in _ENDED) and run_id not in freed:
+                storage.free_concurrency_slots_for_run(run_id)
+                freed.append(run_id)
+    return freed
 
 
 if __name__ == "__main__":  # `python -m assets.instance [DAGSTER_HOME]` (the Makefile's `ui`)

@@ -14,6 +14,7 @@ the settings by s (training, negative sampling, fusion restarts).
 
 import hashlib
 import json
+import shutil
 import time
 import warnings
 from dataclasses import asdict, replace
@@ -228,7 +229,8 @@ class BertModel1AssetConfig(_TrainingOverrides):
 
 
 def _training_dir(data: DataDirResource, name: str, unit: TrainingUnit, fingerprint: str):
-    """A checkpoint folder per (settings, data): resumed when both match, old ones removed (unless in use)."""
+    """A checkpoint folder per (settings, data): resumed when both match, old ones removed (unless in use);
+    removed once the model is saved (a training unit's states took 0.4-0.7 GB on Cranfield)."""
     folder = data.files(name, unit.key, "training") / fingerprint
     remove_unlocked_siblings(folder)
     return folder
@@ -262,6 +264,7 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
     result = nn.train_ranker(model, texts, negatives, _training_dir(data, name, unit, fingerprint),
                              dev_run=dev_run, qrels=qrels)
     folder = model.save(data.files(name, unit.key) / "model")
+    shutil.rmtree(data.files(name, unit.key, "training"), ignore_errors=True)  # resumable state, done with
     context.add_output_metadata({
         "steps": result.steps, "best_epoch": result.best_epoch, "seconds": round(result.seconds, 2),
         "examples_per_s": round(result.examples_per_s, 2), "seed": config.train.seed,

@@ -91,6 +91,9 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     assert by_name["rocketqa"]["relevance_path"] == by_name[chosen]["relevance_path"]  # eta chosen on dev
     assert by_name["bm25+bert"]["relevance_path"] == by_name["zhan"]["relevance_path"]
     assert by_name["bm25+bert"]["candidates"] == "bm25" and by_name["naive"]["candidates"] == "dense"
+    unit_dir = tmp_path / "files" / "cet" / "wiki-car" / "seed-0"
+    assert all((unit_dir / n / "relevance" / "model.safetensors").is_file() for n in ("naive", "dml", "cet"))
+    assert not list(unit_dir.glob("*/training_state"))  # the resumable states go once every ranker is saved
 
     runs = cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"], c["queries"],
                     c["corpus"].lazy(), c["qrels"], c["query_splits"])

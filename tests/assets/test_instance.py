@@ -32,3 +32,26 @@ def test_instance_config_keeps_what_the_user_wrote(tmp_path):
     text = ensure_instance_config(tmp_path).read_text()
     assert text.startswith("telemetry:\n  enabled: true\n") and text.endswith(CONCURRENCY)
     assert ensure_instance_config(tmp_path).read_text() == text  # a second call adds nothing
+
+
+def test_opening_the_instance_frees_the_slots_of_runs_that_ended(tmp_path):
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from assets.instance import free_slots_of_ended_runs, open_instance
+
+    instance = open_instance(tmp_path / "home")
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots("training", 1)
+    for run_id, status in (("dead", dg.DagsterRunStatus.FAILURE), ("alive", dg.DagsterRunStatus.STARTED)):
+        instance.add_run(DagsterRun(job_name="__ASSET_JOB", run_id=run_id, status=status))
+    assert storage.claim_concurrency_slot("training", "dead", "cet").is_claimed
+    assert not storage.claim_concurrency_slot("training", "alive", "cet").is_claimed  # waits behind the dead run
+    assert free_slots_of_ended_runs(instance) == ["dead"]
+    assert storage.claim_concurrency_slot("training", "alive", "cet").is_claimed
+    assert free_slots_of_ended_runs(instance) == []  # a started run keeps its slot
+    instance.add_run(DagsterRun(job_name="__ASSET_JOB", run_id="ended", status=dg.DagsterRunStatus.SUCCESS))
+    storage.claim_concurrency_slot("training", "ended", "bert")  # pending behind "alive"
+    reopened = open_instance(tmp_path / "home")
+    assert "ended" not in {s.run_id for s in reopened.event_log_storage.get_concurrency_info("training").pending_steps}
+    assert [s.run_id for s in reopened.event_log_storage.get_concurrency_info("training").claimed_slots] == ["alive"]

@@ -92,6 +92,7 @@ def test_neural_models_and_export(materialized):
     for asset in ("neural_model1", "bert_model1", "bert_vanilla"):
         manifest = read(root, asset)
         assert manifest["steps"][0] >= 1 and (root / "files" / asset / UNIT / "model").is_dir()
+        assert not (root / "files" / asset / UNIT / "training").exists()  # checkpoints go once the model is saved
     exported = read(root, "model1_export")
     assert exported.select(*MODEL1_TABLE).schema == pl.Schema(MODEL1_TABLE) and exported.height > 0
 
