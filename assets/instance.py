@@ -5,8 +5,9 @@ turns telemetry off (this may run offline) and limits every pool to one step at 
 (`concurrency.pools.default_limit: 1`, op granularity), so the `training` pool (see
 `assets.automation`) never runs two trainings at once, across runs and processes: `dagster-ir
 update`'s in-process runs claim the same slots as the UI's runs. Opening the instance frees the
-slots that runs which have ended still hold (`free_slots_of_ended_runs`). A file without a `concurrency`
-section gets it appended; one that has it is left as the user wrote it. Change the limit with
+slots that runs which have ended still hold (`free_slots_of_ended_runs`). A file without a
+`concurrency` section gets it appended; one that has it is left as the user wrote it. Change the
+limit with
 
     concurrency:
       pools:
@@ -82,7 +83,7 @@ def free_slots_of_ended_runs(instance: dg.DagsterInstance) -> list[str]:
         info = storage.get_concurrency_info(key)
         for run_id in sorted({slot.run_id for slot in [*info.claimed_slots, *info.pending_steps]}):
             run = instance.get_run_by_id(run_id)
-            if (run is None or run.status in _ENDED) and run_id not in freed:
+            if (run is None or run.status in _ENDED) and run_id not in freed:  # one run, several pools
                 storage.free_concurrency_slots_for_run(run_id)
                 freed.append(run_id)
     return freed

@@ -29,7 +29,8 @@ Checkpoints land in ``out_dir/<run name>/relevance`` (and ``selection``), Huggin
 the loop's resumable state in ``out_dir/<run name>/training_state/<fingerprint>``: the fingerprint
 hashes the settings and the negatives, so an interrupted run resumes and changed inputs start
 afresh. Once every ranker of the lab is trained and saved, the states are removed (they held three
-quarters of the lab's disk: about 1.4 GB a training unit on Cranfield). `rerank_lab` reranks the strong retriever's top `rerank_depth` with each R.
+quarters of the lab's disk: about 1.4 GB a training unit on Cranfield). `rerank_lab` reranks the
+strong retriever's top `rerank_depth` with each R.
 
 The dense judgments are read only to estimate RANCE's curve (dev queries) and to report, as a
 diagnostic, which share of each ranker's training negatives is in fact relevant.
