@@ -1,6 +1,7 @@
 """An asset that trains under torchrun: its metrics reach the run's log and the materialization."""
 
 import os
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -42,4 +43,6 @@ def test_asset_launches_torchrun_and_reports_its_metrics(tmp_path):
     assert len(metadata["loss_curve"].value) == 9
     steps = [m.split(":")[0] for m in messages if m.startswith("step ")]
     assert steps == [f"step {s}" for s in (1, 2, 3, 4, 5, 5, 6, 7, 8)]  # rank 0's metrics, in the run's log
-    assert any("exitcode: 17" in m for m in messages)  # torchrun's own output too (the lost worker)
+    # torchrun's own output too: the lost worker's exit code, in its log line ("exitcode: 17") or in its failure
+    # summary ("exitcode  : 17"); which of them names rank 1 depends on which rank torchrun saw fail first
+    assert any(re.search(r"exitcode\s*:\s*17\b", m) for m in messages)
