@@ -110,6 +110,9 @@ class PhpBaselineSettings(PhpSettings):
     mu: float = 1000.0  # PROP / HARP's RQP: Dirichlet prior of the document language models
     query_length_mean: float = 3.0  # PROP / HARP's RQP: Poisson mean of a sampled word set's size
     harp_objectives: list[str] = ["rqp", "rdp"]
+    # Examples generated per objective: those of smallest seeded hash, so memory is bounded on a full dump
+    # (0: every example; the sample has fewer than 3,300 per objective, so the cap does not bind there)
+    baseline_max_examples: int = 100_000
     # Cap each baseline at the optimizer steps PHP's three stages took together (the same budget);
     # False: the profile's own caps (max_examples, epochs of the three stages, max_steps).
     match_php_steps: bool = True
@@ -118,7 +121,8 @@ class PhpBaselineSettings(PhpSettings):
         domain = self.to_domain()
         return php.BaselineConfig(n_negatives=self.baseline_negatives or domain.n_negatives, mu=self.mu,
                                   query_length_mean=self.query_length_mean,
-                                  harp_objectives=tuple(self.harp_objectives), seed=domain.train.seed)
+                                  harp_objectives=tuple(self.harp_objectives), seed=domain.train.seed,
+                                  max_examples=self.baseline_max_examples or None)
 
 
 class CrossEncoderSettings(_TrainOverrides):
@@ -337,17 +341,21 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
     return pl.DataFrame(rows, schema=schema)
 
 
-@dg.asset(group_name=GROUP, code_version="1", ins=_eval_ins())
+@dg.asset(group_name=GROUP, code_version="2", ins={"wiki_links": dg.AssetIn(dagster_type=_SCAN), **_eval_ins()})
 def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame,
-                          wiki_links: pl.DataFrame, **inputs) -> pl.DataFrame:
-    """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump."""
+                          **inputs) -> pl.DataFrame:
+    """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump.
+
+    Segments and links are read as scans; `baseline_max_examples` bounds what each generator holds.
+    """
     domain, generators = config.to_domain(), config.generator_config()
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     segments = latest_articles(wiki_articles).segments
-    frames = [php.build_baseline_examples(m, segments, wiki_links, generators, excluded) for m in php.METHODS]
+    frames = [php.build_baseline_examples(m, segments, inputs["wiki_links"], generators, excluded) for m in php.METHODS]
     frame = pl.concat(frames)
     counts = frame.group_by("method", "objective").len().sort("method", "objective")
     context.add_output_metadata({"excluded_articles": len(excluded), "seed": generators.seed,
+                                 "max_examples": generators.max_examples or "all",
                                  **{f"{m}_{o}_examples": n for m, o, n in counts.iter_rows()}})
     return frame
 

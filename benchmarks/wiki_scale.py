@@ -28,7 +28,13 @@ bounded builder over scans (what the asset runs now) against the in-memory refer
 (`tests/dagster_ir/methods/php/php_examples_reference.py` over the collected tables, as the asset
 loaded them); peak RSS (VmHWM), CPU seconds, examples (and whether both gave the same table, which they
 must when no cap binds). `--php-copies K` also runs both on the largest size's `php_groups` and graph
-copied K times (ids renamed per copy). `php_baseline_examples` is not measured (still in memory).
+copied K times (ids renamed per copy).
+
+Then `php_baseline_examples` alone (the four Table 3 generators over the size's stored `wiki_articles`
+and `wiki_links`, fresh bare process each): the bounded generators over scans with the asset's default
+cap (`--baseline-cap`, 100,000 examples per objective) against the same generators without a cap over
+the collected tables (what the asset did before #18: the same tables, tested); peak RSS (VmHWM), CPU
+seconds, examples, and whether both gave the same table (they must while the cap does not bind).
 
 Printed per size: XML MB, wall seconds, MB/s of XML, peak memory of the process tree (overall and
 while each of the update's runs was the latest to start, from its log), rows of each asset (from
@@ -39,7 +45,7 @@ bz2) from the slope between the two largest sizes.
 
     .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
         [--memory-limit 64MB] [--join-memory-limit 64MB] [--join-copies 4 16] [--no-php] [--php-copies 10]
-        [--php-profile demo] [--out DIR] [--keep]
+        [--php-profile demo] [--no-baselines] [--baseline-cap 100000] [--out DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -352,6 +358,47 @@ def php_examples_for(tables: Path, profile: str) -> dict:
     return {"bounded": bounded, "reference": reference, "same": bounded["hash"] == reference["hash"]}
 
 
+# --- php_baseline_examples alone, bounded (scans, cap) against uncapped over collected tables -----
+
+_BASELINES = """
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+import polars as pl
+from dagster_ir.methods import php
+from dagster_ir.wiki import latest_articles
+mode, tables, cap = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+started = time.process_time()
+articles = pl.scan_parquet(sorted(str(p) for p in (tables / "wiki_articles").glob("*/data.parquet")))
+links = pl.scan_parquet(tables / "wiki_links" / "data.parquet")
+config = php.BaselineConfig(max_examples=cap if mode == "bounded" else None)
+if mode != "bounded":
+    articles, links = articles.collect(), links.collect()  # as the asset loaded them before
+segments = latest_articles(articles).segments
+frame = pl.concat([php.build_baseline_examples(m, segments, links, config) for m in php.METHODS])
+cpu = time.process_time() - started
+hwm = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM"))
+counts = dict(frame.group_by("objective").len().iter_rows())
+print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu, "examples": frame.height, "counts": counts,
+                  "segments": segments.select(pl.len()).collect().item(), "hash": int(frame.hash_rows(seed=0).sum())}))
+"""
+
+
+def run_baseline_examples(tables: Path, mode: str, cap: int) -> dict:
+    """Peak RSS (MiB), CPU seconds and examples of the four Table 3 generators in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _BASELINES, mode, str(tables), str(cap), str(ROOT)],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"php_baseline_examples ({mode}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def baseline_examples_for(tables: Path, cap: int) -> dict:
+    bounded, reference = run_baseline_examples(tables, "bounded", cap), run_baseline_examples(tables, "reference", cap)
+    return {"bounded": bounded, "reference": reference, "same": bounded["hash"] == reference["hash"]}
+
+
 def copy_groups(tables: Path, out: Path, copies: int) -> Path:
     """`php_groups` and `wiki_link_graph` of `tables` `copies` times, article ids renamed per copy."""
     import polars as pl
@@ -417,6 +464,21 @@ def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence =
         lines.append(f"  php_groups grow {growth:.0f}x from first to last: bounded peak "
                      f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}, "
                      f"in-memory peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}")
+    baseline_runs = [(f"{label}x", r["baselines"]) for label, r in sorted(results.items()) if "baselines" in r]
+    if baseline_runs:
+        lines.append("php_baseline_examples alone (ICT, WLP, PROP, HARP; fresh process each), "
+                     "peak RSS MiB / CPU s / examples:")
+        for label, p in baseline_runs:
+            lines.append(f"  {label:>22}: segments={p['bounded']['segments']}  bounded (scans, cap): "
+                         f"{p['bounded']['peak_mib']:.0f} MiB / {p['bounded']['cpu']:.1f} s / {p['bounded']['examples']}  "
+                         f"uncapped, collected (before): {p['reference']['peak_mib']:.0f} MiB / "
+                         f"{p['reference']['cpu']:.1f} s / {p['reference']['examples']}  "
+                         f"same table: {'yes' if p['same'] else 'no (the cap binds)'}")
+        (_, p0), (_, p1) = baseline_runs[0], baseline_runs[-1]
+        growth = p1["bounded"]["segments"] / max(1, p0["bounded"]["segments"])
+        lines.append(f"  segments grow {growth:.0f}x from first to last: bounded peak "
+                     f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}, "
+                     f"uncapped peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}")
     if len(sizes) >= 2:
         b, c = results[sizes[-2]], results[sizes[-1]]
         full_mb = full_xml_gb * 1000
@@ -458,6 +520,9 @@ def main() -> None:
                         help="also run the joins alone on the largest size's tables copied K times")
     parser.add_argument("--no-joins", action="store_true", help="skip the joins-alone runs")
     parser.add_argument("--no-php", action="store_true", help="skip the php_examples-alone runs")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the php_baseline_examples-alone runs")
+    parser.add_argument("--baseline-cap", type=int, default=100_000,
+                        help="max_examples per objective of the bounded php_baseline_examples runs")
     parser.add_argument("--php-profile", default="demo", help="PhpConfig profile of the php_examples runs")
     parser.add_argument("--php-copies", type=int, nargs="*", default=[],
                         help="also run php_examples alone on the largest size's php_groups copied K times")
@@ -491,6 +556,9 @@ def main() -> None:
         if not args.no_php:
             r["php"] = php_examples_for(data / "tables", args.php_profile)
             print(f"{size}x php_examples: {json.dumps(r['php'])}", flush=True)
+        if not args.no_baselines:
+            r["baselines"] = baseline_examples_for(data / "tables", args.baseline_cap)
+            print(f"{size}x php_baseline_examples: {json.dumps(r['baselines'])}", flush=True)
         if size == args.sizes[-1]:
             for copies in args.php_copies:
                 copied = copy_groups(data / "tables", out / f"groups-x{size}-copies{copies}" / "tables", copies)

@@ -33,6 +33,17 @@ are trained here on our dump instead of using the released checkpoints; a small 
 left out of the language models; documents are articles lead first up to the budget, as PHP's are.
 Every random choice comes from a generator seeded by (seed, method, key), so a table depends on
 content and seed only.
+
+Memory. `segments` and `links` may be scans (the asset passes them so). With `max_examples` (per
+objective), each generator first chooses its keys (ICT: segments of two or more sentences; WLP: linked
+articles with a lead; PROP: articles; HARP: anchored articles for RQP, anchored (source, target) pairs
+for RDP) as the `max_examples` of smallest seeded hash, by streaming queries over the keys alone, then
+reads only those keys' texts (and WLP's pool of linking segments, itself at most 8 x `max_examples` of
+smallest hash); the language models' background counts are summed over the segments batch by batch.
+What stays in memory is then set by `max_examples`, the vocabulary (the background counts) and the
+set of article ids (the semi-joins), not by the number of segments or links. Without a cap every
+example is built and every text is read, as before; with a cap that does not bind the table is the
+same (tested).
 """
 
 from __future__ import annotations
@@ -75,10 +86,13 @@ class BaselineConfig:
     query_length_mean: float = 3.0  # Poisson mean of a sampled word set's size (PROP, HARP's RQP)
     harp_objectives: tuple[str, ...] = HARP_OBJECTIVES
     seed: int = 42
+    max_examples: int | None = None  # per objective: the examples of smallest seeded hash (None = all)
 
     def __post_init__(self) -> None:
         if self.n_negatives < 1:
             raise ValueError(f"BaselineConfig.n_negatives must be >= 1, got {self.n_negatives}")
+        if self.max_examples is not None and self.max_examples < 1:
+            raise ValueError(f"BaselineConfig.max_examples must be >= 1 or None, got {self.max_examples}")
         if self.mu <= 0 or self.query_length_mean <= 0:
             raise ValueError(f"BaselineConfig.mu and query_length_mean must be > 0, got {self.mu}, "
                              f"{self.query_length_mean}")
@@ -99,20 +113,77 @@ def words(text: str) -> list[str]:
 
 def build_baseline_examples(method: str, segments: pl.DataFrame | pl.LazyFrame, links: pl.DataFrame | pl.LazyFrame,
                             config: BaselineConfig, exclude_articles: Iterable[str] = ()) -> pl.DataFrame:
-    """BASELINE_EXAMPLES of one method over the dump's segments and links, without `exclude_articles`."""
+    """BASELINE_EXAMPLES of one method over the dump's segments and links, without `exclude_articles`.
+
+    `segments` and `links` may be scans; `config.max_examples` bounds what is read (module docstring).
+    """
     if method not in METHODS:
         raise ValueError(f"unknown pre-training baseline {method!r}: choose from {METHODS}")
-    segments, links = segments.lazy().collect(), links.lazy().collect()
+    segments, links = segments.lazy(), links.lazy()
     validate(segments, SEGMENTS, "segments")
     validate(links, LINKS, "wiki_links")
     excluded = pl.Series(sorted(set(exclude_articles)), dtype=pl.String).implode()
-    segments = segments.filter(~pl.col("article_id").is_in(excluded)).unique(["article_id", "segment_no"])
-    segments = segments.sort("article_id", "segment_no")
+    segments = segments.filter(~pl.col("article_id").is_in(excluded))
+    articles = segments.select("article_id").unique()
     links = links.filter(pl.col("target_id").is_not_null() & (pl.col("target_id") != pl.col("src_id"))
                          & ~pl.col("src_id").is_in(excluded) & ~pl.col("target_id").is_in(excluded))
-    links = links.filter(pl.col("target_id").is_in(segments["article_id"].implode()))
-    rows = {"ict": _ict, "wlp": _wlp, "prop": _prop, "harp": _harp}[method](segments, links, config)
+    links = links.join(articles.rename({"article_id": "target_id"}), on="target_id", how="semi")
+    rows = {"ict": _ict, "wlp": _wlp, "prop": _prop, "harp": _harp}[method](_Dump(segments, articles, links, config))
     return pl.DataFrame(rows, schema=BASELINE_EXAMPLES, orient="row")
+
+
+_SEGMENT = ["article_id", "segment_no"]
+
+
+@dataclass(frozen=True)
+class _Dump:
+    """The (lazy) segments, article ids and kept links one generator reads, and its settings."""
+
+    segments: pl.LazyFrame
+    articles: pl.LazyFrame
+    links: pl.LazyFrame
+    config: BaselineConfig
+
+    def choose(self, keys: pl.LazyFrame, columns: list[str], name: str, cap: int | None = -1) -> pl.DataFrame:
+        """The distinct `columns` rows of `keys`, sorted; with a cap (default `max_examples`), the cap of
+        smallest hash of (seed, name, key), by bottom-k queries over the keys alone (doubling k while
+        repeated keys leave fewer than cap distinct)."""
+        cap = self.config.max_examples if cap == -1 else cap
+        keys = keys.select(columns)
+        if cap is None:
+            return _collect(keys.unique()).sort(columns)
+        salt = seed_of(self.config.seed, name, "max_examples") % (1 << 63)
+        hashed = keys.with_columns(_h=pl.struct(columns).hash(salt))
+        take = cap
+        while True:
+            head = _collect(hashed.bottom_k(take, by=["_h", *columns])).sort("_h", *columns)
+            distinct = head.unique(columns, keep="first", maintain_order=True)
+            if distinct.height >= cap or head.height < take:
+                return distinct.head(cap).drop("_h").sort(columns)
+            take *= 2
+
+    def texts(self, keys: pl.DataFrame) -> pl.DataFrame:
+        """The segments (article_id, segment_no, text) of `keys` (article ids, or article ids and segments)."""
+        on = [c for c in _SEGMENT if c in keys.columns]
+        frame = self.segments.select(*_SEGMENT, "text").join(keys.lazy().select(on).unique(), on=on, how="semi")
+        return _collect(frame).unique(_SEGMENT).sort(_SEGMENT)
+
+    def documents(self, ids: pl.DataFrame | pl.Series) -> dict[str, str]:
+        """Article texts, lead first (segments in order), as PHP's documents, of the article ids `ids`."""
+        ids = ids.to_frame("article_id") if isinstance(ids, pl.Series) else ids.select("article_id")
+        return _articles(self.texts(ids))
+
+    def background(self) -> Counter:
+        """Word counts of every kept segment, summed batch by batch (the language models' corpus)."""
+        counts: Counter = Counter()
+        for batch in self.segments.select("text").collect_batches(chunk_size=50_000):
+            for text in batch["text"]:
+                counts.update(words(text or ""))
+        return counts
+
+
+def _collect(frame: pl.LazyFrame) -> pl.DataFrame:
+    return frame.collect(engine="streaming")
 
 
 def _rng(config: BaselineConfig, *key: object) -> np.random.Generator:
@@ -139,9 +210,12 @@ def _others(pool: list[tuple[str, str]], exclude: set[str], n: int, rng: np.rand
     return [candidates[i] for i in order[:n]]
 
 
-def _ict(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) -> list[tuple]:
-    drawn = []
-    for article, segment, text in segments.select("article_id", "segment_no", "text").iter_rows():
+def _ict(dump: _Dump) -> list[tuple]:
+    # two sentences or more: a split point ([.!?], white space, more text) as `sentences` splits
+    eligible = dump.segments.filter(pl.col("text").str.contains(r"[.!?]\s+\S"))
+    chosen = dump.texts(dump.choose(eligible, _SEGMENT, "ict"))
+    config, drawn = dump.config, []
+    for article, segment, text in chosen.select("article_id", "segment_no", "text").iter_rows():
         parts = sentences(text)
         if len(parts) < 2:
             continue
@@ -156,16 +230,26 @@ def _ict(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) ->
     return rows
 
 
-def _wlp(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) -> list[tuple]:
-    text_of = {(a, s): t for a, s, t in segments.select("article_id", "segment_no", "text").iter_rows()}
-    linking = (links.select("src_id", "src_segment", "target_id").unique()
-               .join(segments.select(src_id="article_id", src_segment="segment_no"), on=["src_id", "src_segment"],
-                     how="semi")
-               .sort("target_id", "src_id", "src_segment"))
+def _wlp(dump: _Dump) -> list[tuple]:
+    config = dump.config
+    linking = (dump.links.select("src_id", "src_segment", "target_id")
+               .join(dump.segments.select(src_id="article_id", src_segment="segment_no"),
+                     on=["src_id", "src_segment"], how="semi"))
+    leads = dump.segments.filter((pl.col("segment_no") == 1) & pl.col("text").str.contains(r"\S"))
+    with_lead = linking.join(leads.select(target_id="article_id"), on="target_id", how="semi")
+    targets = dump.choose(with_lead, ["target_id"], "wlp")
     sources: dict[str, list[tuple[str, int]]] = {}
-    for src, seg, target in linking.iter_rows():
+    chosen = _collect(linking.join(targets.lazy(), on="target_id", how="semi").unique())
+    for src, seg, target in chosen.sort("target_id", "src_id", "src_segment").iter_rows():
         sources.setdefault(target, []).append((src, seg))
-    pool = [(src, text_of[(src, seg)]) for src, seg in sorted({v for vs in sources.values() for v in vs})]
+    cap = config.max_examples
+    pool_keys = dump.choose(linking.rename({"src_id": "article_id", "src_segment": "segment_no"}), _SEGMENT,
+                            "wlp-pool", None if cap is None else 8 * cap)
+    wanted = pl.concat([pool_keys, chosen.select(article_id="src_id", segment_no="src_segment"),
+                        targets.select(article_id="target_id", segment_no=pl.lit(1, pl.Int64))],
+                       how="vertical_relaxed")
+    text_of = {(a, s): t for a, s, t in dump.texts(wanted).iter_rows()}
+    pool = [(src, text_of[(src, seg)]) for src, seg in pool_keys.iter_rows()]
     rows = []
     for target, srcs in sorted(sources.items()):
         lead = sentences(text_of.get((target, 1), ""))
@@ -188,12 +272,15 @@ class _LanguageModels:
     cumulative distribution are kept), not in the vocabulary's, so a full dump stays affordable.
     """
 
-    def __init__(self, documents: dict[str, str], mu: float) -> None:
+    def __init__(self, documents: dict[str, str], mu: float, background: Counter | None = None) -> None:
+        """`background`: the corpus' word counts (default: those of `documents`, when they are the corpus)."""
         self.tokens = {d: words(t) for d, t in documents.items()}
         self.counts = {d: Counter(tokens) for d, tokens in self.tokens.items()}
-        corpus = Counter()
-        for counts in self.counts.values():
-            corpus.update(counts)
+        corpus = background
+        if corpus is None:
+            corpus = Counter()
+            for counts in self.counts.values():
+                corpus.update(counts)
         self.vocabulary = sorted(corpus)
         self.total = sum(corpus.values())
         self.corpus = corpus
@@ -236,9 +323,11 @@ def _articles(segments: pl.DataFrame) -> dict[str, str]:
     return dict(frame.iter_rows())
 
 
-def _prop(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) -> list[tuple]:
-    documents = _articles(segments)
-    models = _LanguageModels(documents, config.mu)
+def _prop(dump: _Dump) -> list[tuple]:
+    config = dump.config
+    chosen = dump.choose(dump.segments.filter(pl.col("text").str.contains(r"\w")), ["article_id"], "prop")
+    documents = dump.documents(chosen)
+    models = _LanguageModels(documents, config.mu, dump.background())
     rows = []
     for article, text in documents.items():
         if not models.counts[article]:
@@ -254,14 +343,18 @@ def _prop(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) -
     return rows
 
 
-def _harp(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) -> list[tuple]:
-    documents = _articles(segments)
-    anchors = (links.with_columns(anchor=pl.col("anchor_text").str.strip_chars()).filter(pl.col("anchor") != "")
-               .select("src_id", "target_id", "anchor").unique().sort("target_id", "src_id", "anchor"))
+def _harp(dump: _Dump) -> list[tuple]:
+    config = dump.config
+    anchors = (dump.links.with_columns(anchor=pl.col("anchor_text").str.strip_chars()).filter(pl.col("anchor") != "")
+               .select("src_id", "target_id", "anchor"))
     rows = []
     if "rqp" in config.harp_objectives:
-        models = _LanguageModels(documents, config.mu)
-        for target, texts in anchors.group_by("target_id", maintain_order=True).agg("anchor").iter_rows():
+        targets = dump.choose(anchors, ["target_id"], "harp-rqp")
+        documents = dump.documents(targets["target_id"])
+        models = _LanguageModels(documents, config.mu, dump.background())
+        chosen = _collect(anchors.join(targets.lazy(), on="target_id", how="semi").unique())
+        for target, texts in (chosen.sort("target_id", "src_id", "anchor").group_by("target_id", maintain_order=True)
+                              .agg("anchor").iter_rows()):
             rng = _rng(config, "harp-rqp", target)
             distinct = sorted(set(texts))
             anchor = distinct[int(rng.integers(len(distinct)))]
@@ -269,8 +362,12 @@ def _harp(segments: pl.DataFrame, links: pl.DataFrame, config: BaselineConfig) -
             if sampled and sampled != anchor.lower():
                 rows.append(("harp", "rqp", target, [anchor, sampled], [documents[target]] * 2))
     if "rdp" in config.harp_objectives:
-        pairs = anchors.filter(pl.col("src_id").is_in(list(documents))).sort("src_id", "target_id", "anchor")
-        for src, target, texts in pairs.group_by("src_id", "target_id", maintain_order=True).agg("anchor").iter_rows():
+        held = anchors.join(dump.articles.rename({"article_id": "src_id"}), on="src_id", how="semi")
+        pairs = dump.choose(held, ["src_id", "target_id"], "harp-rdp")
+        chosen = _collect(held.join(pairs.lazy(), on=["src_id", "target_id"], how="semi").unique())
+        documents = dump.documents(pl.concat([pairs["src_id"], pairs["target_id"]]).unique())
+        for src, target, texts in (chosen.sort("src_id", "target_id", "anchor")
+                                   .group_by("src_id", "target_id", maintain_order=True).agg("anchor").iter_rows()):
             anchor = texts[int(_rng(config, "harp-rdp", src, target).integers(len(texts)))]
             rows.append(("harp", "rdp", f"{src}->{target}", [anchor, anchor], [documents[target], documents[src]]))
     return rows

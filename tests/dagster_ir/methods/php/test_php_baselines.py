@@ -144,6 +144,61 @@ def test_excluded_articles_leave_every_generator():
         BaselineConfig(harp_objectives=("qdm",))
 
 
+def _dump(n=40):
+    """n articles of two segments: a lead of two sentences linking to the next article, a second linking 7 on."""
+    texts, links = {}, []
+    for i in range(n):
+        name, after, later = f"a{i:02d}", f"a{(i + 1) % n:02d}", f"a{(i + 7) % n:02d}"
+        texts[(name, 1)] = f"Article {name} tells of rivers {i} times. It leads to {after} by boat."
+        texts[(name, 2)] = f"See also {later} for lakes and seas of size {i}."
+        for seg, target in ((1, after), (2, later)):
+            start = texts[(name, seg)].index(target)
+            links.append((name, seg, target, start, start + len(target), target.title(), target))
+    segments = pl.DataFrame([(a, a.title(), s, "" if s == 1 else "More", t, len(t.split())) for (a, s), t in texts.items()],
+                            schema=list(SEGMENTS), orient="row").cast(SEGMENTS)
+    return segments, pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS)
+
+
+@pytest.mark.parametrize("method", ["ict", "wlp", "prop", "harp"])
+def test_scans_and_a_cap_that_does_not_bind_give_the_table_of_frames(tmp_path, method):
+    segments, links = _dump()
+    segments.write_parquet(tmp_path / "segments.parquet")
+    links.write_parquet(tmp_path / "links.parquet")
+    config = BaselineConfig(n_negatives=2)
+    frames = build_baseline_examples(method, segments, links, config, ["a05"])
+    assert frames.height > 30
+    scans = build_baseline_examples(method, pl.scan_parquet(tmp_path / "segments.parquet"),
+                                    pl.scan_parquet(tmp_path / "links.parquet"), replace(config, max_examples=80), ["a05"])
+    assert scans.equals(frames)
+    assert _examples(method).equals(build_baseline_examples(method, _segments(), _links(), replace(
+        BaselineConfig(n_negatives=2), max_examples=5)))  # the handmade dump: at most 4 keys an objective
+
+
+@pytest.mark.parametrize("method", ["ict", "wlp", "prop", "harp"])
+def test_a_binding_cap_keeps_the_keys_of_smallest_hash_and_their_own_draws(method):
+    segments, links = _dump()
+    config = BaselineConfig(n_negatives=2)
+    every = build_baseline_examples(method, segments, links, config)
+    capped = {cap: build_baseline_examples(method, segments, links, replace(config, max_examples=cap)) for cap in (6, 11)}
+    for objective, rows in every.group_by("objective"):
+        small, large = (frame.filter(pl.col("objective") == objective[0]) for frame in capped.values())
+        assert (small.height, large.height) == (6, 11), objective  # exactly the cap, each objective
+        assert set(small["key"]) < set(large["key"]) < set(rows["key"])  # nested: the smallest hashes first
+        kept = set(small["key"])
+        assert small["key"].to_list() == [k for k in rows["key"] if k in kept]  # in the order of the uncapped table
+        full = {key: (queries, docs) for key, queries, docs in rows.select("key", "queries", "docs").iter_rows()}
+        for key, queries, docs in small.select("key", "queries", "docs").iter_rows():
+            if method in ("prop", "harp"):  # the example draws on its own key's text and the whole corpus alone
+                assert (queries, docs) == full[key]
+            else:  # the query and positive are its own draws; negatives come from the capped pool
+                assert (queries[0], docs[0]) == (full[key][0][0], full[key][1][0])
+                assert len(docs) == 3 and docs[0] not in docs[1:]
+    other = build_baseline_examples(method, segments, links, replace(config, max_examples=6, seed=7))
+    assert set(other["key"]) != set(capped[6]["key"])  # the seed chooses
+    with pytest.raises(ValueError, match="max_examples must be >= 1"):
+        BaselineConfig(max_examples=0)
+
+
 def test_pairwise_hinge_by_hand():
     scores = torch.tensor([[2.0, 0.5], [0.0, 0.5]])
     assert pairwise_hinge(scores).item() == pytest.approx((0.0 + 1.5) / 2)
