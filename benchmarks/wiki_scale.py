@@ -35,6 +35,8 @@ and `wiki_links`, fresh bare process each): the bounded generators over scans wi
 cap (`--baseline-cap`, 100,000 examples per objective) against the same generators without a cap over
 the collected tables (what the asset did before #18: the same tables, tested); peak RSS (VmHWM), CPU
 seconds, examples, and whether both gave the same table (they must while the cap does not bind).
+`--baseline-copies K` also runs both on the largest size's `wiki_articles` and `wiki_links` copied K
+times (ids and titles renamed per copy); over 500,000 segments only the bounded generators run.
 
 Printed per size: XML MB, wall seconds, MB/s of XML, peak memory of the process tree (overall and
 while each of the update's runs was the latest to start, from its log), rows of each asset (from
@@ -45,7 +47,7 @@ bz2) from the slope between the two largest sizes.
 
     .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
         [--memory-limit 64MB] [--join-memory-limit 64MB] [--join-copies 4 16] [--no-php] [--php-copies 10]
-        [--php-profile demo] [--no-baselines] [--baseline-cap 100000] [--out DIR] [--keep]
+        [--php-profile demo] [--no-baselines] [--baseline-cap 100000] [--baseline-copies 10 100] [--out DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -394,9 +396,32 @@ def run_baseline_examples(tables: Path, mode: str, cap: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+REFERENCE_MAX_SEGMENTS = 500_000  # above it the uncapped generators are not run (about 17 KiB an ICT example)
+
+
 def baseline_examples_for(tables: Path, cap: int) -> dict:
-    bounded, reference = run_baseline_examples(tables, "bounded", cap), run_baseline_examples(tables, "reference", cap)
+    bounded = run_baseline_examples(tables, "bounded", cap)
+    if bounded["segments"] > REFERENCE_MAX_SEGMENTS:
+        return {"bounded": bounded, "reference": None, "same": None}
+    reference = run_baseline_examples(tables, "reference", cap)
     return {"bounded": bounded, "reference": reference, "same": bounded["hash"] == reference["hash"]}
+
+
+def copy_articles_links(tables: Path, out: Path, copies: int) -> Path:
+    """`wiki_articles` and `wiki_links` of `tables` `copies` times, article ids and titles renamed per copy."""
+    import polars as pl
+
+    index = pl.LazyFrame({"copy": pl.int_range(copies, eager=True).cast(pl.String)})
+    renames = {"wiki_articles": ("article_id", "title"), "wiki_links": ("src_id", "target_id", "target_title")}
+    for name, columns in renames.items():
+        files = sorted(str(f) for f in (tables / name).glob("**/data.parquet"))
+        frame = pl.scan_parquet(files).drop("partition", strict=False)
+        copied = index.join(frame, how="cross").with_columns(
+            [pl.col(c) + " (article copy " + pl.col("copy") + ")" for c in columns]).drop("copy")
+        target = out / name / ("copied" if name == "wiki_articles" else "") / "data.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copied.select(frame.collect_schema().names()).sink_parquet(target, row_group_size=100_000)
+    return out
 
 
 def copy_groups(tables: Path, out: Path, copies: int) -> Path:
@@ -418,7 +443,7 @@ def copy_groups(tables: Path, out: Path, copies: int) -> Path:
 
 
 def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence = (), memory_limit: str = "",
-           run_limit: str | None = None, extra_php: Sequence = ()) -> list[str]:
+           run_limit: str | None = None, extra_php: Sequence = (), extra_baselines: Sequence = ()) -> list[str]:
     lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
              f"{'peak MiB':>9}  rows per asset"]
     for size, r in sorted(results.items()):
@@ -465,20 +490,27 @@ def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence =
                      f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}, "
                      f"in-memory peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}")
     baseline_runs = [(f"{label}x", r["baselines"]) for label, r in sorted(results.items()) if "baselines" in r]
+    baseline_runs += list(extra_baselines)
     if baseline_runs:
         lines.append("php_baseline_examples alone (ICT, WLP, PROP, HARP; fresh process each), "
                      "peak RSS MiB / CPU s / examples:")
         for label, p in baseline_runs:
-            lines.append(f"  {label:>22}: segments={p['bounded']['segments']}  bounded (scans, cap): "
+            ref = p["reference"]
+            before = (f"{ref['peak_mib']:.0f} MiB / {ref['cpu']:.1f} s / {ref['examples']}  same table: "
+                      f"{'yes' if p['same'] else 'no (the cap binds)'}" if ref else
+                      f"not run (over {REFERENCE_MAX_SEGMENTS} segments)")
+            lines.append(f"  {label:>22}: segments={p['bounded']['segments']}  bounded (scans, cap {p['cap']}): "
                          f"{p['bounded']['peak_mib']:.0f} MiB / {p['bounded']['cpu']:.1f} s / {p['bounded']['examples']}  "
-                         f"uncapped, collected (before): {p['reference']['peak_mib']:.0f} MiB / "
-                         f"{p['reference']['cpu']:.1f} s / {p['reference']['examples']}  "
-                         f"same table: {'yes' if p['same'] else 'no (the cap binds)'}")
-        (_, p0), (_, p1) = baseline_runs[0], baseline_runs[-1]
-        growth = p1["bounded"]["segments"] / max(1, p0["bounded"]["segments"])
-        lines.append(f"  segments grow {growth:.0f}x from first to last: bounded peak "
-                     f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}, "
-                     f"uncapped peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}")
+                         f"uncapped, collected (before): {before}")
+        for cap in sorted({p["cap"] for _, p in baseline_runs}):
+            same_cap = [p for _, p in baseline_runs if p["cap"] == cap]
+            p0, p1 = same_cap[0], same_cap[-1]
+            growth = p1["bounded"]["segments"] / max(1, p0["bounded"]["segments"])
+            line = (f"  cap {cap}: segments grow {growth:.0f}x from first to last: bounded peak "
+                    f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}")
+            if p0["reference"] and p1["reference"]:
+                line += f", uncapped peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}"
+            lines.append(line)
     if len(sizes) >= 2:
         b, c = results[sizes[-2]], results[sizes[-1]]
         full_mb = full_xml_gb * 1000
@@ -523,6 +555,8 @@ def main() -> None:
     parser.add_argument("--no-baselines", action="store_true", help="skip the php_baseline_examples-alone runs")
     parser.add_argument("--baseline-cap", type=int, default=100_000,
                         help="max_examples per objective of the bounded php_baseline_examples runs")
+    parser.add_argument("--baseline-copies", type=int, nargs="*", default=[],
+                        help="also run php_baseline_examples alone on the largest size's articles and links copied K times")
     parser.add_argument("--php-profile", default="demo", help="PhpConfig profile of the php_examples runs")
     parser.add_argument("--php-copies", type=int, nargs="*", default=[],
                         help="also run php_examples alone on the largest size's php_groups copied K times")
@@ -532,7 +566,7 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="wiki_scale_"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; out {out}", flush=True)
-    results, extra_joins, extra_php = {}, [], []
+    results, extra_joins, extra_php, extra_baselines = {}, [], [], []
     for size in args.sizes:
         dump = out / f"synthetic-x{size}-multistream.xml.bz2"
         started = time.monotonic()
@@ -557,13 +591,19 @@ def main() -> None:
             r["php"] = php_examples_for(data / "tables", args.php_profile)
             print(f"{size}x php_examples: {json.dumps(r['php'])}", flush=True)
         if not args.no_baselines:
-            r["baselines"] = baseline_examples_for(data / "tables", args.baseline_cap)
+            r["baselines"] = {**baseline_examples_for(data / "tables", args.baseline_cap), "cap": args.baseline_cap}
             print(f"{size}x php_baseline_examples: {json.dumps(r['baselines'])}", flush=True)
         if size == args.sizes[-1]:
             for copies in args.php_copies:
                 copied = copy_groups(data / "tables", out / f"groups-x{size}-copies{copies}" / "tables", copies)
                 extra_php.append((f"{size}x groups x{copies}", php_examples_for(copied, args.php_profile)))
                 print(f"{size}x groups x{copies} php_examples: {json.dumps(extra_php[-1][1])}", flush=True)
+                shutil.rmtree(copied.parent, ignore_errors=True)
+            for copies in args.baseline_copies:
+                copied = copy_articles_links(data / "tables", out / f"articles-x{size}-copies{copies}" / "tables", copies)
+                result = {**baseline_examples_for(copied, args.baseline_cap), "cap": args.baseline_cap}
+                extra_baselines.append((f"{size}x articles x{copies}", result))
+                print(f"{size}x articles x{copies} php_baseline_examples: {json.dumps(result)}", flush=True)
                 shutil.rmtree(copied.parent, ignore_errors=True)
             for copies in args.join_copies:
                 copied = copy_tables(data / "tables", out / f"tables-x{size}-copies{copies}" / "tables", copies)
@@ -576,7 +616,7 @@ def main() -> None:
             sidecar.unlink()
             dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
     print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit, args.memory_limit,
-                           extra_php)))
+                           extra_php, extra_baselines)))
 
 
 if __name__ == "__main__":
