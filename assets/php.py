@@ -112,7 +112,7 @@ class PhpBaselineSettings(PhpSettings):
     harp_objectives: list[str] = ["rqp", "rdp"]
     # Examples generated per objective: those of smallest seeded hash, so memory is bounded on a full dump
     # (0: every example; the sample has fewer than 3,300 per objective, so the cap does not bind there)
-    baseline_max_examples: int = 100_000
+    baseline_max_examples: int = 20_000
     # Cap each baseline at the optimizer steps PHP's three stages took together (the same budget);
     # False: the profile's own caps (max_examples, epochs of the three stages, max_steps).
     match_php_steps: bool = True

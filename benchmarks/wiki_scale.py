@@ -32,7 +32,7 @@ copied K times (ids renamed per copy).
 
 Then `php_baseline_examples` alone (the four Table 3 generators over the size's stored `wiki_articles`
 and `wiki_links`, fresh bare process each): the bounded generators over scans with the asset's default
-cap (`--baseline-cap`, 100,000 examples per objective) against the same generators without a cap over
+cap (`--baseline-cap`, 20,000 examples per objective) against the same generators without a cap over
 the collected tables (what the asset did before #18: the same tables, tested); peak RSS (VmHWM), CPU
 seconds, examples, and whether both gave the same table (they must while the cap does not bind).
 `--baseline-copies K` also runs both on the largest size's `wiki_articles` and `wiki_links` copied K
@@ -47,7 +47,7 @@ bz2) from the slope between the two largest sizes.
 
     .venv/bin/python benchmarks/wiki_scale.py [--sizes 1 10 100] [--partitions 1] [--parallel 1]
         [--memory-limit 64MB] [--join-memory-limit 64MB] [--join-copies 4 16] [--no-php] [--php-copies 10]
-        [--php-profile demo] [--no-baselines] [--baseline-cap 100000] [--baseline-copies 10 100] [--out DIR] [--keep]
+        [--php-profile demo] [--no-baselines] [--baseline-cap 20000] [--baseline-copies 10 100] [--out DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -553,7 +553,7 @@ def main() -> None:
     parser.add_argument("--no-joins", action="store_true", help="skip the joins-alone runs")
     parser.add_argument("--no-php", action="store_true", help="skip the php_examples-alone runs")
     parser.add_argument("--no-baselines", action="store_true", help="skip the php_baseline_examples-alone runs")
-    parser.add_argument("--baseline-cap", type=int, default=100_000,
+    parser.add_argument("--baseline-cap", type=int, default=20_000,
                         help="max_examples per objective of the bounded php_baseline_examples runs")
     parser.add_argument("--baseline-copies", type=int, nargs="*", default=[],
                         help="also run php_baseline_examples alone on the largest size's articles and links copied K times")

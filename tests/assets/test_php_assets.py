@@ -70,7 +70,7 @@ def test_baseline_settings_share_phps_and_map_onto_the_generators():
     assert (generators.n_negatives, generators.mu, generators.harp_objectives) == (4, 50.0, ("rdp",))
     assert generators.seed == settings.to_domain().train.seed
     assert PhpBaselineSettings(baseline_negatives=1).generator_config().n_negatives == 1
-    assert generators.max_examples == 100_000  # bounded by default
+    assert generators.max_examples == 20_000  # bounded by default
     assert PhpBaselineSettings(baseline_max_examples=0).generator_config().max_examples is None  # 0: every example
 
 
