@@ -269,34 +269,46 @@ class _LanguageModels:
     """Dirichlet-smoothed unigram models of articles: p(w|d) = (tf(w, d) + mu p(w|C)) / (|d| + mu).
 
     Work per draw or score is in the size of the word set (a document's tokens and the background's
-    cumulative distribution are kept), not in the vocabulary's, so a full dump stays affordable.
+    cumulative distribution are kept), not in the vocabulary's, so a full dump stays affordable. A
+    document's tokens and counts are made when it is first asked for and kept until another is (the
+    generators ask for one article at a time), so memory holds the texts, not every article's counts.
     """
 
     def __init__(self, documents: dict[str, str], mu: float, background: Counter | None = None) -> None:
         """`background`: the corpus' word counts (default: those of `documents`, when they are the corpus)."""
-        self.tokens = {d: words(t) for d, t in documents.items()}
-        self.counts = {d: Counter(tokens) for d, tokens in self.tokens.items()}
+        self.documents = documents
         corpus = background
         if corpus is None:
             corpus = Counter()
-            for counts in self.counts.values():
-                corpus.update(counts)
+            for text in documents.values():
+                corpus.update(words(text))
         self.vocabulary = sorted(corpus)
         self.total = sum(corpus.values())
         self.corpus = corpus
         self.cumulative = np.cumsum([corpus[w] for w in self.vocabulary]) / max(self.total, 1)
         self.mu = mu
+        self._held: tuple[str, list[str], Counter] | None = None
+
+    def _model(self, doc: str) -> tuple[list[str], Counter]:
+        if self._held is None or self._held[0] != doc:
+            tokens = words(self.documents[doc])
+            self._held = (doc, tokens, Counter(tokens))
+        return self._held[1], self._held[2]
+
+    def has_words(self, doc: str) -> bool:
+        """Whether the document has a word outside the stop words."""
+        return bool(self._model(doc)[0])
 
     def probability(self, doc: str, word: str) -> float:
-        length = len(self.tokens[doc])
-        return (self.counts[doc][word] + self.mu * self.corpus[word] / self.total) / (length + self.mu)
+        tokens, counts = self._model(doc)
+        return (counts[word] + self.mu * self.corpus[word] / self.total) / (len(tokens) + self.mu)
 
     def sample(self, doc: str, rng: np.random.Generator, mean_length: float) -> list[str]:
         """A word set: its size from Poisson(mean_length) (at least 1), distinct words drawn from p(.|d).
 
         p(.|d) is the mixture of the document's tokens (weight |d| / (|d| + mu)) and the corpus model.
         """
-        tokens = self.tokens[doc]
+        tokens = self._model(doc)[0]
         size = min(max(1, int(rng.poisson(mean_length))), len(self.vocabulary))
         own = len(tokens) / (len(tokens) + self.mu)
         chosen: dict[str, None] = {}
@@ -330,7 +342,7 @@ def _prop(dump: _Dump) -> list[tuple]:
     models = _LanguageModels(documents, config.mu, dump.background())
     rows = []
     for article, text in documents.items():
-        if not models.counts[article]:
+        if not models.has_words(article):
             continue
         rng = _rng(config, "prop", article)
         for _ in range(_TIE_DRAWS):  # two sets of equal likelihood state no preference: draw again
@@ -358,7 +370,7 @@ def _harp(dump: _Dump) -> list[tuple]:
             rng = _rng(config, "harp-rqp", target)
             distinct = sorted(set(texts))
             anchor = distinct[int(rng.integers(len(distinct)))]
-            sampled = " ".join(models.sample(target, rng, config.query_length_mean)) if models.counts[target] else ""
+            sampled = " ".join(models.sample(target, rng, config.query_length_mean)) if models.has_words(target) else ""
             if sampled and sampled != anchor.lower():
                 rows.append(("harp", "rqp", target, [anchor, sampled], [documents[target]] * 2))
     if "rdp" in config.harp_objectives:
