@@ -351,8 +351,7 @@ def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaseline
     domain, generators = config.to_domain(), config.generator_config()
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     segments = latest_articles(wiki_articles).segments
-    frames = [php.build_baseline_examples(m, segments, inputs["wiki_links"], generators, excluded) for m in php.METHODS]
-    frame = pl.concat(frames)
+    frame = php.build_baseline_examples(php.METHODS, segments, inputs["wiki_links"], generators, excluded)
     counts = frame.group_by("method", "objective").len().sort("method", "objective")
     context.add_output_metadata({"excluded_articles": len(excluded), "seed": generators.seed,
                                  "max_examples": generators.max_examples or "all",

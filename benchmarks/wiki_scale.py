@@ -377,7 +377,7 @@ config = php.BaselineConfig(max_examples=cap if mode == "bounded" else None)
 if mode != "bounded":
     articles, links = articles.collect(), links.collect()  # as the asset loaded them before
 segments = latest_articles(articles).segments
-frame = pl.concat([php.build_baseline_examples(m, segments, links, config) for m in php.METHODS])
+frame = php.build_baseline_examples(php.METHODS, segments, links, config)
 cpu = time.process_time() - started
 hwm = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM"))
 counts = dict(frame.group_by("objective").len().iter_rows())

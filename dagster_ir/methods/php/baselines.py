@@ -51,14 +51,14 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from dagster_ir.methods.php.config import seed_of
-from dagster_ir.schemas import LINKS, SEGMENTS, validate
+from dagster_ir.schemas import LINKS, SEGMENTS, empty, validate
 
 METHODS = ("ict", "wlp", "prop", "harp")
 HARP_OBJECTIVES = ("rqp", "rdp")
@@ -111,14 +111,19 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
 
 
-def build_baseline_examples(method: str, segments: pl.DataFrame | pl.LazyFrame, links: pl.DataFrame | pl.LazyFrame,
-                            config: BaselineConfig, exclude_articles: Iterable[str] = ()) -> pl.DataFrame:
-    """BASELINE_EXAMPLES of one method over the dump's segments and links, without `exclude_articles`.
+def build_baseline_examples(method: str | Sequence[str], segments: pl.DataFrame | pl.LazyFrame,
+                            links: pl.DataFrame | pl.LazyFrame, config: BaselineConfig,
+                            exclude_articles: Iterable[str] = ()) -> pl.DataFrame:
+    """BASELINE_EXAMPLES of one method (or several, concatenated in that order) over the dump's segments
+    and links, without `exclude_articles`.
 
     `segments` and `links` may be scans; `config.max_examples` bounds what is read (module docstring).
+    Several methods share one pass over the segments for the language models' background counts.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown pre-training baseline {method!r}: choose from {METHODS}")
+    methods = [method] if isinstance(method, str) else list(method)
+    for name in methods:
+        if name not in METHODS:
+            raise ValueError(f"unknown pre-training baseline {name!r}: choose from {METHODS}")
     segments, links = segments.lazy(), links.lazy()
     validate(segments, SEGMENTS, "segments")
     validate(links, LINKS, "wiki_links")
@@ -128,8 +133,10 @@ def build_baseline_examples(method: str, segments: pl.DataFrame | pl.LazyFrame, 
     links = links.filter(pl.col("target_id").is_not_null() & (pl.col("target_id") != pl.col("src_id"))
                          & ~pl.col("src_id").is_in(excluded) & ~pl.col("target_id").is_in(excluded))
     links = links.join(articles.rename({"article_id": "target_id"}), on="target_id", how="semi")
-    rows = {"ict": _ict, "wlp": _wlp, "prop": _prop, "harp": _harp}[method](_Dump(segments, articles, links, config))
-    return pl.DataFrame(rows, schema=BASELINE_EXAMPLES, orient="row")
+    dump = _Dump(segments, articles, links, config)
+    generators = {"ict": _ict, "wlp": _wlp, "prop": _prop, "harp": _harp}
+    frames = [pl.DataFrame(generators[name](dump), schema=BASELINE_EXAMPLES, orient="row") for name in methods]
+    return pl.concat(frames) if frames else empty(BASELINE_EXAMPLES)
 
 
 _SEGMENT = ["article_id", "segment_no"]
@@ -143,6 +150,7 @@ class _Dump:
     articles: pl.LazyFrame
     links: pl.LazyFrame
     config: BaselineConfig
+    _background: list[Counter] = field(default_factory=list)  # counted once, on first use
 
     def choose(self, keys: pl.LazyFrame, columns: list[str], name: str, cap: int | None = -1) -> pl.DataFrame:
         """The distinct `columns` rows of `keys`, sorted; with a cap (default `max_examples`), the cap of
@@ -175,11 +183,13 @@ class _Dump:
 
     def background(self) -> Counter:
         """Word counts of every kept segment, summed batch by batch (the language models' corpus)."""
-        counts: Counter = Counter()
-        for batch in self.segments.select("text").collect_batches(chunk_size=50_000):
-            for text in batch["text"]:
-                counts.update(words(text or ""))
-        return counts
+        if not self._background:
+            counts: Counter = Counter()
+            for batch in self.segments.select("text").collect_batches(chunk_size=50_000):
+                for text in batch["text"]:
+                    counts.update(words(text or ""))
+            self._background.append(counts)
+        return self._background[0]
 
 
 def _collect(frame: pl.LazyFrame) -> pl.DataFrame:
@@ -246,7 +256,7 @@ def _wlp(dump: _Dump) -> list[tuple]:
     pool_keys = dump.choose(linking.rename({"src_id": "article_id", "src_segment": "segment_no"}), _SEGMENT,
                             "wlp-pool", None if cap is None else 8 * cap)
     wanted = pl.concat([pool_keys, chosen.select(article_id="src_id", segment_no="src_segment"),
-                        targets.select(article_id="target_id", segment_no=pl.lit(1, pl.Int64))],
+                        targets.select(article_id="target_id", segment_no=pl.lit(1, pl.Int32))],
                        how="vertical_relaxed")
     text_of = {(a, s): t for a, s, t in dump.texts(wanted).iter_rows()}
     pool = [(src, text_of[(src, seg)]) for src, seg in pool_keys.iter_rows()]

@@ -16,7 +16,7 @@ from dagster_ir.methods.php import (
     pairwise_hinge,
     pretrain_baseline,
 )
-from dagster_ir.methods.php.baselines import _LanguageModels, sentences, words
+from dagster_ir.methods.php.baselines import BASELINE_EXAMPLES, _LanguageModels, sentences, words
 from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.schemas import LINKS, SEGMENTS
@@ -172,6 +172,17 @@ def test_scans_and_a_cap_that_does_not_bind_give_the_table_of_frames(tmp_path, m
     assert scans.equals(frames)
     assert _examples(method).equals(build_baseline_examples(method, _segments(), _links(), replace(
         BaselineConfig(n_negatives=2), max_examples=5)))  # the handmade dump: at most 4 keys an objective
+
+
+def test_several_methods_at_once_are_their_tables_in_order():
+    segments, links = _dump()
+    config = BaselineConfig(n_negatives=2, max_examples=7)
+    methods = ("harp", "ict", "prop", "wlp")
+    together = build_baseline_examples(methods, segments, links, config)
+    assert together.equals(pl.concat([build_baseline_examples(m, segments, links, config) for m in methods]))
+    assert build_baseline_examples([], segments, links, config).schema == pl.Schema(BASELINE_EXAMPLES)
+    with pytest.raises(ValueError, match="unknown pre-training baseline 'bfs'"):
+        build_baseline_examples(("ict", "bfs"), segments, links, config)
 
 
 @pytest.mark.parametrize("method", ["ict", "wlp", "prop", "harp"])
