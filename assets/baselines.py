@@ -26,14 +26,15 @@ from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
-from dagster_ir.methods.baselines import WORD_MODELS, BaselineConfig, profile
+from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS, BaselineConfig, profile
+from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import RUN
 
 GROUP = "baselines"
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile)
 
 
 class NeuralBaselinesConfig(dg.Config):
@@ -58,6 +59,8 @@ class NeuralBaselinesConfig(dg.Config):
     selection_measure: Optional[str] = None
     device: Optional[str] = None
     threads: Optional[int] = None
+    bert_threads: Optional[int] = None
+    bf16: Optional[bool] = None
     backbone: Optional[str] = None
     rotate_folds: bool = False  # fixed protocol: rotate the k folds over every query as ghrm_runs does
 
@@ -86,6 +89,9 @@ def neural_baselines(
     config = with_settings(config, "neural_baselines", unit.collection)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
+    if any(name in BERT_MODELS for name in config.models):
+        for warning in check_precision(domain):
+            context.log.warning(warning)
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run).select(list(RUN))
     if run.height == 0:
         raise ValueError(f"neural_baselines: no candidate run {config.candidate_run!r} "

@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "wiki_extraction": [],
     "bm25_speed": [],
     "rerank_speed": ["--php-steps", "0"],
+    "bert_baselines_speed": [],
     "model1_speed": [],
     "evaluation_speed": [],
     "dense_speed": [],

@@ -89,5 +89,9 @@ def test_config_maps_onto_the_profile():
     assert (domain.epochs, domain.lr, domain.rerank_depth) == (3, 0.5, 7)
     assert domain.doc_words == profile("demo").doc_words  # None keeps the profile's value
     assert NeuralBaselinesConfig(profile="paper").to_domain().doc_words == 1000
+    assert (domain.bf16, domain.bert_threads, domain.threads) == (True, 0, 1)  # demo: BERT in bf16 on every core
+    assert (NeuralBaselinesConfig(bf16=False, bert_threads=2).to_domain().bf16,
+            NeuralBaselinesConfig(bf16=False, bert_threads=2).to_domain().bert_threads) == (False, 2)
+    assert NeuralBaselinesConfig(profile="paper").to_domain().bf16 is False
     with pytest.raises(ValueError, match="unknown baselines profile"):
         NeuralBaselinesConfig(profile="huge").to_domain()

@@ -48,18 +48,24 @@ class CEDRKNRM(nn.Module):
             flat.pop("token_type_ids")
         states = self.bert(**flat, output_hidden_states=True).hidden_states
         segment = batch["segment"]
-        query_mask = (segment[:, 0] == 1).float()  # (B, L): every passage holds the same query tokens
+        # Query tokens sit at positions 1..n of every passage ([CLS] first): the matrices need those
+        # rows only, since a row without a query token adds nothing to the kernel features.
+        rows = 1 + int((segment[:, 0] == 1).sum(dim=1).max())
+        query_mask = (segment[:, 0, :rows] == 1).float()  # (B, rows): every passage holds the same query tokens
         doc_mask = ((segment == 2) & real.unsqueeze(-1)).float().reshape(b, p * length)
+        mask = query_mask.unsqueeze(2) * doc_mask.unsqueeze(1)
         features = []
-        for layer in states:
-            full = layer.new_zeros(b * p, length, layer.shape[-1])
-            full[real.reshape(-1)] = layer
-            unit = nn.functional.normalize(full.reshape(b, p, length, -1), dim=-1)
-            # query tokens of each passage against that passage's tokens, passages side by side
-            sim = torch.einsum("bpqh,bpdh->bqpd", unit, unit).reshape(b, length, p * length)
-            mask = query_mask.unsqueeze(2) * doc_mask.unsqueeze(1)
-            features.append(self.pool(sim * mask, mask))
-        cls = states[-1].new_zeros(b * p, states[-1].shape[-1])
-        cls[real.reshape(-1)] = states[-1][:, 0]
-        cls = (cls.reshape(b, p, -1) * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp(min=1)
-        return self.combine(torch.cat([cls, *features], dim=1)).squeeze(-1)
+        # The cosines and kernels in float32 whatever the backbone's autocast: the exact-match kernel
+        # (sigma 1e-3) is narrower than bfloat16's resolution near 1.
+        with torch.autocast(states[0].device.type, enabled=False):
+            for layer in states:
+                full = layer.new_zeros(b * p, length, layer.shape[-1], dtype=torch.float32)
+                full[real.reshape(-1)] = layer.float()
+                unit = nn.functional.normalize(full.reshape(b, p, length, -1), dim=-1)
+                # query tokens of each passage against that passage's tokens, passages side by side
+                sim = torch.einsum("bpqh,bpdh->bqpd", unit[:, :, :rows], unit).reshape(b, rows, p * length)
+                features.append(self.pool(sim * mask, mask))
+            cls = states[-1].new_zeros(b * p, states[-1].shape[-1], dtype=torch.float32)
+            cls[real.reshape(-1)] = states[-1][:, 0].float()
+            cls = (cls.reshape(b, p, -1) * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp(min=1)
+            return self.combine(torch.cat([cls, *features], dim=1)).squeeze(-1)

@@ -40,6 +40,7 @@ from dagster_ir.methods.baselines.reranker import (
     build_word_model,
     examples_from_negatives,
     rerank_with,
+    runs_on,
     train_baseline,
     validation_evaluator,
 )
@@ -134,10 +135,10 @@ def run_baselines(
         else:
             model, encoder = build_word_model(name, word_encoder.vocabulary.vectors, config), word_encoder
         folder = Path(checkpoint_root) / f"{name}-{key}"
-        evaluate = validation_evaluator(encoder, scored, qrels, validation_queries, config)
+        evaluate = validation_evaluator(name, encoder, scored, qrels, validation_queries, config)
         result = train_baseline(name, model, encoder, examples, config, folder, evaluate)
         run = rerank_with(model, encoder, scored, test_queries, config.rerank_depth, name, config.eval_batch_size,
-                          config.threads)
+                          *runs_on(name, config))
         results.append(BaselineRun(name, run, result, len(examples), time.monotonic() - started, folder))
         if on_model is not None:
             on_model(results[-1])

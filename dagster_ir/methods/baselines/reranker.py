@@ -15,7 +15,10 @@ filter counts, 4 epochs of at most 24 steps of 16 examples, lr 1e-3 constant) so
 and rerank in under 2 minutes per training unit on 2 loaded CPU cores (wiki-car: 106 s, Conv-KNRM
 the longest); "paper" uses the papers' sizes (Lq 10, Ld 1000, full filter counts, 10 epochs of 64
 steps). BERT models: AdamW at `bert_lr` with 10% warm-up and linear decay, weight decay 0.01,
-gradients clipped at 1 (the shared cross-encoder fine-tuning's settings).
+gradients clipped at 1 (the shared cross-encoder fine-tuning's settings); they run on
+`bert_threads` (0: every core) and, with `bf16` (the demo profile's choice, for CPUs with AMX or
+AVX-512 BF16), under bfloat16 autocast in training and scoring (`runs_on`); the interaction models
+run on `threads` in float32.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from dagster_ir.methods.baselines.pacrr import PACRR, PACRRConfig, copacrr
 from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
 from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train
+from dagster_ir.retrieval.fast_bert import bf16_supported
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import NEGATIVES, RUN, validate
 
@@ -69,7 +73,9 @@ class BaselineConfig:
     selection_measure: str = "nDCG@10"
     eval_batch_size: int = 128
     device: str = "cpu"
-    threads: int = 0  # torch intra-op threads while training and scoring; 0 keeps torch's setting
+    threads: int = 0  # torch intra-op threads while training and scoring the interaction models; 0 keeps torch's setting
+    bert_threads: int = 0  # the same for the BERT models (0: torch's setting, every core)
+    bf16: bool = False  # BERT models: bfloat16 autocast for the backbone while training and scoring
     backbone: str = ""  # BERT models: "" = the bundled MiniLM
     bert_max_length: int = 256
     passages: PassageConfig = PassageConfig()
@@ -87,7 +93,7 @@ class BaselineConfig:
 PROFILES: dict[str, BaselineConfig] = {
     "demo": BaselineConfig(
         query_words=8, doc_words=120, epochs=4, steps_per_epoch=24, batch_size=16, lr=1e-3, rerank_depth=20,
-        threads=1, bert_max_length=128, passages=PassageConfig(passage_words=60, stride=30, max_passages=3),
+        threads=1, bert_threads=0, bf16=True, bert_max_length=128, passages=PassageConfig(passage_words=60, stride=30, max_passages=3),
         sizes={"conv-knrm": {"filters": 16}, "pacrr": {"filters": 8, "combine": 16}, "co-pacrr": {"filters": 8, "combine": 16},
                "duet": {"filters": 16, "hidden": 16, "pool": 20}, "matchpyramid": {"filters": 8, "hidden": 16}},
     ),
@@ -156,9 +162,25 @@ def score_pairs(model: torch.nn.Module, encoder, pairs: Sequence[tuple[str, str]
     return model({k: v.to(device) for k, v in encoder.batch(pairs).items()})
 
 
+def runs_on(name: str, config: BaselineConfig) -> tuple[int, bool]:
+    """(torch threads, bfloat16 autocast) for model `name`: the BERT models' settings or the interaction models'."""
+    return (config.bert_threads, config.bf16) if name in BERT_MODELS else (config.threads, False)
+
+
+def check_precision(config: BaselineConfig) -> list[str]:
+    """Warnings about `config.bf16`: on a CPU without native bfloat16 (AVX-512 BF16, AMX) it is emulated, slower than fp32."""
+    if config.bf16 and torch.device(config.device).type == "cpu" and not bf16_supported():
+        return ["bf16=True on a CPU without native bfloat16 arithmetic (AVX-512 BF16 or AMX): the BERT baselines "
+                "run emulated, slower than float32; set bf16: false for speed (the scores change slightly)"]
+    return []
+
+
 def rerank_with(model: torch.nn.Module, encoder, candidates: pl.DataFrame, query_ids: Sequence[str], depth: int,
-                run_name: str, batch_size: int = 128, threads: int = 0) -> pl.DataFrame:
-    """The candidates' top `depth` of `query_ids` rescored by `model` and re-ranked (RUN; ties keep the first-stage order)."""
+                run_name: str, batch_size: int = 128, threads: int = 0, bf16: bool = False) -> pl.DataFrame:
+    """The candidates' top `depth` of `query_ids` rescored by `model` and re-ranked (RUN; ties keep the first-stage order).
+
+    `bf16`: the model runs under bfloat16 autocast (scores are cast back to float64 either way).
+    """
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
     chosen = top_k(candidates.filter(pl.col("query_id").is_in(wanted)), depth)
     pairs = list(zip(chosen["query_id"], chosen["doc_id"], strict=True))
@@ -166,7 +188,8 @@ def rerank_with(model: torch.nn.Module, encoder, candidates: pl.DataFrame, query
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), torch_threads(threads):
+        device = next(model.parameters()).device
+        with torch.inference_mode(), torch_threads(threads), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             for start in range(0, len(pairs), batch_size):
                 scores[start : start + batch_size] = score_pairs(model, encoder, pairs[start : start + batch_size]).double().cpu().numpy()
     finally:
@@ -219,25 +242,28 @@ def train_baseline(
         return pairwise_loss(scores, kind), {"accuracy": accuracy}
 
     bert = name in BERT_MODELS
+    threads, bf16 = runs_on(name, config)
     loop = TrainConfig(lr=config.bert_lr if bert else config.lr, warmup_ratio=0.1 if bert else 0.0,
                        schedule="linear" if bert else config.schedule, weight_decay=0.01 if bert else 0.0,
                        epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
-                       max_grad_norm=1.0 if bert else None, device=config.device)
-    with torch_threads(config.threads):
+                       max_grad_norm=1.0 if bert else None, device=config.device, bf16=bf16)
+    with torch_threads(threads):
         return train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate)
 
 
 
 
-def validation_evaluator(encoder, candidates: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str],
+def validation_evaluator(name: str, encoder, candidates: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str],
                          config: BaselineConfig) -> Callable[[torch.nn.Module], float] | None:
-    """The epoch-choosing callback: rerank the validation queries, mean `selection_measure` (None without queries)."""
+    """The epoch-choosing callback for model `name`: rerank the validation queries, mean `selection_measure`
+    (None without queries)."""
     if not query_ids:
         return None
+    threads, bf16 = runs_on(name, config)
 
     def evaluate(module: torch.nn.Module) -> float:
         run = rerank_with(module, encoder, candidates, query_ids, config.rerank_depth, "validation", config.eval_batch_size,
-                          config.threads)
+                          threads, bf16)
         return mean_measure(run, qrels, query_ids, config.selection_measure)
 
     return evaluate

@@ -99,3 +99,103 @@ def test_learns_exact_match(name, backbone, tmp_path):
     learned = reranker.mean_measure(reranked, qrels, train_ids, "nDCG@10")
     shuffled = reranker.mean_measure(run, qrels, train_ids, "nDCG@10")
     assert learned > shuffled + 0.2, (name, learned, shuffled)
+
+
+def _reference_cedr(model, batch):
+    """CEDR-KNRM's forward as first written: every position of the query axis, float32 throughout."""
+    b, p, length = batch["input_ids"].shape
+    real = batch["passage_mask"]
+    flat = {k: batch[k].reshape(b * p, length)[real.reshape(-1)] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    states = model.bert(**flat, output_hidden_states=True).hidden_states
+    query_mask = (batch["segment"][:, 0] == 1).float()
+    doc_mask = ((batch["segment"] == 2) & real.unsqueeze(-1)).float().reshape(b, p * length)
+    mask = query_mask.unsqueeze(2) * doc_mask.unsqueeze(1)
+    features = []
+    for layer in states:
+        full = layer.new_zeros(b * p, length, layer.shape[-1])
+        full[real.reshape(-1)] = layer
+        unit = torch.nn.functional.normalize(full.reshape(b, p, length, -1), dim=-1)
+        sim = torch.einsum("bpqh,bpdh->bqpd", unit, unit).reshape(b, length, p * length)
+        features.append(model.pool(sim * mask, mask))
+    cls = states[-1].new_zeros(b * p, states[-1].shape[-1])
+    cls[real.reshape(-1)] = states[-1][:, 0]
+    cls = (cls.reshape(b, p, -1) * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp(min=1)
+    return model.combine(torch.cat([cls, *features], dim=1)).squeeze(-1)
+
+
+def test_cedr_reads_the_query_rows_only(backbone):
+    """The similarity matrices cut to the query's rows give the scores of the full matrices (the rows
+    past the query are masked out), for queries of different lengths and padded passages."""
+    model, encoder = reranker.build_bert_model("cedr-knrm", config_for(backbone))
+    model.eval()
+    encoder.add_texts({"short": "apple", "long": "apple river stone tiger"},
+                      {"d1": "apple and river", "d2": " ".join(f"word{i} apple" for i in range(8))})
+    batch = encoder.batch([("short", "d1"), ("long", "d2"), ("long", "d1"), ("short", "d2")])
+    with torch.no_grad():
+        assert model(batch).tolist() == pytest.approx(_reference_cedr(model, batch).tolist(), abs=1e-5)
+
+
+class _FixedStates(torch.nn.Module):
+    """Stands in for CEDR's backbone: the same hidden states (in bfloat16, as autocast gives them) for any input."""
+
+    def __init__(self, config, states):
+        super().__init__()
+        self.config, self.states = config, states
+
+    def forward(self, **inputs):
+        return type("Output", (), {"hidden_states": self.states})()
+
+
+def test_cedr_kernels_stay_float32_under_autocast(backbone):
+    """Under bfloat16 autocast, the cosines and kernels of CEDR-KNRM run in float32: with a document token
+    equal to a query token (cosine 1, the exact-match kernel's sigma 1e-3 is below bfloat16's resolution
+    there) the score is the one computed without autocast."""
+    model, encoder = reranker.build_bert_model("cedr-knrm", config_for(backbone))
+    model.eval()
+    encoder.add_texts({"q": "apple river"}, {"d": "stone apple river tiger"})
+    batch = encoder.batch([("q", "d")])
+    length, hidden = batch["input_ids"].shape[2], model.bert.config.hidden_size
+    generator = torch.Generator().manual_seed(0)
+    states = []
+    for _ in range(model.bert.config.num_hidden_layers + 1):
+        layer = torch.randn(1, length, hidden, generator=generator)
+        layer[0, 5] = layer[0, 1]  # the passage's "apple" (position 5: [CLS] apple river [SEP] stone apple) = the query's
+        states.append(layer.to(torch.bfloat16))
+    model.bert = _FixedStates(model.bert.config, tuple(states))
+    with torch.no_grad():
+        plain = model(batch)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = model(batch)
+    assert mixed.dtype == torch.float32
+    assert mixed.item() == pytest.approx(plain.item(), abs=1e-6)
+
+
+def test_bert_models_take_their_own_threads_and_precision():
+    config = replace(reranker.profile("demo"), threads=1, bert_threads=3, bf16=True)
+    assert reranker.runs_on("cedr-knrm", config) == (3, True)
+    assert reranker.runs_on("bert-maxp", config) == (3, True)
+    assert reranker.runs_on("knrm", config) == (1, False)  # interaction models: never bfloat16
+
+
+def test_bf16_on_a_cpu_without_it_is_a_warning(monkeypatch):
+    config = replace(reranker.profile("demo"), bf16=True)
+    monkeypatch.setattr(reranker, "bf16_supported", lambda: False)
+    assert "emulated" in reranker.check_precision(config)[0]
+    assert reranker.check_precision(replace(config, bf16=False)) == []
+    assert reranker.check_precision(replace(config, device="cuda")) == []
+    monkeypatch.setattr(reranker, "bf16_supported", lambda: True)
+    assert reranker.check_precision(config) == []
+
+
+@pytest.mark.parametrize("name", reranker.BERT_MODELS)
+def test_bf16_scores_follow_fp32(name, backbone):
+    """Scoring under bfloat16 autocast keeps the float32 ranking's scores to within bfloat16's error."""
+    queries, docs, qrels, run = collection(n_queries=6)
+    model, encoder = reranker.build_bert_model(name, config_for(backbone))
+    encoder.add_texts(queries, docs)
+    fp32 = reranker.rerank_with(model, encoder, run, list(queries), 6, name, threads=1).sort("query_id", "doc_id")
+    bf16 = reranker.rerank_with(model, encoder, run, list(queries), 6, name, threads=1, bf16=True).sort("query_id", "doc_id")
+    spread = float(fp32["score"].std())
+    assert spread > 0
+    assert float((fp32["score"] - bf16["score"]).abs().max()) < 0.05 * spread + 1e-3
+    assert bf16["score"].to_list() != fp32["score"].to_list()  # bfloat16 did run
