@@ -199,3 +199,46 @@ def test_bf16_scores_follow_fp32(name, backbone):
     assert spread > 0
     assert float((fp32["score"] - bf16["score"]).abs().max()) < 0.05 * spread + 1e-3
     assert bf16["score"].to_list() != fp32["score"].to_list()  # bfloat16 did run
+
+
+def _late_word_collection(seed: int, n_queries: int = 24, docs_per_query: int = 6):
+    """Queries of one word (six distinct words); each query's one relevant document holds its word among
+    words 6-11 of 12, in the second passage of 6 words (stride 6) and not in the first."""
+    rng = np.random.default_rng(seed)
+    words = "apple bird cloud dune eagle fjord grape harbor island jungle kite lemon meadow night ocean piano".split()
+    queries, docs, qrels, run = {}, {}, [], []
+    for q in range(n_queries):
+        queries[f"q{q}"] = words[q % 6]
+        for d in range(docs_per_query):
+            body = list(rng.choice(words[6:], 12))
+            if d == 0:
+                body[6 + int(rng.integers(6))] = words[q % 6]
+                qrels.append((f"q{q}", f"s{seed}q{q}d{d}", 1))
+            docs[f"s{seed}q{q}d{d}"] = " ".join(body)
+        run += [(f"q{q}", f"s{seed}q{q}d{d}", float(-r), r + 1, "shuffled")
+                for r, d in enumerate(rng.permutation(docs_per_query))]
+    qrels = pl.DataFrame(qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row")
+    run = pl.DataFrame(run, schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64, "rank": pl.Int32,
+                                    "run_name": pl.String}, orient="row")
+    return queries, docs, qrels, run
+
+
+def test_maxp_finds_what_firstp_cannot_see(backbone, tmp_path):
+    """Trained on one set of documents and scored on new ones (the same query words, so a tiny random
+    BERT can learn them), MaxP, which scores every passage, ranks the relevant documents first; FirstP,
+    which reads the first passage alone, where the query word never is, stays near a shuffled ranking."""
+    queries, docs, _, _ = _late_word_collection(seed=0)
+    held_queries, held_docs, held_qrels, held_run = _late_word_collection(seed=1)
+    config = replace(config_for(backbone), epochs=12, batch_size=8, steps_per_epoch=50, bert_lr=2e-3,
+                     passages=PassageConfig(passage_words=6, stride=6, max_passages=2))
+    examples = [(q, f"s0{q}d0", (f"s0{q}d{n}",)) for q in queries for n in range(1, 6)]
+    found = {}
+    for name in ("bert-maxp", "bert-firstp"):
+        model, encoder = reranker.build_bert_model(name, config)
+        encoder.add_texts(queries, {**docs, **held_docs})
+        reranker.train_baseline(name, model, encoder, examples, config, tmp_path / name)
+        reranked = reranker.rerank_with(model, encoder, held_run, list(held_queries), 6, name, threads=1)
+        found[name] = reranker.mean_measure(reranked, held_qrels, list(held_queries), "nDCG@10")
+    shuffled = reranker.mean_measure(held_run, held_qrels, list(held_queries), "nDCG@10")
+    assert found["bert-maxp"] > shuffled + 0.2, (found, shuffled)
+    assert found["bert-firstp"] < shuffled + 0.1, (found, shuffled)
