@@ -15,7 +15,7 @@ Also printed, per model: the largest difference of the scores, bfloat16 against 
 with its seeded head, untrained), against the spread of the scores, and both settings split in two
 (float32 on every core; bfloat16 on one thread), to show where the speed-up comes from.
 
-    .venv/bin/python benchmarks/bert_baselines_speed.py [--queries 8] [--docs-per-query 16]
+    .venv/bin/python benchmarks/bert_baselines_speed.py [--queries 4] [--docs-per-query 16]
         [--steps 2] [--repeat 2] [--models bert-firstp bert-maxp cedr-knrm] [--cranfield ../shared/data/cranfield]
 """
 
@@ -78,7 +78,7 @@ def one_step(name: str, model, encoder, batch, config: reranker.BaselineConfig, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--queries", type=int, default=8)
+    parser.add_argument("--queries", type=int, default=4)
     parser.add_argument("--docs-per-query", type=int, default=16)
     parser.add_argument("--steps", type=int, default=2, help="training steps timed per round")
     parser.add_argument("--repeat", type=int, default=2)

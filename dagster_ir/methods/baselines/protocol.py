@@ -44,6 +44,7 @@ from dagster_ir.methods.baselines.reranker import (
     train_baseline,
     validation_evaluator,
 )
+from dagster_ir.neural.memory import release_freed_memory
 from dagster_ir.neural.training import TrainResult
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import QUERIES, RUN, validate
@@ -140,6 +141,8 @@ def run_baselines(
         run = rerank_with(model, encoder, scored, test_queries, config.rerank_depth, name, config.eval_batch_size,
                           *runs_on(name, config))
         results.append(BaselineRun(name, run, result, len(examples), time.monotonic() - started, folder))
+        del model, encoder, evaluate
+        release_freed_memory()  # a BERT training leaves GiBs of freed activations resident otherwise
         if on_model is not None:
             on_model(results[-1])
     return results
