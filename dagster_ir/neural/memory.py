@@ -5,7 +5,7 @@ activation tensors of a BERT training step end up on the heap, and what a traini
 resident: one process that trains several models one after the other (a `neural_baselines` unit,
 or `dagster-ir reproduce` running unit after unit in one process) grows by a few GiB a model
 (measured: CEDR-KNRM's demo training left 3.5 GiB resident after its model was gone; a process
-that trained the ten baselines of five Cranfield units peaked at 15.6 GB). `release_freed_memory`
+that trained the ten baselines of four Cranfield units, one after the other, peaked at 15.6 GB). `release_freed_memory`
 collects garbage and calls `malloc_trim(0)`, which returns the free heap to the system (0.65 GiB
 resident after the same training). Fixing the threshold instead (`MALLOC_MMAP_THRESHOLD_`) also
 bounds it but made training 40% slower in wall time (every large tensor a fresh mapping).
