@@ -27,8 +27,8 @@ from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS, BaselineConfig, profile
-from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
+from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import RUN
