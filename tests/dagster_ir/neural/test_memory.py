@@ -39,11 +39,13 @@ def _scenario(mode: str) -> dict:
 
 @pytest.mark.skipif(platform.system() != "Linux" or _libc() is None, reason="needs Linux and glibc's malloc_trim")
 def test_freed_heap_goes_back_to_the_system():
-    kept = _scenario("keep")
-    assert kept["before"] - kept["after"] < 50 * 2**20 and kept["before"] > 300 * 2**20  # freed, still resident
     released = _scenario("release")
     assert released["trimmed"] is True
+    if released["before"] < 300 * 2**20:  # seen once inside the whole suite, never alone: blocks in mappings
+        pytest.skip(f"glibc did not keep the freed blocks resident here ({released['before'] / 2**20:.0f} MiB)")
     assert released["before"] - released["after"] > 200 * 2**20, released
+    kept = _scenario("keep")
+    assert kept["before"] - kept["after"] < 50 * 2**20  # without the trim they stay resident
 
 
 def test_without_malloc_trim_it_only_collects(monkeypatch):
