@@ -13,10 +13,12 @@
                                     print the upstream tree of an asset's newest record, down to the dump
     dagster-ir report [--collection NAME] [report options]
                                     print the evaluation table of a collection (or of TREC files)
-    dagster-ir reproduce --collection NAME [--markdown]
+    dagster-ir reproduce --collection NAME [--markdown [PATH]]
                                     bring every method on one collection up to date (its partitions, all
                                     its training units, what they read), print each paper's table and
-                                    the time each asset took
+                                    the time each asset took; --markdown prints the tables as Markdown,
+                                    --markdown PATH also writes them as a page headed by the date, the
+                                    commit, the machine and the settings (the docs' results pages)
 
 The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
 Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
@@ -195,17 +197,25 @@ def cmd_report(root: Path, argv: list[str]) -> int:
     return main_report(argv)
 
 
-def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int:
-    """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times."""
-    from assets.project import collection_specs
-    from assets.reproduce import asset_times, format_times, reproduction_plan, summary_path
+def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None) -> int:
+    """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times.
+
+    `markdown`: None prints text tables, "-" Markdown ones; a path also writes `reproduce.markdown_page` there.
+    """
+    from assets.project import collection_specs, config_path
+    from assets.reproduce import (asset_times, format_times, markdown_page, reproduction_plan, settings_of,
+                                  summary_path)
     from assets.updates import mark_dead_runs_failed, update_all
     from dagster_ir.evaluation.summary import format_summary, read_summary
-    from dagster_ir.storage.atomic import clean_orphans
+    from dagster_ir.storage.atomic import clean_orphans, write_text_atomic
 
-    if collection not in collection_specs():
-        raise ValueError(f"--collection: {collection!r} is not a configured collection (have {sorted(collection_specs())}; "
+    specs = collection_specs()
+    if collection not in specs:
+        raise ValueError(f"--collection: {collection!r} is not a configured collection (have {sorted(specs)}; "
                          "set DAGSTER_IR_CONFIG)")
+    page = None if markdown in (None, "-") else Path(markdown)
+    if page is not None and not page.parent.is_dir():
+        raise FileNotFoundError(f"--markdown: the folder of {page} does not exist")
     instance = _instance(root)
     for run_id in mark_dead_runs_failed(instance):
         print(f"run {run_id}: its process is gone; marked failed")
@@ -222,30 +232,25 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int
     print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
           f"{time.monotonic() - started:.0f} s\n")
     tables = summary_path(root, collection)
-    if tables.exists():
-        print(format_summary(read_summary(tables), markdown=markdown))
+    summary = read_summary(tables) if tables.exists() else None
+    if summary is not None:
+        print(format_summary(summary, markdown=markdown is not None))
     elif tables.with_name("report.txt").exists():  # a report made before it stored its tables
         print(tables.with_name("report.txt").read_text(encoding="utf-8"))
     else:
         print(f"no methods report for {collection!r} yet ({tables})", file=sys.stderr)
-    print(format_times(asset_times(instance, plan, started_at)))
+    times = asset_times(instance, plan, started_at)
+    print(format_times(times))
+    if page is not None:
+        write_text_atomic(page, markdown_page(collection, summary, times, settings_of(specs[collection], config_path())))
+        print(f"written {page}")
     for partition, keys, message in report.failures:
         print(f"FAILED {', '.join(keys)}" + (f" [{partition}]" if partition else "") + f": {message}", file=sys.stderr)
     return 0 if report.ok and tables.with_name("report.txt").exists() else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # Dagster warns about its own beta and preview features at every definition load; nothing a user can act on
-    for category in (dg.BetaWarning, dg.PreviewWarning):
-        warnings.filterwarnings("ignore", category=category)
-    # transformers' load report lists the fresh score head of every cross-encoder as MISSING: expected here
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # and a progress bar per checkpoint loaded or written
-    command_at = _command_position(argv)
-    if command_at is not None and argv[command_at] == "report":  # the rest belongs to the report's parser
-        root = data_dir(_option(argv[:command_at], "--data"))
-        return cmd_report(root, argv[command_at + 1 :])
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand and its options (`report`'s own are in its parser)."""
     parser = argparse.ArgumentParser(prog="dagster-ir", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -259,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="list stale or missing asset partitions")
     reproduce = sub.add_parser("reproduce", help="every method on one collection: materialize, print the tables and times")
     reproduce.add_argument("--collection", required=True, help="a collection of the config ($DAGSTER_IR_CONFIG)")
-    reproduce.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    reproduce.add_argument("--markdown", nargs="?", const="-", metavar="PATH",
+                           help="print the tables as Markdown; with PATH also write them there as a page headed by "
+                                "the date, the commit, the machine and the settings")
     sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
     add = sub.add_parser("add-dump", help="check and register a Wikipedia dump (.xml or .xml.bz2)")
     add.add_argument("path")
@@ -276,7 +283,22 @@ def main(argv: list[str] | None = None) -> int:
     lineage = sub.add_parser("lineage", help="print the upstream tree of an asset's newest record")
     lineage.add_argument("asset")
     lineage.add_argument("--partition", help="one partition (default: each partition's newest record)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Dagster warns about its own beta and preview features at every definition load; nothing a user can act on
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+    # transformers' load report lists the fresh score head of every cross-encoder as MISSING: expected here
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # and a progress bar per checkpoint loaded or written
+    command_at = _command_position(argv)
+    if command_at is not None and argv[command_at] == "report":  # the rest belongs to the report's parser
+        root = data_dir(_option(argv[:command_at], "--data"))
+        return cmd_report(root, argv[command_at + 1 :])
+    args = build_parser().parse_args(argv)
 
     root = data_dir(args.data)
     root.mkdir(parents=True, exist_ok=True)

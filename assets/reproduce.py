@@ -10,10 +10,17 @@
    `dagster_ir.evaluation.summary`), section by section, so a method added to the report appears
    here without a change; the time of each asset is the duration of the Dagster step that last
    materialized each of its partitions, summed over the partitions (a multi-asset step once).
+4. With `--markdown PATH` the same tables and times are written as a Markdown page (`markdown_page`)
+   whose header gives the date, the commit of the code, the machine and the collection's settings:
+   the documentation's results pages are such files.
 """
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +30,7 @@ from assets.project import training_units
 from assets.updates import Key, needed_by
 
 REPORT_ASSET = "model_report"
+ROOT = Path(__file__).resolve().parents[1]  # the project's checkout, whose commit a results page names
 
 
 def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
@@ -99,17 +107,85 @@ def asset_times(instance: dg.DagsterInstance, plan: set[Key], since: float) -> l
     return times
 
 
-def format_times(times: list[StepTime]) -> str:
+def format_times(times: list[StepTime], *, markdown: bool = False) -> str:
     """A table: step (its assets), runs of it, seconds in all and the part this command made."""
     header = ("asset (step)", "partitions", "made now", "seconds", "of which now")
     rows = [(t.step if t.assets == (t.step,) else f"{t.step} ({', '.join(t.assets)})", str(t.partitions), str(t.fresh),
              f"{t.seconds:.1f}", f"{t.fresh_seconds:.1f}") for t in times]
     rows.append(("total", str(sum(t.partitions for t in times)), str(sum(t.fresh for t in times)),
                  f"{sum(t.seconds for t in times):.1f}", f"{sum(t.fresh_seconds for t in times):.1f}"))
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     lines = ["  ".join([r[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(r[1:], widths[1:])]) for r in (header, *rows)]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def commit_of(folder: Path = ROOT) -> str:
+    """The short commit of the code in `folder`, `+changes` when tracked files differ from it; `unknown` outside git."""
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def machine() -> str:
+    """The CPU's model name, its cores and the memory, as /proc tells (the cores alone elsewhere)."""
+    def first(path: str, prefix: str) -> str | None:
+        try:
+            with open(path, encoding="utf-8") as lines:
+                return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(prefix)), None)
+        except OSError:
+            return None
+    cpu = first("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
+    memory = first("/proc/meminfo", "MemTotal")
+    gib = f", {int(memory.split()[0]) / 2**20:.0f} GiB of memory" if memory else ""
+    return f"{cpu}, {os.cpu_count()} cores{gib}"
+
+
+def settings_of(spec, config_file: Path | None) -> list[tuple[str, str]]:
+    """The settings that decide a collection's tables: config file, kind, protocol, folds, seeds, asset settings."""
+    protocol = spec.protocol
+    rows = [("config", f"`{config_file}`" if config_file else "the built-in default (wiki-car)"),
+            ("collection", f"`{spec.name}` (kind `{spec.kind}`)"),
+            ("protocol", f"`{protocol.kind}`" + (f", {spec.split.folds} folds rotated" if protocol.kind == "cv" else "")),
+            ("seeds", ", ".join(map(str, protocol.seeds))),
+            ("profiles", "each asset's default config (the `demo` profiles)")]
+    for asset, fields in sorted(spec.assets.items()):
+        rows.append((f"`{asset}`", ", ".join(f"{k}: {v}" for k, v in fields.items())))
+    return rows
+
+
+def markdown_page(collection: str, summary: dict | None, times: list[StepTime], settings: list[tuple[str, str]],
+                  *, when: datetime.datetime | None = None, commit: str | None = None,
+                  on: str | None = None) -> str:
+    """`dagster-ir reproduce --markdown PATH`'s page: a header (date, commit, machine, settings), the tables, the times."""
+    from dagster_ir.evaluation.summary import format_summary
+
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    header = [("date", when.strftime("%Y-%m-%d %H:%M UTC")), ("commit", commit or commit_of()),
+              ("machine", on or machine()), *settings]
+    command = f"dagster-ir reproduce --collection {collection} --markdown PATH"
+    parts = [f"# Results: {collection}",
+             f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
+             "| setting | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in header)]
+    if summary is None:
+        parts.append("No methods report yet: an asset it needs failed (see the command's output).")
+    else:
+        parts.append(format_summary(summary, markdown=True, level=2).rstrip("\n"))
+    parts += ["## Time of each asset",
+              "The duration of the Dagster step that last materialized each partition, summed over the partitions; "
+              "`made now`: by the call that wrote this page.",
+              format_times(times, markdown=True)]
+    return "\n\n".join(parts) + "\n"
 
 
 def summary_path(root: Path, collection: str) -> Path:

@@ -82,11 +82,14 @@ def _check(ok: bool, path: Path, field: str, message: str) -> None:
         raise SummaryFormatError(f"{path}: {field}: {message}")
 
 
-def format_summary(summary: dict, *, markdown: bool = False) -> str:
-    """The sections one after another: title, tables (each with its caption), notes."""
+def format_summary(summary: dict, *, markdown: bool = False, level: int = 3) -> str:
+    """The sections one after another: title, tables (each with its caption), notes.
+
+    In Markdown a section's title is a heading of `level` (3: `###`).
+    """
     parts = []
     for section in summary["sections"]:
-        parts.append(f"### {section['title']}" if markdown else f"{section['title']}\n{'-' * len(section['title'])}")
+        parts.append(f"{'#' * level} {section['title']}" if markdown else f"{section['title']}\n{'-' * len(section['title'])}")
         for table in section["tables"]:
             parts.append(_markdown(table) if markdown else _text(table))
             if table.get("caption"):

@@ -1,5 +1,7 @@
 """`dagster-ir reproduce`: which asset partitions a collection needs, that only those run, their times."""
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -106,3 +108,45 @@ def test_an_interrupted_run_stops_the_update(tmp_path):
                         log=lambda _: None)
     assert report.interrupted and [p for p, _, _ in report.failures] == ["p1"]
     assert report.runs == [] and instance.get_materialized_partitions(dg.AssetKey("interrupted")) == set()
+
+
+def test_markdown_page_has_its_header_the_sections_and_the_times():
+    import datetime
+
+    from assets.reproduce import StepTime, markdown_page, settings_of
+    from dagster_ir.collections.config import CranfieldSpec
+    from dagster_ir.collections.protocol import Protocol
+
+    spec = CranfieldSpec(name="cranfield", path=Path("/data/cranfield"), protocol=Protocol("cv", (0, 1)),
+                         assets={"neural_baselines": {"models": ["drmm", "knrm"]}})
+    summary = {"title": "t", "sections": [{"title": "GHRM", "notes": "a note", "tables": [
+        {"caption": "Mean over 2 queries.", "header": ["Run", "nDCG@20"], "rows": [["bm25", ["0.3598*"]]]}]}]}
+    times = [StepTime("ghrm_runs", ("ghrm_runs",), 2, 12.5, 2.0, 1)]
+    page = markdown_page("cranfield", summary, times, settings_of(spec, Path("examples/cranfield.yaml")),
+                         when=datetime.datetime(2026, 12, 3, 9, 30, tzinfo=datetime.timezone.utc),
+                         commit="abc1234", on="a CPU, 2 cores")
+    lines = page.splitlines()
+    assert lines[0] == "# Results: cranfield"
+    assert "dagster-ir reproduce --collection cranfield --markdown PATH" in lines[2]
+    for row in ["| date | 2026-12-03 09:30 UTC |", "| commit | abc1234 |", "| machine | a CPU, 2 cores |",
+                "| config | `examples/cranfield.yaml` |", "| protocol | `cv`, 5 folds rotated |", "| seeds | 0, 1 |",
+                "| `neural_baselines` | models: ['drmm', 'knrm'] |", "## GHRM", "| bm25 | 0.3598* |",
+                "Mean over 2 queries.", "a note", "## Time of each asset",
+                "| ghrm_runs | 2 | 1 | 12.5 | 2.0 |", "| total | 2 | 1 | 12.5 | 2.0 |"]:
+        assert row in lines, row
+    assert not any(line.startswith("### ") for line in lines)  # the sections are the page's second level
+
+
+def test_markdown_without_a_path_prints_and_a_missing_folder_is_refused(tmp_path, capsys, monkeypatch):
+    from assets.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["reproduce", "--collection", "c"]).markdown is None
+    assert parse(["reproduce", "--collection", "c", "--markdown"]).markdown == "-"
+    assert parse(["reproduce", "--markdown", "out.md", "--collection", "c"]).markdown == "out.md"
+    monkeypatch.delenv("DAGSTER_IR_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./dagster-ir.yaml: the built-in default, wiki-car
+    assert main(["--data", str(tmp_path), "reproduce", "--collection", "wiki-car", "--markdown",
+                 str(tmp_path / "no" / "page.md")]) == 1
+    err = capsys.readouterr().err
+    assert "--markdown: the folder of" in err and err.count("\n") == 1
