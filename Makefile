@@ -10,7 +10,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export DAGSTER_IR_DATA ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(DAGSTER_IR_DATA)/dagster_home
 
-.PHONY: demo test ui bench install install-dev browser clean
+.PHONY: demo test ui bench docs docs-serve install install-dev install-docs browser clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,16 @@ $(BIN)/.installed-dev: $(BIN)/.installed
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $@
 
+# the docs extra alone (MkDocs, Material, mkdocstrings): the API reference is read from the sources,
+# so building the site needs neither the project nor torch installed
+$(BIN)/.installed-docs: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q $$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs']))")
+	touch $@
+
 install: $(BIN)/.installed
 install-dev: $(BIN)/.installed-dev
+install-docs: $(BIN)/.installed-docs
 
 ## demo: install, then materialize every asset on the embedded default (only what is stale)
 demo: install
@@ -53,6 +61,14 @@ ui: install
 ## bench: every speed and memory benchmark, one after the other; the ratios in benchmarks/out/summary.md
 bench: install-dev
 	$(BIN)/python benchmarks/summary.py
+
+## docs: the documentation site (docs/, mkdocs.yml) into site/; broken links, missing pages or references fail it
+docs: install-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+## docs-serve: the site on http://127.0.0.1:8000, rebuilt on every edit
+docs-serve: install-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
 
 clean:
 	rm -rf data

@@ -4,7 +4,8 @@ Needs Debian's `chromium` and `chromium-driver` (`apt-get install -y chromium ch
 `.ci/run` installs them when absent) and selenium (the dev extra); skips, saying which is missing,
 without them. The webserver binds 127.0.0.1 on a free port; the browser gets a fresh profile and no
 network beyond it. Screenshots of the asset graph, the methods report's asset page and the Automation page are saved
-under the test's temporary directory (the path is printed).
+under the test's temporary directory (the path is printed), or under $DAGSTER_IR_SCREENSHOTS when set: the
+documentation's pictures of the UI are taken so (`DAGSTER_IR_SCREENSHOTS=docs/img/ui pytest tests/assets/test_browser.py`).
 """
 
 import json
@@ -94,7 +95,8 @@ def ui(tmp_path):
     try:
         _wait_for_server(port, process, log)
         yield {"port": port, "data": data, "partition": registered.stdout.strip().splitlines()[-1],
-               "chromium": chromium, "driver": driver, "shots": tmp_path / "screenshots"}
+               "chromium": chromium, "driver": driver,
+               "shots": Path(os.environ.get("DAGSTER_IR_SCREENSHOTS") or tmp_path / "screenshots").resolve()}
     finally:
         os.killpg(process.pid, signal.SIGTERM)  # dagster dev and the processes it started
         try:
@@ -167,7 +169,9 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
     nodes = _graphql(port, "{ assetNodes { assetKey { path } groupName } }")["assetNodes"]
     assert sorted({n["groupName"] for n in nodes}) == groups
 
-    ui["shots"].mkdir()
+    ui["shots"].mkdir(parents=True, exist_ok=True)
+    for old in ui["shots"].glob("*.png"):  # a folder kept from an earlier run holds only this test's pictures
+        old.unlink()
     browser = _chrome(ui, tmp_path / "chrome-profile")
     try:
         browser.get(f"http://127.0.0.1:{port}/asset-groups")
