@@ -59,8 +59,9 @@ ui: install
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 ## bench: every speed and memory benchmark, one after the other; the ratios in benchmarks/out/summary.md
+## and in docs/snippets/bench.md, the table of the documentation's Performance page
 bench: install-dev
-	$(BIN)/python benchmarks/summary.py
+	$(BIN)/python benchmarks/summary.py --docs docs/snippets/bench.md
 
 ## docs: the documentation site (docs/, mkdocs.yml) into site/; broken links, missing pages or references fail it
 docs: install-docs

@@ -18,9 +18,6 @@
 from __future__ import annotations
 
 import datetime
-import os
-import platform
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +25,9 @@ import dagster as dg
 
 from assets.project import training_units
 from assets.updates import Key, needed_by
+from dagster_ir.provenance import commit_of, machine
 
 REPORT_ASSET = "model_report"
-ROOT = Path(__file__).resolve().parents[1]  # the project's checkout, whose commit a results page names
 
 
 def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
@@ -121,34 +118,6 @@ def format_times(times: list[StepTime], *, markdown: bool = False) -> str:
     lines = ["  ".join([r[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(r[1:], widths[1:])]) for r in (header, *rows)]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def commit_of(folder: Path = ROOT) -> str:
-    """The short commit of the code in `folder`, `+changes` when tracked files differ from it; `unknown` outside git."""
-    def git(*args: str) -> str:
-        try:
-            done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return done.stdout.strip() if done.returncode == 0 else ""
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:
-        return "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def machine() -> str:
-    """The CPU's model name, its cores and the memory, as /proc tells (the cores alone elsewhere)."""
-    def first(path: str, prefix: str) -> str | None:
-        try:
-            with open(path, encoding="utf-8") as lines:
-                return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(prefix)), None)
-        except OSError:
-            return None
-    cpu = first("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
-    memory = first("/proc/meminfo", "MemTotal")
-    gib = f", {int(memory.split()[0]) / 2**20:.0f} GiB of memory" if memory else ""
-    return f"{cpu}, {os.cpu_count()} cores{gib}"
 
 
 def settings_of(spec, config_file: Path | None) -> list[tuple[str, str]]:

@@ -5,8 +5,11 @@ same cores), with its output kept in `benchmarks/out/<script>.log`. The table ho
 script printed as `ratio: NAME = VALUE` (see `ratios.py`), the goal of issue #20 beside it and
 whether it is met, with the commit, the date, the cores and the load average before each script
 (a loaded machine slows whichever side runs while the load lasts: read the ratios with it).
+`--docs PATH` also writes the tables as a Markdown fragment headed by the date, the commit and the
+machine: the documentation's Performance page includes `docs/snippets/bench.md`, which `make bench`
+writes so.
 
-    .venv/bin/python benchmarks/summary.py [--only bm25_speed ...] [--timeout 1800]
+    .venv/bin/python benchmarks/summary.py [--only bm25_speed ...] [--timeout 1800] [--docs PATH]
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ sys.path.insert(0, str(HERE))
 
 from ratios import GOALS, meets, parse_ratios  # noqa: E402
 
+from dagster_ir.provenance import commit_of, machine  # noqa: E402
+
 # Every benchmark with the arguments `make bench` gives it (each script's defaults otherwise).
 BENCHMARKS: dict[str, list[str]] = {
     "wiki_extraction": [],
@@ -36,14 +41,6 @@ BENCHMARKS: dict[str, list[str]] = {
     "ghrm_speed": [],
     "storage_overhead": [],
 }
-
-
-def commit() -> str:
-    """The short commit of the tree benchmarked, with `+changes` when it differs from that commit."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def run_one(name: str, args: list[str], out: Path, timeout: float) -> tuple[dict[str, float], str, float]:
@@ -61,6 +58,17 @@ def run_one(name: str, args: list[str], out: Path, timeout: float) -> tuple[dict
     return parse_ratios(output), ended, time.perf_counter() - started
 
 
+def docs_fragment(rows: list[tuple[str, str, float]], runs: list[str], when: str, commit: str, on: str,
+                  only: list[str] | None) -> str:
+    """The Markdown the documentation includes: what was run, where and when, then the two tables."""
+    command = "make bench" if only is None else f"benchmarks/summary.py --only {' '.join(only)}"
+    head = (f"Measured by `{command}` on {when}, commit `{commit}`, on {on}. Each ratio is ours over the "
+            "baseline run in the same process on the same inputs; the load average before each script is in "
+            "the second table (a loaded machine slows whichever side runs while the load lasts).")
+    return "\n".join([head, "", *table(rows), "", "| script | ended | wall | load before |", "|---|---|---:|---:|",
+                      *runs, ""])
+
+
 def table(rows: list[tuple[str, str, float]]) -> list[str]:
     lines = ["| benchmark | ratio | value | goal | met |", "|---|---|---:|---|---|"]
     for script, name, value in rows:
@@ -75,6 +83,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="run these benchmarks only")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed to each script")
     parser.add_argument("--out", type=Path, default=HERE / "out")
+    parser.add_argument("--docs", type=Path, help="also write the tables as the docs' Markdown fragment there")
     args = parser.parse_args()
     unknown = set(args.only or []) - set(BENCHMARKS)
     if unknown:
@@ -94,12 +103,16 @@ def main() -> None:
             print(f"  {ratio} = {value:.2f}", flush=True)
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    text = [f"# Benchmarks: commit {commit()}, {now}, {os.cpu_count()} cores", "", *table(rows), "",
+    commit = commit_of()
+    text = [f"# Benchmarks: commit {commit}, {now}, {os.cpu_count()} cores", "", *table(rows), "",
             "| script | ended | wall | load before |", "|---|---|---:|---:|", *runs, ""]
     target = args.out / "summary.md"
     target.write_text("\n".join(text))
     print("\n".join(table(rows)))
     print(f"written {target}")
+    if args.docs:
+        args.docs.write_text(docs_fragment(rows, runs, now, commit, machine(), args.only))
+        print(f"written {args.docs}")
 
 
 if __name__ == "__main__":
