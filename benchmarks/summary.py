@@ -74,7 +74,8 @@ def table(rows: list[tuple[str, str, float]]) -> list[str]:
     for script, name, value in rows:
         goal = " ".join(map(str, GOALS[name])) if name in GOALS else "-"
         verdict = {True: "yes", False: "**no**", None: "-"}[meets(name, value)]
-        lines.append(f"| {script} | {name} | {value:.2f} | {goal} | {verdict} |")
+        cell = name.replace("|", "\\|")  # a ratio's name may hold |x|, which would split the Markdown row
+        lines.append(f"| {script} | {cell} | {value:.2f} | {goal} | {verdict} |")
     return lines
 
 
