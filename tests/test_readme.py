@@ -108,3 +108,11 @@ def test_blocks_commands_and_targets_are_read_as_written(tmp_path):
     path = tmp_path / "Makefile"
     path.write_text(makefile)
     assert make_targets(path) == {"a", "b-c"}
+
+
+def test_every_relative_link_of_the_readme_reaches_a_file():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t]
+    assert any(t.startswith("docs/") for t in targets)
+    missing = [t for t in targets if t and not (ROOT / t).exists()]
+    assert not missing, missing
