@@ -9,12 +9,12 @@ and return the mean of a measure, so the epoch kept is chosen on dev only.
 
 PROFILES: "paper" = AdamW lr 1e-5, warm-up 0.01, weight decay 0.1, 1 epoch, batch 32, max length
 512 (bert-base-uncased); "demo" = 50 steps of 8 examples with one negative each, lr 2e-4, max
-length 96, on the bundled MiniLM (about 35 s per reranker on 2 quiet CPU cores). At 100 steps (the
-demo profile before issue #20 halved it: `make demo` fine-tunes four of these, the largest single
-cost of the demo) that reranker reached nDCG@10 0.465 on wiki-car's test split over BM25's top 20
+length 96, on the bundled MiniLM (about 35 s per reranker on 2 quiet CPU cores). At 100 steps
+(twice the demo's: `make demo` fine-tunes four of these, the largest single cost of the demo) that
+reranker reached nDCG@10 0.465 on wiki-car's test split over BM25's top 20
 (BM25: 0.437); 24 steps of 4 examples with 3 negatives gave 0.263, 60 steps of 8 with 3 negatives
 0.425 - more distinct examples beat more negatives per example at this budget. `max_steps: 100` in
-the launchpad gives the old demo size back.
+the launchpad trains that longer demo.
 """
 
 from __future__ import annotations

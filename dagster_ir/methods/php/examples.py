@@ -25,7 +25,7 @@ covering rule (such links are D4: every linked document not linked from s), whic
 graph's `reciprocal` flag, so `build_php_examples` then takes `link_graph`. The rows dropped are
 counted (`d4_dropped`).
 
-Bounded memory (issue #18). `build_php_examples` takes LazyFrames (scans of the stored Parquet) as well
+Bounded memory. `build_php_examples` takes LazyFrames (scans of the stored Parquet) as well
 as DataFrames and applies `max_examples` first: it chooses the (d, s, positive) keys, then reads only
 their segments' rows (value filters on the scan) and draws their negatives, so what it holds is set by `max_examples`,
 not by `php_groups` (of the order of 10^8-10^9 rows on enwiki). The keys are those with an example
