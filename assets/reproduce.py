@@ -143,9 +143,10 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
     header = [("date", when.strftime("%Y-%m-%d %H:%M UTC")), ("commit", commit or commit_of()),
               ("machine", on or machine()), *settings]
     command = f"dagster-ir reproduce --collection {collection} --markdown PATH"
+    rows = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in header]
     parts = [f"# Results: {collection}",
              f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
-             "| setting | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in header)]
+             "\n".join(["| setting | value |", "|---|---|", *rows])]
     if summary is None:
         parts.append("No methods report yet: an asset it needs failed (see the command's output).")
     else:
