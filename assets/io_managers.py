@@ -116,11 +116,11 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
             partitioned=partition is not None,
         )
         metadata = {
-            "row_count": dg.MetadataValue.int(rows),
+            "dagster/row_count": dg.MetadataValue.int(rows),
             "path": dg.MetadataValue.path(str(path)),
             "bytes": dg.MetadataValue.int(size),
             "content_version": record.data_version,
-            "dagster/column_schema": column_schema(columns),
+            "dagster/column_schema": column_schema(columns, context.asset_key.to_user_string()),
             "preview": preview(pl.scan_parquet(path)),
         }
         context.add_output_metadata(metadata)
