@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 # Dagster, DuckDB, Polars and the storage modules are imported where a command needs them, so that
 # `dagster-ir --help` (and a mistyped command) answers at once.
 
+# The data directory a command typed without --data would use (commands set $DAGSTER_IR_DATA for
+# the asset code, so it is read once, here).
+_DEFAULT_DATA = data_dir(None)
+
 
 def _instance(root: Path) -> dg.DagsterInstance:
     from assets.instance import open_instance
@@ -177,7 +181,7 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
             return path
 
     rows = [(asset, partition, n, short(path)) for asset, partition, n, path in latest]
-    data = "" if root.resolve() == data_dir(None).resolve() else f" --data {root}"
+    data = "" if root.resolve() == _DEFAULT_DATA else f" --data {root}"
     return "\n".join([
         f"Results: the newest materialization of each asset partition (paths under {root})",
         text_table(["asset", "partition", "rows", "table"], rows, [False, False, True, False]),
