@@ -80,6 +80,9 @@ def test_lineage_hides_config_by_default_drops_nulls_and_stops_at_depth():
     cut = render([root], depth=1).splitlines()
     assert len(cut) == 2 and cut[1].endswith("(reads 1 more; --depth to see them)")
     assert compact_config('{"a": null}') == "" and compact_config(None) == ""
+    # a record with a large config (the demo's were up to 812 characters a line) stays one short line
+    wide = _node("cross_encoder", "r4", [links], config=json.dumps({f"field_{i}": None if i % 2 else i for i in range(60)}))
+    assert max(len(line) for line in render([wide]).splitlines()) < 120
 
 
 def test_demo_summary_is_aligned_uncut_and_suggests_commands_that_exist(tmp_path):
