@@ -6,13 +6,15 @@
                                     --first-stage leaves out the method groups (php, model1, ghrm, cet)
     dagster-ir add-dump PATH        check a Wikipedia dump file and register it as a new `wiki_dump` partition
     dagster-ir remove-dump KEY      unregister a dump: its partitions and their tables go
-    dagster-ir status               list stale or missing asset partitions
+    dagster-ir status [--why]       list stale or missing asset partitions (--why: what changed for each)
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
-    dagster-ir catalog query SQL    run a query on the catalog and print the result
-    dagster-ir lineage ASSET [--partition P]
+    dagster-ir catalog query [--format table|csv|json|markdown] SQL
+                                    run a read-only query on the catalog and print every row
+    dagster-ir lineage ASSET [--partition P] [--depth N] [--config]
                                     print the upstream tree of an asset's newest record, down to the dump
     dagster-ir report [--collection NAME] [report options]
-                                    print the evaluation table of a collection (or of TREC files)
+                                    print a collection's evaluation table and methods report (or
+                                    evaluate TREC files)
     dagster-ir reproduce --collection NAME [--markdown]
                                     bring every method on one collection up to date (its partitions, all
                                     its training units, what they read), print each paper's table and
