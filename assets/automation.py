@@ -10,11 +10,15 @@
   requested or updated, an upstream asset was updated or its code version changed, or it is
   missing (never built, or a new partition). Downstream of a trained asset the wave goes on at once (a reranker follows the
   checkpoint it reads), since trained assets only change in such a wave.
-- Training steps carry the Dagster pool `training` (limit 1 by default, set in the instance's
-  dagster.yaml, see `assets.instance`), so parallel steps or runs never train two models at once
-  on the shared cores; IO-bound and light steps are not limited.
+- Both are Dagster's documented variants: `eager()` with `any_deps_missing` ignoring the observable
+  sources (`.replace(...)`), and both wait for their upstream's blocking asset checks
+  (`all_deps_blocking_checks_passed()`), so a failed invariant check stops the wave below it.
+- Training steps carry the Dagster pool `training` (`@dg.asset(pool=TRAINING_POOL)` in their modules;
+  limit 1 by default, set in the instance's dagster.yaml, see `assets.instance`), so parallel steps or
+  runs never train two models at once on the shared cores; IO-bound and light steps are not limited.
+  `automate` refuses a training step declared without it.
 
-Nothing here edits the asset modules: `automate(assets)` maps over the list in `assets.definitions`.
+`automate(assets)` maps the conditions over the list in `assets.definitions`.
 The default automation sensor is declared (stopped, as Dagster's sensors are by default); turn it on
 in the UI (Automation -> default_automation_condition_sensor) to let data flow without a person.
 """
@@ -24,8 +28,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import dagster as dg
-from dagster._core.definitions.assets.definition.assets_definition import AssetsDefinition
-from dagster._core.definitions.op_definition import OpDefinition
 
 DATA_GROUPS = ("wikipedia", "collections", "retrieval", "evaluation")
 TRAINED_GROUPS = ("php", "model1", "ghrm", "cet", "baselines", "methods_report")
@@ -44,14 +46,16 @@ TIMEZONE = "UTC"
 AC = dg.AutomationCondition
 
 
+def _sources_not_missing() -> dg.AutomationCondition:
+    """`any_deps_missing`, with never-observed observable sources not counted as missing deps."""
+    return AC.any_deps_missing().ignore(dg.AssetSelection.assets(*SOURCES))
+
+
 def eager_condition() -> dg.AutomationCondition:
-    """Dagster's `eager()`, with never-observed observable sources not counted as missing deps."""
+    """Dagster's `eager()`, sources excepted from `any_deps_missing`, after upstream blocking checks passed."""
     return (
-        AC.in_latest_time_window()
-        & (AC.newly_missing() | AC.any_deps_updated()).since_last_handled()
-        & ~AC.any_deps_missing().ignore(dg.AssetSelection.assets(*SOURCES))
-        & ~AC.any_deps_in_progress()
-        & ~AC.in_progress()
+        AC.eager().replace("any_deps_missing", _sources_not_missing())
+        & AC.all_deps_blocking_checks_passed()
     ).with_label("eager")
 
 
@@ -62,9 +66,10 @@ def retraining_condition(cron: str = DEFAULT_RETRAINING_CRON, timezone: str = TI
     return (
         changed.with_label("missing, or upstream or code changed since last handled")
         & (AC.cron_tick_passed(cron, timezone) | trained_upstream_updated.with_label("a trained upstream was retrained"))
-        & ~AC.any_deps_missing().ignore(dg.AssetSelection.assets(*SOURCES))
+        & ~_sources_not_missing()
         & ~AC.any_deps_in_progress()
         & ~AC.in_progress()
+        & AC.all_deps_blocking_checks_passed()
     ).with_label(f"retrain on cron '{cron}' when stale")
 
 
@@ -77,39 +82,19 @@ def condition_for(group: str | None, cron: str) -> dg.AutomationCondition | None
     return None
 
 
-def with_pool(assets_def: AssetsDefinition, pool: str) -> AssetsDefinition:
-    """`assets_def` with its op in `pool` (Dagster has no public way to set it after the decorator)."""
-    op = assets_def.op
-    if op.pool == pool:
-        return assets_def
-    pooled = OpDefinition.dagster_internal_init(
-        name=op.name,
-        ins={d.name: dg.In.from_definition(d) for d in op.input_defs},
-        outs={d.name: dg.Out.from_definition(d) for d in op.output_defs},
-        compute_fn=op.compute_fn,
-        config_schema=op.config_schema,
-        description=op.description,
-        tags=op.tags,
-        required_resource_keys=op.required_resource_keys,
-        code_version=op.version,
-        retry_policy=op.retry_policy,
-        version=None,
-        pool=pool,
-    )
-    return AssetsDefinition.dagster_internal_init(**{**assets_def.get_attributes_dict(), "node_def": pooled})
-
-
 def automate(assets: Iterable, cron: str = DEFAULT_RETRAINING_CRON) -> list:
-    """Every asset with its group's automation condition, and training steps in the `training` pool."""
+    """Every asset with its group's automation condition; a training step must be in the `training` pool."""
     out = []
     for item in assets:
-        if isinstance(item, AssetsDefinition) and item.is_executable and item.is_materializable:
+        if isinstance(item, dg.AssetsDefinition) and item.is_executable and item.is_materializable:
             item = item.map_asset_specs(
                 lambda spec: spec if spec.automation_condition is not None
                 else spec.replace_attributes(automation_condition=condition_for(spec.group_name, cron))
             )
-            if any(key.to_user_string() in TRAINING_STEPS for key in item.keys):
-                item = with_pool(item, TRAINING_POOL)
+            names = sorted(k.to_user_string() for k in item.keys if k.to_user_string() in TRAINING_STEPS)
+            if names and TRAINING_POOL not in item.op.pools:
+                raise ValueError(f"{names[0]}: a training step must be declared with "
+                                 f"@dg.asset(pool=TRAINING_POOL) (assets.automation)")
         out.append(item)
     return out
 

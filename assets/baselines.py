@@ -22,6 +22,7 @@ from typing import Optional
 import dagster as dg
 import polars as pl
 
+from assets.automation import TRAINING_POOL
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
@@ -70,7 +71,7 @@ class NeuralBaselinesConfig(dg.Config):
         return replace(profile(self.profile), **values)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION, deps=[UNIT_SETTINGS],
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION, deps=[UNIT_SETTINGS],
           ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "negatives", "word2vec"))
 def neural_baselines(
     context: dg.AssetExecutionContext,

@@ -25,6 +25,7 @@ from typing import Optional
 import dagster as dg
 import polars as pl
 
+from assets.automation import TRAINING_POOL
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import training_units
 from assets.resources import DataDirResource
@@ -227,7 +228,7 @@ class CetConfig(dg.Config):
             strong_run=self.strong_run, basic_run=self.basic_run, dev_judgments=self.dev_judgments))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"))
 def cet(
     context: dg.AssetExecutionContext,

@@ -6,13 +6,15 @@
                                     --first-stage leaves out the method groups (php, model1, ghrm, cet)
     dagster-ir add-dump PATH        check a Wikipedia dump file and register it as a new `wiki_dump` partition
     dagster-ir remove-dump KEY      unregister a dump: its partitions and their tables go
-    dagster-ir status               list stale or missing asset partitions
+    dagster-ir status [--why]       list stale or missing asset partitions (--why: what changed for each)
     dagster-ir catalog sync         fold pending records into the DuckDB catalog
-    dagster-ir catalog query SQL    run a query on the catalog and print the result
-    dagster-ir lineage ASSET [--partition P]
+    dagster-ir catalog query [--format table|csv|json|markdown] SQL
+                                    run a read-only query on the catalog and print every row
+    dagster-ir lineage ASSET [--partition P] [--depth N] [--config]
                                     print the upstream tree of an asset's newest record, down to the dump
     dagster-ir report [--collection NAME] [report options]
-                                    print the evaluation table of a collection (or of TREC files)
+                                    print a collection's evaluation table and methods report (or
+                                    evaluate TREC files)
     dagster-ir reproduce --collection NAME [--markdown [PATH]]
                                     bring every method on one collection up to date (its partitions, all
                                     its training units, what they read), print each paper's table and
@@ -34,12 +36,19 @@ import sys
 import time
 import warnings
 from pathlib import Path
-
-import dagster as dg
+from typing import TYPE_CHECKING
 
 from dagster_ir.settings import DATA_DIR_ENV, data_dir
-from dagster_ir.storage.catalog import Catalog
-from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+# Dagster, DuckDB, Polars and the storage modules are imported where a command needs them, so that
+# `dagster-ir --help` (and a mistyped command) answers at once.
+
+# The data directory a command typed without --data would use (commands set $DAGSTER_IR_DATA for
+# the asset code, so it is read once, here).
+_DEFAULT_DATA = data_dir(None)
 
 
 def _instance(root: Path) -> dg.DagsterInstance:
@@ -59,6 +68,7 @@ def _defs_and_resources(root: Path):
 def add_dump(root: Path, path: str, instance: dg.DagsterInstance) -> str:
     """Check a dump file, register it and add its partition to the instance; returns the partition key."""
     from assets.partitions import wiki_dump_partitions
+    from dagster_ir.storage.dumps import DumpRegistry
     from dagster_ir.wiki.dump import check_dump
 
     check_dump(Path(path).expanduser())
@@ -72,6 +82,7 @@ def add_dump_partitions(root: Path, path: str, instance: dg.DagsterInstance, par
     """Check a dump and register it as up to `partitions` byte ranges of whole bz2 streams (a
     multistream dump; any other dump is one partition); returns the partition keys."""
     from assets.partitions import wiki_dump_partitions
+    from dagster_ir.storage.dumps import DumpRegistry
     from dagster_ir.wiki.dump import check_dump, split_ranges
 
     check_dump(Path(path).expanduser())
@@ -94,6 +105,7 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     from assets.definitions import defs
     from assets.partitions import wiki_dump_partitions
     from dagster_ir.storage.atomic import remove
+    from dagster_ir.storage.dumps import DumpRegistry
     from dagster_ir.storage.parquet import table_path
 
     DumpRegistry(root).remove(key)
@@ -110,8 +122,11 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
 
 
 def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1) -> int:
+    from assets.progress import format_seconds
     from assets.updates import mark_dead_runs_failed, update_all
     from dagster_ir.storage.atomic import clean_orphans
+    from dagster_ir.storage.catalog import Catalog
+    from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
     instance = _instance(root)
     for run_id in mark_dead_runs_failed(instance):
@@ -130,8 +145,8 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
                         command="demo" if demo else "update")
     Catalog(root).sync()
     took = time.monotonic() - started
-    print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
-          f"{report.fresh} up to date, {took:.0f} s")
+    print(f"\n{report.materialized} asset partitions materialized in {len(report.runs)} runs, "
+          f"{report.fresh} were already up to date; {format_seconds(took)}")
     if report.done_elsewhere:
         print(f"{len(report.done_elsewhere)} found materialized by another run meanwhile")
     if not report.ok:
@@ -146,18 +161,40 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
 
 
 def _summary(root: Path) -> None:
-    catalog = Catalog(root)
-    latest = catalog.query(
+    from dagster_ir.storage.catalog import Catalog
+
+    print()
+    print(summary_text(root, Catalog(root).query(
         "select asset_key, coalesce(partition, '') as partition, rows, path from materializations "
         "qualify row_number() over (partition by asset_key, partition order by materialized_at desc) = 1 "
         "order by asset_key, partition"
-    )
-    print("\nResults (latest materialization of each asset):")
-    for row in latest.iter_rows(named=True):
-        print(f"  {row['asset_key']:<22} {row['partition'][:40]:<40} {row['rows']:>9} rows  {row['path']}")
-    print(f"\nData directory:  {root}")
-    print(f"Catalog:         cd {root} && duckdb catalog.duckdb \"select * from wiki_link_graph limit 5\"")
-    print("Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)")
+    ).rows()))
+
+
+def summary_text(root: Path, latest: list[tuple]) -> str:
+    """The demo's closing summary: each asset partition's newest table (aligned, nothing cut), then
+    where things are and commands that exist to look further."""
+    from assets.terminal import text_table
+
+    def short(path: str | None) -> str:
+        if not path:
+            return ""
+        try:
+            return str(Path(path).relative_to(root))
+        except ValueError:
+            return path
+
+    rows = [(asset, partition, n, short(path)) for asset, partition, n, path in latest]
+    data = "" if root.resolve() == _DEFAULT_DATA else f" --data {root}"
+    return "\n".join([
+        f"Results: the newest materialization of each asset partition (paths under {root})",
+        text_table(["asset", "partition", "rows", "table"], rows, [False, False, True, False]),
+        "",
+        f"Data directory:  {root}",
+        f"Catalog:         dagster-ir{data} catalog query \"select * from wiki_link_graph limit 5\"",
+        f"Reports:         dagster-ir{data} report --collection wiki-car",
+        "Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)",
+    ])
 
 
 def cmd_status(root: Path) -> int:
@@ -171,21 +208,55 @@ def cmd_status(root: Path) -> int:
     return 0
 
 
+def cmd_status_why(root: Path) -> int:
+    """`dagster-ir status --why`: each stale or missing asset partition, and what made it so."""
+    from assets.updates import stale_reasons
+
+    defs, resources = _defs_and_resources(root)
+    found = stale_reasons(defs, _instance(root), resources=resources)
+    for (key, partition), status, reasons in found:
+        print(f"{key.to_user_string()}" + (f" [{partition}]" if partition else "") + f": {status}")
+        shown = reasons[:3]
+        for reason in shown:
+            print(f"    {reason}")
+        if len(reasons) > len(shown):
+            print(f"    ... and {len(reasons) - len(shown)} more")
+    print(f"{len(found)} asset partitions stale or missing")
+    return 0
+
+
+def cmd_query(catalog, sql: str, fmt: str) -> int:
+    """`dagster-ir catalog query`: every row of a read-only query, as a table, CSV, JSON or Markdown."""
+    from assets.terminal import format_frame
+
+    print(format_frame(catalog.query(sql), fmt))
+    return 0
+
+
 def cmd_report(root: Path, argv: list[str]) -> int:
-    """`dagster-ir report`: the evaluation report's table in the terminal.
+    """`dagster-ir report`: a collection's evaluation table, then its methods report, in the terminal.
 
     `--collection NAME` (default wiki-car) reads the per-query values of the `evaluation_report`
-    asset; every other option is `dagster_ir.evaluation.cli`'s (baseline, measures, correction, or
-    `--qrels FILE --run NAME=FILE ...` to evaluate TREC files directly).
+    asset and the tables of the `model_report` asset (each paper's methods); every other option is
+    `dagster_ir.evaluation.cli`'s (baseline, measures, correction, or `--qrels FILE --run NAME=FILE ...`
+    to evaluate TREC files directly, which prints no methods report).
     """
-    from dagster_ir.evaluation.cli import main_report
+    from dagster_ir.evaluation.cli import _parser, main_report
+
+    if "-h" in argv or "--help" in argv:
+        _parser(collection_default="wiki-car").print_help()
+        return 0
+    _quiet_warnings()
     from dagster_ir.storage.parquet import table_path
 
-    collection = "wiki-car"
+    collection, stored = "wiki-car", "--qrels" not in argv and "--per-query" not in argv
     if "--collection" in argv:
         i = argv.index("--collection")
+        if i + 1 >= len(argv):
+            print("dagster-ir report: --collection needs a collection name", file=sys.stderr)
+            return 1
         collection, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
-    if "--qrels" not in argv and "--per-query" not in argv:
+    if stored:
         per_query = table_path(root, ["evaluation_report"], collection)
         if not per_query.exists():
             print(f"dagster-ir report: no evaluation_report for {collection!r} yet ({per_query}); run `dagster-ir update`",
@@ -194,7 +265,26 @@ def cmd_report(root: Path, argv: list[str]) -> int:
         argv = ["--per-query", str(per_query), *argv]
     if "--baseline" not in argv:
         argv = [*argv, "--baseline", "bm25"]
-    return main_report(argv)
+    status = main_report(argv)
+    if status == 0 and stored:
+        print_methods_report(root, collection)
+    return status
+
+
+def print_methods_report(root: Path, collection: str) -> None:
+    """The methods report of `collection` (each paper's tables), or a line saying it is not built yet."""
+    from assets.reproduce import summary_path
+    from dagster_ir.evaluation.summary import format_summary, read_summary
+
+    tables = summary_path(root, collection)
+    print()
+    if tables.exists():
+        print(format_summary(read_summary(tables)))
+    elif tables.with_name("report.txt").exists():  # a report made before it stored its tables
+        print(tables.with_name("report.txt").read_text(encoding="utf-8"))
+    else:
+        print(f"(no methods report for {collection!r} yet: `dagster-ir update` builds it, "
+              f"`dagster-ir reproduce --collection {collection}` builds only what it needs)")
 
 
 def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None) -> int:
@@ -202,12 +292,16 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None) -
 
     `markdown`: None prints text tables, "-" Markdown ones; a path also writes `reproduce.markdown_page` there.
     """
+    import dagster as dg
+
     from assets.project import collection_specs, config_path
     from assets.reproduce import (asset_times, format_times, markdown_page, reproduction_plan, settings_of,
                                   summary_path)
     from assets.updates import mark_dead_runs_failed, update_all
     from dagster_ir.evaluation.summary import format_summary, read_summary
     from dagster_ir.storage.atomic import clean_orphans, write_text_atomic
+    from dagster_ir.storage.catalog import Catalog
+    from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
     specs = collection_specs()
     if collection not in specs:
@@ -249,48 +343,8 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None) -
     return 0 if report.ok and tables.with_name("report.txt").exists() else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line's parser: every subcommand and its options (`report`'s own are in its parser)."""
-    parser = argparse.ArgumentParser(prog="dagster-ir", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in [("demo", "register the bundled dump and bring the assets up to date"),
-                       ("update", "materialize every stale or missing asset partition")]:
-        command = sub.add_parser(name, help=text)
-        command.add_argument("--first-stage", action="store_true",
-                             help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
-        command.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
-                             help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
-    sub.add_parser("status", help="list stale or missing asset partitions")
-    reproduce = sub.add_parser("reproduce", help="every method on one collection: materialize, print the tables and times")
-    reproduce.add_argument("--collection", required=True, help="a collection of the config ($DAGSTER_IR_CONFIG)")
-    reproduce.add_argument("--markdown", nargs="?", const="-", metavar="PATH",
-                           help="print the tables as Markdown; with PATH also write them there as a page headed by "
-                                "the date, the commit, the machine and the settings")
-    sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
-    add = sub.add_parser("add-dump", help="check and register a Wikipedia dump (.xml or .xml.bz2)")
-    add.add_argument("path")
-    add.add_argument("--partitions", type=int, default=int(os.environ.get("DAGSTER_IR_DUMP_PARTITIONS", "1")),
-                     help="a multistream dump (with its index) as up to N partitions of whole streams "
-                          "(default $DAGSTER_IR_DUMP_PARTITIONS or 1)")
-    drop = sub.add_parser("remove-dump", help="unregister a dump (its partitions and their tables go)")
-    drop.add_argument("key", help="the dump's partition key (its file name)")
-    catalog = sub.add_parser("catalog", help="the DuckDB catalog")
-    catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
-    catalog_sub.add_parser("sync", help="fold pending records into DuckDB")
-    query = catalog_sub.add_parser("query", help="run a read-only SQL query on the catalog")
-    query.add_argument("sql")
-    lineage = sub.add_parser("lineage", help="print the upstream tree of an asset's newest record")
-    lineage.add_argument("asset")
-    lineage.add_argument("--partition", help="one partition (default: each partition's newest record)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Dagster warns about its own beta and preview features at every definition load; nothing a user can act on
-    for category in (dg.BetaWarning, dg.PreviewWarning):
-        warnings.filterwarnings("ignore", category=category)
     # transformers' load report lists the fresh score head of every cross-encoder as MISSING: expected here
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # and a progress bar per checkpoint loaded or written
@@ -299,23 +353,110 @@ def main(argv: list[str] | None = None) -> int:
         root = data_dir(_option(argv[:command_at], "--data"))
         return cmd_report(root, argv[command_at + 1 :])
     args = build_parser().parse_args(argv)
+    _quiet_warnings()
 
     root = data_dir(args.data)
     root.mkdir(parents=True, exist_ok=True)
     name = args.command + (f" {args.catalog_command}" if args.command == "catalog" else "")
     try:
         return _run(args, root)
-    except _INPUT_ERRORS as error:
+    except _input_errors() as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"dagster-ir {name}: {message}", file=sys.stderr)
         return 1
 
 
+def _examples(*lines: str) -> str:
+    return "example" + ("s" if len(lines) > 1 else "") + ":\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand with its help and an example (imports nothing heavy)."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="dagster-ir", description=__doc__.split("\n\n")[0], formatter_class=formatter,
+        epilog=_examples("dagster-ir demo", "dagster-ir status --why", "dagster-ir report --collection cranfield",
+                         "dagster-ir catalog query --format csv \"select asset_key, rows from materializations\""))
+    parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str, *examples: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
+                              epilog=_examples(*examples), formatter_class=formatter)
+
+    for name, text, example in [
+        ("demo", "register the bundled dump, bring the assets up to date and summarise", "dagster-ir demo --first-stage"),
+        ("update", "materialize every stale or missing asset partition (and nothing else)",
+         "dagster-ir --data /scratch/ir update --parallel 4"),
+    ]:
+        run = command(name, text, example)
+        run.add_argument("--first-stage", action="store_true",
+                         help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
+        run.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
+                         help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
+    status = command("status", "list the stale or missing asset partitions", "dagster-ir status --why")
+    status.add_argument("--why", action="store_true",
+                        help="say for each what changed: the upstream partition with new data, the code, a lost file")
+    reproduce = command("reproduce", "every method on one collection: materialize, print the tables and times",
+                        "dagster-ir reproduce --collection cranfield --markdown")
+    reproduce.add_argument("--collection", required=True, help="a collection of the config ($DAGSTER_IR_CONFIG)")
+    reproduce.add_argument("--markdown", nargs="?", const="-", metavar="PATH",
+                           help="print the tables as Markdown; with PATH also write them there as a page headed by "
+                                "the date, the commit, the machine and the settings")
+    command("report", "print a collection's evaluation and methods tables (options: `dagster-ir report --help`)",
+            "dagster-ir report --collection wiki-car --measures nDCG@10")
+    add = command("add-dump", "check and register a Wikipedia dump (.xml or .xml.bz2) as a new partition",
+                  "dagster-ir add-dump enwiki-latest-pages-articles-multistream.xml.bz2 --partitions 8")
+    add.add_argument("path")
+    add.add_argument("--partitions", type=int, default=int(os.environ.get("DAGSTER_IR_DUMP_PARTITIONS", "1")),
+                     help="a multistream dump (with its index) as up to N partitions of whole streams "
+                          "(default $DAGSTER_IR_DUMP_PARTITIONS or 1)")
+    drop = command("remove-dump", "unregister a dump (its partitions and their tables go)",
+                   "dagster-ir remove-dump enwiki-latest-pages-articles-multistream.xml.bz2")
+    drop.add_argument("key", help="the dump's partition key (its file name)")
+    catalog = command("catalog", "the DuckDB catalog of every materialization",
+                      "dagster-ir catalog query \"select asset_key, partition, rows from materializations\"")
+    catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="SUBCOMMAND")
+    catalog_sub.add_parser("sync", help="fold pending records into DuckDB", description="Fold pending records into DuckDB.",
+                           epilog=_examples("dagster-ir catalog sync"), formatter_class=formatter)
+    query = catalog_sub.add_parser(
+        "query", help="run a read-only SQL query on the catalog and print every row",
+        description="Run a read-only SQL query on the catalog and print every row, in full.", formatter_class=formatter,
+        epilog=_examples("dagster-ir catalog query \"select * from wiki_link_graph limit 5\"",
+                         "dagster-ir catalog query --format markdown \"select run_name, measure, avg(value) "
+                         "from evaluation_report group by all\""))
+    query.add_argument("sql")
+    query.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table",
+                       help="aligned text (default), CSV, a JSON array of rows, or a Markdown table")
+    lineage = command("lineage", "print the upstream tree of an asset's newest record, down to the dump",
+                      "dagster-ir lineage model_report --partition wiki-car --depth 2")
+    lineage.add_argument("asset")
+    lineage.add_argument("--partition", help="one partition (default: each partition's newest record)")
+    lineage.add_argument("--depth", type=int, help="levels shown below the asset (default: all, down to the dump)")
+    lineage.add_argument("--config", action="store_true", help="show each record's config (null fields left out)")
+    return parser
+
+
+def _quiet_warnings() -> None:
+    """Dagster's beta/preview notices off (nothing a user can act on); every other warning once, on
+    one line, without site-packages paths (assets.progress)."""
+    import dagster as dg
+
+    from assets.progress import install_warning_printer
+
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+    install_warning_printer()
+
+
 def _run(args: argparse.Namespace, root: Path) -> int:
+    from dagster_ir.storage.catalog import Catalog
+    from dagster_ir.storage.dumps import DumpRegistry
+
     if args.command in ("demo", "update"):
         return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel)
     if args.command == "status":
-        return cmd_status(root)
+        return cmd_status_why(root) if args.why else cmd_status(root)
     if args.command == "reproduce":
         return cmd_reproduce(root, args.collection, markdown=args.markdown)
     if args.command == "add-dump":
@@ -332,7 +473,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "lineage":
         from dagster_ir.storage.lineage import render
 
-        print(render(cat.lineage(args.asset, args.partition), note=_dump_file))
+        print(render(cat.lineage(args.asset, args.partition), note=_dump_file, depth=args.depth, config=args.config))
         return 0
     if args.catalog_command == "sync":
         ok = cat.sync()
@@ -341,8 +482,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
             print(f"{len(rejected)} journal records could not be folded; see {cat.rejected_dir}", file=sys.stderr)
         print("synced" if ok else f"catalog busy; {len(cat.pending())} records still pending")
         return 0 if ok else 1
-    print(cat.query(args.sql))
-    return 0
+    return cmd_query(cat, args.sql, args.format)
 
 
 def _dump_file(node) -> str | None:
@@ -366,8 +506,6 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     return (DumpError, CollectionConfigError, CatalogQueryError, CatalogBusyError, FileNotFoundError,
             KeyError, ValueError, duckdb.Error)
 
-
-_INPUT_ERRORS = _input_errors()
 
 
 def _command_position(argv: list[str]) -> int | None:

@@ -10,6 +10,7 @@ import dagster as dg
 import polars as pl
 
 from assets.io_managers import load_partitions
+from assets.metadata import source_metadata, source_tags
 from assets.partitions import collection_partitions, wiki_dump_partitions
 from assets.project import collection_specs, config_path
 from assets.resources import DataDirResource
@@ -23,7 +24,9 @@ from dagster_ir.wiki import latest_articles
 GROUP = "collections"
 
 
-@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions)
+@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions, tags=source_tags("yaml"),
+                             metadata=source_metadata("the collection's section of the collections YAML and the size and mtime of each file it names",
+                                                      "corpus, queries, qrels and query_splits of that collection"))
 def collection_config() -> dg.DataVersionsByPartition:
     """Each collection's section of the collections YAML and the files it names (size, mtime)."""
     versions = collection_versions(config_path())

@@ -7,6 +7,7 @@ import dagster as dg
 from assets.automation import automate, automation_sensor
 from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
+from assets.metadata import with_kinds
 from assets.schedules import retraining_cron, retraining_job, retraining_schedule
 from assets.resources import DataDirResource
 from assets.baselines import NeuralBaselinesConfig, baselines_assets, baselines_checks
@@ -27,8 +28,9 @@ all_assets = [
     *wiki_assets, *collection_assets, collection_settings, *retrieval_assets, *php_assets, *model1_assets,
     *ghrm_assets, *cet_assets, *evaluation_assets, *model_report_assets, *baselines_assets,
 ]
-# Automation conditions by group and the `training` pool on training steps (see assets.automation).
-all_assets = automate(all_assets, retraining_cron())
+# Automation conditions by group, the `training` pool checked on training steps (see assets.automation),
+# and the UI's kind badges (assets.metadata).
+all_assets = with_kinds(automate(all_assets, retraining_cron()))
 # The assets that take per-collection settings (`assets:` of a collection in the YAML; see assets.settings).
 SETTABLE = {"neural_baselines": NeuralBaselinesConfig}
 check_settings(SETTABLE)

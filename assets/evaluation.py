@@ -1,11 +1,10 @@
 """The evaluation report: ir_measures per run and query, paired t-tests against a baseline, tables, plots."""
 
-import base64
 
 import dagster as dg
 import polars as pl
 
-from assets.metadata import report_headline
+from assets.metadata import capped, report_headline, results_table
 from assets.partitions import collection_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
@@ -93,15 +92,14 @@ def evaluation_report(
     )
     files = write_report(report, data.files("reports", context.partition_key))
     summary = aggregate(per_query)
-    context.add_output_metadata(
+    context.add_output_metadata(capped(
         {
             "report": report_headline(report, str(files.html)),  # main tables, < 64 KB; the full report is the file
             "html": dg.MetadataValue.path(str(files.html)),
             "markdown": dg.MetadataValue.path(str(files.markdown)),
-            **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
-               for r in summary.iter_rows(named=True) if r["measure"] in ("nDCG@10", "RR@10", "R@1000")},
+            "results": results_table(summary, ("nDCG@10", "RR@10", "R@1000")),  # one table, not a chart per run x measure
         }
-    )
+    ))
     return per_query
 
 
@@ -109,13 +107,6 @@ def report_title(collection: str, split: str, protocol: str, qrels: pl.DataFrame
     """"<collection>: <which> queries (<n> judged)", saying when the test queries are every test fold."""
     which = "test-fold (every)" if split == "test" and protocol == "cv" else split
     return f"{collection}: {which} queries ({qrels['query_id'].n_unique()} judged)"
-
-
-def inline_figures(report) -> str:
-    """The report's figures as Markdown images with data URIs, so they show in the Dagster UI."""
-    return "".join(
-        f"\n\n![{f.caption}](data:image/png;base64,{base64.b64encode(f.png).decode()})" for f in report.figures
-    )
 
 
 evaluation_assets = [evaluation_report]

@@ -28,6 +28,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from assets.automation import TRAINING_POOL
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
@@ -82,7 +83,7 @@ class Word2VecAssetConfig(dg.Config):
                                                  epochs=self.epochs, seed=self.seed))
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
 def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> pl.DataFrame:
@@ -181,7 +182,7 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
 
 
 # collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION, deps=["collection_config"])
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION, deps=["collection_config"])
 def ghrm_runs(
     context: dg.AssetExecutionContext,
     config: GHRMAssetConfig,
@@ -299,7 +300,7 @@ class GHRMSweepsAssetConfig(GHRMSettings):
         return replace(SWEEP_PROFILES[self.sweep_profile], **{k: tuple(v) for k, v in given.items()})
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION,
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION,
           ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "word2vec"))
 def ghrm_sweeps(
     context: dg.AssetExecutionContext,

@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets.dagster_private import asset_step, input_step, output_op_config
 from assets.metadata import column_schema, preview
 from dagster_ir.settings import DATA_DIR_ENV, data_dir
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
@@ -115,11 +116,11 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
             partitioned=partition is not None,
         )
         metadata = {
-            "row_count": dg.MetadataValue.int(rows),
+            "dagster/row_count": dg.MetadataValue.int(rows),
             "path": dg.MetadataValue.path(str(path)),
             "bytes": dg.MetadataValue.int(size),
             "content_version": record.data_version,
-            "dagster/column_schema": column_schema(columns),
+            "dagster/column_schema": column_schema(columns, context.asset_key.to_user_string()),
             "preview": preview(pl.scan_parquet(path)),
         }
         context.add_output_metadata(metadata)
@@ -141,7 +142,8 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         if not paths:  # an upstream with no partitions yet (no dump registered, say): no rows
             empty = pl.LazyFrame()
             return empty if context.dagster_type.typing_type is pl.LazyFrame else empty.collect()
-        ledger = _ledger(context.step_context.run_id, context.step_context.step.key) if context.step_context else []
+        step = input_step(context)
+        ledger = _ledger(*step) if step is not None else []
         for partition, path in zip(partitions, paths, strict=True):
             ledger.append(_read_entry(context.asset_key.to_user_string(), partition, path))
         frame = scan_tables(paths, keep_partition=len(partitions) > 1)
@@ -159,8 +161,7 @@ def load_partitions(
     reads the Wikipedia segments, Cranfield does not): the reads join the step's lineage.
     """
     paths = [table_path(data_dir, asset.split("/"), p) for p in partitions]
-    step = context.get_step_execution_context()
-    ledger = _ledger(step.run_id, step.step.key)
+    ledger = _ledger(*asset_step(context))
     for partition, path in zip(partitions, paths, strict=True):
         ledger.append(_read_entry(asset, partition, path))
     if not paths:
@@ -169,7 +170,7 @@ def load_partitions(
 
 
 def _op_config(context: dg.OutputContext) -> dict:
-    return json.loads(json.dumps(context.step_context.op_config or {}, default=str))
+    return json.loads(json.dumps(output_op_config(context), default=str))
 
 
 __all__ = ["PolarsParquetIOManager", "DATA_DIR_ENV", "load_partitions"]

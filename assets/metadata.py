@@ -3,14 +3,19 @@
 The Parquet IO manager adds to every tabular asset its row count, a preview of its first rows and
 its column schema with descriptions (`COLUMN_DOCS`, from the table schemas in `dagster_ir.schemas`).
 A report's asset adds `report_headline(...)`: the main table of each section as Markdown (and its
-recall figure where it fits), kept under
-`HEADLINE_LIMIT` bytes (the event log keeps every materialization's metadata; the full report, with
-its figures, stays a file whose path is beside it).
+recall figure where it fits), kept under `HEADLINE_LIMIT` bytes, and `results_table(...)`: the mean
+of each run and measure as one table (one metadata entry, not one number per run and measure, which
+the UI's Plots tab would draw as as many one-point charts).
+
+Size: the event log keeps every materialization's metadata, so an image is inlined only when its
+PNG is under `INLINE_IMAGE_LIMIT` bytes (else the entry names its file), and `capped(...)` keeps
+one event's metadata under `EVENT_METADATA_LIMIT` bytes by replacing its largest entries with a note.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 
 import dagster as dg
 import polars as pl
@@ -18,6 +23,8 @@ import polars as pl
 PREVIEW_ROWS = 5
 PREVIEW_CHARS = 80  # longer strings are cut in the preview
 HEADLINE_LIMIT = 64_000  # bytes of Markdown in one metadata entry
+INLINE_IMAGE_LIMIT = 16_000  # PNG bytes an image may have to be inlined (base64) in a metadata entry
+EVENT_METADATA_LIMIT = 100_000  # bytes of metadata in one materialization event
 
 # Column descriptions by column name (the comments of dagster_ir.schemas, for the UI).
 COLUMN_DOCS: dict[str, str] = {
@@ -51,7 +58,7 @@ COLUMN_DOCS: dict[str, str] = {
     "rank": "rank in the run (1 = best)",
     "run_name": "name of the run (one ranker's output)",
     "measure": "ir_measures measure name (nDCG@10, RR@10, ...)",
-    "value": "the measure's value for the run and query",
+    "value": "the measure's value for the run and query (per-query evaluation tables)",
     "mean": "mean over queries",
     "split": "train/fusion, train/model, dev or test",
     "fold": "cross-validation fold 0..k-1",
@@ -68,13 +75,103 @@ COLUMN_DOCS: dict[str, str] = {
     "with_replacement": "fewer negatives than asked: the list repeats some",
     "seed": "seed offset of the training unit (null: not trained per seed)",
     "partition": "the asset partition the row belongs to",
+    # checkpoints and other manifests: one row per trained model or built index
+    "path": "file or folder the row describes (a checkpoint, an index, a vector file)",
+    "init": "what the model started from (a backbone, a PHP stage or another checkpoint)",
+    "examples": "training examples seen",
+    "steps": "optimizer steps taken",
+    "seconds": "wall-clock seconds the step took",
+    "examples_per_s": "training throughput, examples per second",
+    "skipped": "the stage was not trained (its checkpoint was reused)",
+    "best_epoch": "epoch chosen on the validation queries (0-based)",
+    "dev_score": "validation score of the chosen epoch (null: no validation)",
+    "dev_ndcg10": "nDCG@10 on the validation queries at the chosen epoch",
+    "dev_mrr10": "MRR@10 on the validation queries at the chosen epoch",
+    "train_seed": "seed of the training run",
+    "backbone": "the pre-trained encoder the model is built on",
+    "model": "the encoder that embedded the documents",
+    "documents": "documents indexed",
+    "empty": "documents with no text left to index",
+    "dim": "vector dimensions",
+    "words": "words in the vocabulary",
+    "epochs": "training epochs",
+    "source": "the text the vectors were trained on",
+    "remove_stopwords": "stop words removed before training",
+    "lemmatize": "words lemmatized before training",
+    "vocabulary": "which vocabulary the table is over (words or word pieces)",
+    "method": "the negative-sampling method the ranker was trained with",
+    "tau": "CET's threshold tau on the coupled relevance model (null: not CET)",
+    "relevance_path": "checkpoint of CET's relevance model",
+    "selection_path": "checkpoint of CET's selection model",
+    "queries": "training queries",
+    "pairs": "(query, document) training pairs",
+    "false_negative_share": "share of sampled negatives that are judged relevant",
+    "final_loss": "training loss at the last step",
+    "fingerprint": "hash of everything the training read (config, data versions)",
+    "candidates": "the first-stage run the ranker re-ranks",
+    "table": "the ranker is one of Table 1's rows",
+    "sweep": "the parameter swept (tau or eta; null: not a sweep point)",
+    "sweep_value": "the swept parameter's value",
+    "notes": "what else the trainer reported",
+}
+# Where a column name means something else in one table: (table, column) -> description.
+TABLE_COLUMN_DOCS: dict[tuple[str, str], str] = {
+    ("wiki_stats", "statistic"): "name of the corpus statistic (articles, links, group sizes, ...)",
+    ("wiki_stats", "value"): "the statistic's value",
+    ("php_hp", "stage"): "PHP stage of the checkpoint (hp)",
+    ("php_shp", "stage"): "PHP stage of the checkpoint (shp)",
+    ("php_mrds", "stage"): "PHP stage of the checkpoint (mrds)",
+    ("cross_encoder", "run_name"): "name of the fine-tuned ranker (its initialisation)",
+    ("cet", "run_name"): "name of the trained ranker (negative-sampling method, tau)",
+    ("word2vec", "seed"): "seed of the word2vec training",
+    ("model1_em", "seed"): "seed offset of the training unit",
 }
 
 
-def column_schema(columns: dict[str, str]) -> dg.TableSchema:
-    """The `dagster/column_schema` of a table: names, dtypes and the descriptions we know."""
-    return dg.TableSchema(columns=[dg.TableColumn(name, dtype, description=COLUMN_DOCS.get(name))
+def column_description(table: str | None, column: str) -> str | None:
+    """What `column` of asset `table` holds: the table's own description of it, else the shared one."""
+    return TABLE_COLUMN_DOCS.get((table or "", column)) or COLUMN_DOCS.get(column)
+
+
+def column_schema(columns: dict[str, str], table: str | None = None) -> dg.TableSchema:
+    """The `dagster/column_schema` of asset `table`: names, dtypes and the descriptions we know."""
+    return dg.TableSchema(columns=[dg.TableColumn(name, dtype, description=column_description(table, name))
                                    for name, dtype in columns.items()])
+
+
+def results_table(summary: pl.DataFrame, measures: list[str] | tuple[str, ...]) -> dg.MetadataValue:
+    """The mean of each run (rows) and measure (columns) of an `aggregate` frame, as one UI table."""
+    wanted = [m for m in measures if m in set(summary["measure"].to_list())]
+    runs = list(dict.fromkeys(summary["run_name"].to_list()))
+    means = {(r["run_name"], r["measure"]): r["mean"] for r in summary.iter_rows(named=True)}
+    columns = [dg.TableColumn("run_name", "string", description=COLUMN_DOCS["run_name"]),
+               *(dg.TableColumn(m, "float", description=f"mean {m} over the queries") for m in wanted)]
+    records = [dg.TableRecord({"run_name": run, **{m: _round(means.get((run, m))) for m in wanted}}) for run in runs]
+    return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=columns))
+
+
+def _round(value):
+    return None if value is None else round(float(value), 4)
+
+
+def metadata_size(value) -> int:
+    """Bytes `value` takes in the event log (as Dagster serialises it)."""
+    if isinstance(value, dg.MetadataValue):
+        return len(dg.serialize_value(value))
+    return len(json.dumps(value, default=str))
+
+
+def capped(metadata: dict, limit: int = EVENT_METADATA_LIMIT) -> dict:
+    """`metadata` under `limit` bytes: its largest entries replaced, one by one, by a note saying so."""
+    sizes = {key: metadata_size(value) for key, value in metadata.items()}
+    out = dict(metadata)
+    for key in sorted(sizes, key=sizes.get, reverse=True):
+        if sum(sizes.values()) <= limit:
+            break
+        out[key] = dg.MetadataValue.text(f"left out: {sizes[key] // 1000} KB would pass this event's "
+                                         f"{limit // 1000} KB metadata limit (see the asset's files)")
+        sizes[key] = metadata_size(out[key])
+    return out
 
 
 def preview(frame: pl.DataFrame | pl.LazyFrame, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
@@ -103,7 +200,8 @@ def report_headline(report, full_report: str, limit: int = HEADLINE_LIMIT) -> dg
     return dg.MetadataValue.md(headline_markdown(report, full_report, limit))
 
 
-def headline_markdown(report, full_report: str, limit: int = HEADLINE_LIMIT) -> str:
+def headline_markdown(report, full_report: str, limit: int = HEADLINE_LIMIT,
+                      image_limit: int = INLINE_IMAGE_LIMIT) -> str:
     from dagster_ir.evaluation.report import _markdown_table
 
     sections = getattr(report, "sections", None) or (report,)
@@ -120,10 +218,12 @@ def headline_markdown(report, full_report: str, limit: int = HEADLINE_LIMIT) -> 
     if left_out:
         parts.append(f"*{left_out} section(s) left out here to keep this entry under {limit // 1000} KB.*")
     figure = _headline_figure(report)
-    if figure is not None:
+    if figure is not None and len(figure.png) <= image_limit:
         image = f"![{figure.caption}](data:image/png;base64,{base64.b64encode(figure.png).decode()})"
         if size + len(image) + 2 <= limit - 200:
             parts.append(image)
+    elif figure is not None:  # too large to keep in every event: the report's file has it
+        parts.append(f"*{figure.caption}: in the full report (`figures/{figure.name}.png` beside it).*")
     return "\n\n".join(parts) + tail
 
 
@@ -131,3 +231,44 @@ def _headline_figure(report):
     """The report's recall-by-depth figure (the first-stage picture), if it has one."""
     figures = getattr(report, "figures", ())
     return next((f for f in figures if f.name == "recall" or f.name.endswith("_recall")), None)
+
+
+# The UI's kind badges (at most three an asset): what stores it, and what computes it where that says more.
+TORCH_STEPS = frozenset({
+    "php_hp", "php_shp", "php_mrds", "php_ablations", "php_baselines", "cross_encoder", "neural_model1",
+    "bert_model1", "bert_vanilla", "ghrm_runs", "ghrm_sweeps", "cet", "neural_baselines",
+})
+COMPUTED_WITH = {"bm25_index": "lucene", "candidate_runs": "lucene", "word2vec": "gensim",
+                 "wiki_links": "duckdb", "wiki_link_graph": "duckdb", "php_groups": "duckdb", "wiki_stats": "duckdb"}
+
+
+def kinds_of(name: str) -> set[str]:
+    """The kinds of asset `name` stored by the Parquet IO manager."""
+    kinds = {"polars", "parquet"}
+    if name in TORCH_STEPS:
+        kinds.add("pytorch")
+    elif name in COMPUTED_WITH:
+        kinds.add(COMPUTED_WITH[name])
+    return kinds
+
+
+def with_kinds(assets: list) -> list:
+    """Every materializable asset with its kinds (`kinds_of`), those it declares kept first."""
+    out = []
+    for item in assets:
+        if isinstance(item, dg.AssetsDefinition) and item.is_materializable:
+            item = item.map_asset_specs(
+                lambda spec: spec if spec.kinds else spec.merge_attributes(kinds=kinds_of(spec.key.to_user_string())))
+        out.append(item)
+    return out
+
+
+def source_tags(kind: str) -> dict[str, str]:
+    """The kind badge of an observable source asset (they take tags, not `kinds`)."""
+    return {f"dagster/kind/{kind}": ""}
+
+
+def source_metadata(observes: str, makes_stale: str) -> dict[str, str]:
+    """What an observable source's data version covers, and what a change to it makes stale."""
+    return {"observes": observes, "a change makes stale": makes_stale,
+            "observed by": "dagster-ir update, demo, reproduce and status, before they compare data versions"}

@@ -23,6 +23,7 @@ from typing import Optional
 import dagster as dg
 import polars as pl
 
+from assets.automation import TRAINING_POOL
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
@@ -124,7 +125,7 @@ class Model1EmConfig(dg.Config):
                        bitext=replace(base.bitext, **_given(chunk_ratio=self.chunk_ratio, min_chunk=self.min_chunk)))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="2",
           ins=unit_ins("corpus", "queries", "qrels", "query_splits"))
 def model1_em(
     context: dg.AssetExecutionContext,
@@ -279,7 +280,7 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
                                   "train_seed": [config.train.seed], "seconds": [result.seconds]}), unit)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
 def neural_model1(
     context: dg.AssetExecutionContext,
     config: NeuralModel1AssetConfig,
@@ -307,7 +308,7 @@ def _bert_ranker(context, config: BertModel1AssetConfig, data, kind: type, name:
                          qrels, query_splits, candidate_runs)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
 def bert_model1(
     context: dg.AssetExecutionContext,
     config: BertModel1AssetConfig,
@@ -323,7 +324,7 @@ def bert_model1(
                         candidate_runs)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="1", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="1", ins=unit_ins(*COLLECTION_INPUTS))
 def bert_vanilla(
     context: dg.AssetExecutionContext,
     config: BertModel1AssetConfig,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
-from assets.metadata import report_headline
+from assets.metadata import capped, report_headline, results_table
 from assets.evaluation import ReportSettings, report_title, restrict_to_split
 from assets.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
 from assets.partitions import COLLECTION_OF_UNIT, collection_partitions, units_in
@@ -148,15 +148,14 @@ def model_report(
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
     write_summary(book, files.markdown.parent)  # the tables as data, for `dagster-ir reproduce`
     summary = aggregate(per_query)
-    context.add_output_metadata(
+    context.add_output_metadata(capped(
         {
             "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
             "html": dg.MetadataValue.path(str(files.html)),
             "markdown": dg.MetadataValue.path(str(files.markdown)),
-            **{f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
-               for r in summary.iter_rows(named=True) if r["measure"] in ("nDCG@10", "RR@10")},
+            "results": results_table(summary, ("nDCG@10", "RR@10")),  # one table, not a chart per run x measure
         }
-    )
+    ))
     return per_query
 
 

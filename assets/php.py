@@ -29,6 +29,7 @@ from typing import Optional
 import dagster as dg
 import polars as pl
 
+from assets.automation import TRAINING_POOL
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
@@ -294,28 +295,28 @@ def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFr
     })
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
 def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_examples: pl.DataFrame,
            wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
 def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_hp: pl.DataFrame,
             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
 def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_shp: pl.DataFrame,
              php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="2",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2",
           ins={**_scan_ins(), **_eval_ins()})
 def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
                   php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
@@ -359,7 +360,7 @@ def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaseline
     return frame
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
 def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
                   php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
                   php_mrds: pl.DataFrame) -> pl.DataFrame:
@@ -411,7 +412,7 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
                      "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,

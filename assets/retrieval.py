@@ -10,6 +10,7 @@ from dataclasses import asdict
 import dagster as dg
 import polars as pl
 
+from assets.metadata import source_metadata, source_tags
 from assets.partitions import collection_partitions
 from assets.project import collection_specs, config_path, run_imports
 from assets.resources import DataDirResource
@@ -32,7 +33,9 @@ from dagster_ir.storage.atomic import remove, temp_name
 GROUP = "retrieval"
 
 
-@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions)
+@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions, tags=source_tags("trec"),
+                             metadata=source_metadata("the content of each TREC run file listed under `runs:` for the collection",
+                                                      "candidate_runs of that collection"))
 def imported_runs() -> dg.DataVersionsByPartition:
     """External TREC run files imported per collection (`runs:` in the collections YAML), by content."""
     versions = run_import_versions(config_path())

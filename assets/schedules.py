@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
-from dagster._utils.schedules import is_valid_cron_string
 
 from assets.automation import DEFAULT_RETRAINING_CRON, TIMEZONE, TRAINED_GROUPS
 from assets.project import config_path
@@ -43,10 +42,19 @@ def retraining_cron(path: str | Path | None = None) -> str:
     if unknown:
         raise CollectionConfigError(f"{path}: {SECTION}.{unknown[0]}: unknown key (allowed: retraining)")
     cron = section.get("retraining", DEFAULT_RETRAINING_CRON)
-    if not isinstance(cron, str) or not is_valid_cron_string(cron):
+    if not isinstance(cron, str) or not is_valid_cron(cron):
         raise CollectionConfigError(
             f"{path}: {SECTION}.retraining: {cron!r} is not a cron expression (five fields, e.g. '0 3 * * 0')")
     return cron
+
+
+def is_valid_cron(cron: str) -> bool:
+    """Whether Dagster accepts `cron` as a schedule's cron string (asked through a throwaway definition)."""
+    try:
+        dg.ScheduleDefinition(name="cron_check", cron_schedule=cron, job_name="cron_check")
+    except dg.DagsterInvalidDefinitionError:
+        return False
+    return True
 
 
 class RetrainConfig(dg.Config):

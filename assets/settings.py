@@ -23,12 +23,15 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import ValidationError
 
+from assets.metadata import source_metadata, source_tags
 from assets.partitions import UNITS_OF_COLLECTION, collection_partitions
 from assets.project import collection_specs, config_path
 from dagster_ir.collections.config import CollectionConfigError, settings_versions
 
 
-@dg.observable_source_asset(group_name="collections", partitions_def=collection_partitions)
+@dg.observable_source_asset(group_name="collections", partitions_def=collection_partitions, tags=source_tags("yaml"),
+                             metadata=source_metadata("the `assets:` settings of the collection in the collections YAML",
+                                                      "the assets those settings configure (neural_baselines)"))
 def collection_settings() -> dg.DataVersionsByPartition:
     """Each collection's `assets` settings (a hash; "none" without any)."""
     versions = settings_versions(config_path())

@@ -31,13 +31,10 @@ from pathlib import Path
 
 import dagster as dg
 
-# Dagster's stale-status resolver is what the UI's "stale" badges use; it has no public entry point,
-# so its private imports are kept here, in one place (with the in-process `observe`).
-from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-from dagster._core.definitions.observe import observe
-from dagster._time import get_current_datetime
-
+# Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
+# assets.dagster_private wraps it, with the in-process `observe`.
+from assets.dagster_private import FRESH, MISSING, STALE, StaleResolver, observe
+from assets.progress import Progress
 from dagster_ir.storage.atomic import host_tag, pid_alive
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.locks import file_lock, partition_lock_path
@@ -88,27 +85,24 @@ class _State:
         }
         self.tables = _parquet_assets(defs, self.resources)
 
-    def statuses(self, only: tuple[list[dg.AssetKey], str | None] | None = None) -> dict[Key, StaleStatus]:
-        """Status of every selected asset partition (or of `only` = (keys, partition)), files included."""
-        view = AssetGraphView(
-            temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
-            instance=self.instance,
-            asset_graph=self.graph,
-        )
-        resolver = CachingStaleStatusResolver(instance=self.instance, asset_graph=self.graph, loading_context=view)
+    def statuses(self, only: tuple[list[dg.AssetKey], str | None] | None = None, resolver: StaleResolver | None = None
+                 ) -> dict[Key, object]:
+        """Status (FRESH, STALE, MISSING) of every selected asset partition (or of `only` = (keys, partition)),
+        files included."""
+        resolver = resolver or StaleResolver(self.instance, self.graph)
         wanted = [(k, p) for k in self.selected for p in self.partitions[k]] if only is None else [
             (k, only[1]) for k in only[0] if only[1] in self.partitions[k]]
         if self.only is not None:
             wanted = [kp for kp in wanted if kp in self.only]
-        statuses = {(k, p): resolver.get_status(k, p) if p is not None else resolver.get_status(k) for k, p in wanted}
+        statuses = {(k, p): resolver.status(k, p) for k, p in wanted}
         if self.root is None:
             return statuses
         for (key, pk), status in statuses.items():
-            if status == StaleStatus.FRESH and key in self.tables and not table_path(self.root, list(key.path), pk).exists():
-                statuses[(key, pk)] = StaleStatus.MISSING
+            if status == FRESH and key in self.tables and not table_path(self.root, list(key.path), pk).exists():
+                statuses[(key, pk)] = MISSING
         for key_partition in self._read_removed_partitions():
-            if statuses.get(key_partition) == StaleStatus.FRESH:
-                statuses[key_partition] = StaleStatus.STALE
+            if statuses.get(key_partition) == FRESH:
+                statuses[key_partition] = STALE
         return statuses
 
     def parents(self, key: dg.AssetKey, partition: str | None) -> list[Key]:
@@ -181,7 +175,40 @@ def stale_partitions(
     if resources is not None:
         observe_sources(defs, instance, resources)
     statuses = _State(defs, instance, resources, selection).statuses()
-    return [k for k, s in statuses.items() if s != StaleStatus.FRESH]
+    return [k for k, s in statuses.items() if s != FRESH]
+
+
+def stale_reasons(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    selection: dg.AssetSelection | None = None,
+    *,
+    resources: dict | None = None,
+) -> list[tuple[Key, str, list[str]]]:
+    """Every missing or stale (asset, partition) with its status ("missing" / "stale") and why:
+    the upstream asset partition that has a new data version, the code version that changed, the
+    table file that is gone, or the partition it read that no longer exists. Sorted by asset."""
+    if resources is not None:
+        observe_sources(defs, instance, resources)
+    state = _State(defs, instance, resources, selection)
+    resolver = StaleResolver(instance, state.graph)
+    statuses = state.statuses(resolver=resolver)
+    out = []
+    for (key, partition), status in sorted(statuses.items(), key=lambda item: (item[0][0].to_user_string(),
+                                                                             item[0][1] or "")):
+        if status == FRESH:
+            continue
+        dagster_says = resolver.status(key, partition)
+        if status == MISSING and dagster_says == FRESH:
+            reasons = [f"its table file is gone ({table_path(state.root, list(key.path), partition)})"]
+        elif status == STALE and dagster_says == FRESH:
+            reasons = ["it read a partition that no longer exists (a removed dump, or a collection dropped from the YAML)"]
+        elif status == MISSING:
+            reasons = ["never materialized"]
+        else:
+            reasons = resolver.causes(key, partition) or ["stale (Dagster names no cause)"]
+        out.append(((key, partition), "missing" if status == MISSING else "stale", reasons))
+    return out
 
 
 def update_all(
@@ -196,6 +223,7 @@ def update_all(
     parallel: int = 1,
     command: str = "update",
     only: set[Key] | None = None,
+    progress: Progress | None = None,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
@@ -204,22 +232,28 @@ def update_all(
     parts of one multistream dump) in that many worker processes at once; `defs` must then be
     `assets.definitions.defs` (each worker imports it) and `instance` a persistent one.
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
+    `progress` prints one line per run (default: to `log`, or to the terminal when `log` is `print`).
     """
-    observe_sources(defs, instance, resources, log=log)
+    progress = progress or Progress(None if log is print else log)
+    observe_sources(defs, instance, resources, log=progress.note)
     state = _State(defs, instance, resources, selection, only)
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
     report = UpdateReport()
     attempted: set[Key] = set()
     failed: set[Key] = set()
+    fresh_at_start = None
     for _ in range(max_rounds):
         statuses = state.statuses()
-        pending = {k for k, s in statuses.items() if s != StaleStatus.FRESH}
+        pending = {k for k, s in statuses.items() if s != FRESH}
+        if fresh_at_start is None:  # up to date before this update did anything (not what it materialized)
+            fresh_at_start = len(statuses) - len(pending)
         todo = pending - attempted
         blocked = _downstream_of(failed, todo, state)
         todo -= blocked
+        progress.expect(len(todo))
         if not todo:
-            report.fresh = len(statuses) - len(pending)
+            report.fresh = fresh_at_start
             report.skipped = sorted(blocked, key=_order)
             return report
         ready: dict[str | None, list[dg.AssetKey]] = defaultdict(list)
@@ -229,18 +263,19 @@ def update_all(
         groups = list(ready.items())
         dumps = [(p, keys) for p, keys in groups if p is not None and _dump_partitioned(state, keys)]
         if parallel > 1 and len(dumps) > 1:
-            _run_groups_in_processes(dumps, state, report, attempted, failed, log, log_level, parallel)
+            _run_groups_in_processes(dumps, state, report, attempted, failed, progress, log_level, parallel)
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
-            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level, command)
+            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, progress, log_level,
+                       command)
             if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
-                log("interrupted: the update stops here")
+                progress.note("interrupted: the update stops here")
                 return report
     raise RuntimeError(f"assets still pending after {max_rounds} rounds")
 
 
 def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
-               log, log_level, command: str = "update") -> None:
+               progress: Progress, log_level, command: str = "update") -> None:
     """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
     selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
     together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
@@ -249,16 +284,17 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             for key in together:
                 stack.enter_context(file_lock(partition_lock_path(state.root, key.to_user_string(), partition), None))
         now = state.statuses((together, partition))
-        stale = [k for k in keys if now.get((k, partition)) != StaleStatus.FRESH]
+        stale = [k for k in keys if now.get((k, partition)) != FRESH]
         attempted.update((k, partition) for k in together)
         done = [(k, partition) for k in keys if k not in stale]
         report.done_elsewhere.extend(done)
         if not stale:
             names = ", ".join(k.to_user_string() for k in keys)
-            log(f"up to date (materialized by another run meanwhile): {names}" + (f" [{partition}]" if partition else ""))
+            progress.note(f"up to date (materialized by another run meanwhile): {names}"
+                          + (f" [{partition}]" if partition else ""))
             return
         names = [k.to_user_string() for k in stale]
-        log(f"materializing {', '.join(names)}" + (f" [{partition}]" if partition else ""))
+        started = progress.start(names, partition)
         result = dg.materialize(
             definitions,
             # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
@@ -271,12 +307,13 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
                   ASSETS_TAG: ", ".join(names)[:4000]},
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
         )
+        progress.end(names, partition, started, ok=result.success)
     if result.success:
         report.runs.append((partition, names))
         return
     message = failure_message(result)
     report.interrupted = _interrupted(result)
-    log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
+    progress.note(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
     report.failures.append((partition, names, message))
     failed.update((k, partition) for k in together)
 
@@ -287,31 +324,31 @@ def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
     return all(state.graph.get(k).partitions_def == wiki_dump_partitions for k in keys)
 
 
-def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attempted: set, failed: set, log,
-                             log_level, parallel: int) -> None:
+def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attempted: set, failed: set,
+                             progress: Progress, log_level, parallel: int) -> None:
     """`_run_group` for each (partition, keys), `parallel` at a time in spawned worker processes."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from dagster._serdes import serialize_value
-
-    ref = serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
+    ref = dg.serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
     root = str(state.root) if state.root is not None else ""
     with ProcessPoolExecutor(min(parallel, len(groups)), mp_context=get_context("spawn")) as pool:
         jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level)
                 for partition, keys in groups]
         for (partition, keys), job in zip(groups, jobs, strict=True):
             try:
-                part, lines, part_attempted, part_failed = job.result()
+                part, lines, part_attempted, part_failed, timings = job.result()
             except Exception as error:  # the worker died: its partition failed, the others go on
                 message = f"worker process failed: {type(error).__name__}: {error}"
-                log(f"FAILED {', '.join(k.to_user_string() for k in keys)} [{partition}]: {message}")
+                progress.note(f"FAILED {', '.join(k.to_user_string() for k in keys)} [{partition}]: {message}")
                 report.failures.append((partition, [k.to_user_string() for k in keys], message))
                 attempted.update((k, partition) for k in keys)
                 failed.update((k, partition) for k in keys)
                 continue
+            for part_partition, names, started, seconds, ok in timings:
+                progress.finished(names, part_partition, started, seconds, ok=ok)
             for line in lines:
-                log(line)
+                progress.note(line)
             report.runs += part.runs
             report.failures += part.failures
             report.done_elsewhere += part.done_elsewhere
@@ -322,17 +359,16 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
 def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], log_level: str):
     """One partition's run in a worker process, against the same instance and data directory
     (the resources are `assets.definitions.resources(root)`); returns what `_run_group` recorded."""
-    from dagster._serdes import deserialize_value
-
     from assets.definitions import defs, resources
 
     keys = [dg.AssetKey.from_user_string(name) for name in names]
-    with dg.DagsterInstance.from_ref(deserialize_value(ref)) as instance:
+    with dg.DagsterInstance.from_ref(dg.deserialize_value(ref)) as instance:
         state = _State(defs, instance, resources(root), dg.AssetSelection.assets(*keys))
         report, attempted, failed, lines = UpdateReport(), set(), set(), []
         definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
-        _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level)
-    return report, lines, attempted, failed
+        progress = Progress(lines.append, quiet=True)  # the parent prints the run lines
+        _run_group(partition, keys, state, definitions, report, attempted, failed, progress, log_level)
+    return report, lines, attempted, failed, progress.timings
 
 
 def needed_by(defs: dg.Definitions, instance: dg.DagsterInstance, targets: list[Key]) -> set[Key]:
@@ -383,7 +419,7 @@ def observe_sources(
     sources = [a for a in defs.assets or []
                if isinstance(a, dg.AssetsDefinition | dg.SourceAsset) and a.is_observable]
     for source in sources:  # one run each: a run holds one partitions definition
-        result = observe([source], instance=instance, resources=resources, raise_on_error=False,
+        result = observe(source, instance=instance, resources=resources,
                          run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         if not result.success:
             log(f"observing {source.key.to_user_string()} failed: {failure_message(result)}")

@@ -12,6 +12,7 @@ from urllib.parse import quote
 import dagster as dg
 import polars as pl
 
+from assets.metadata import source_metadata, source_tags
 from assets.partitions import wiki_dump_partitions
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
@@ -52,7 +53,9 @@ class WikiArticlesConfig(dg.Config):
         )  # `processes` is a run setting, not part of what is extracted
 
 
-@dg.observable_source_asset(group_name=GROUP, partitions_def=wiki_dump_partitions)
+@dg.observable_source_asset(group_name=GROUP, partitions_def=wiki_dump_partitions, tags=source_tags("xml"),
+                             metadata=source_metadata("the registered dump file: size, mtime and a hash of its head and tail",
+                                                      "wiki_dump of that partition, and everything parsed from it"))
 def wiki_dump_file(context, data: DataDirResource) -> dg.DataVersionsByPartition:
     """Each registered dump file as it is on disk now: size, mtime and a hash of its head and tail."""
     registry = data.dumps()

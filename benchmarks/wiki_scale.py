@@ -232,8 +232,10 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int, memory_limi
 
 def step_peaks(samples: list[tuple[float, int]], log: str) -> dict[str, float]:
     """Peak memory (MiB) while each run of the update was the latest to start (start-up first)."""
-    marks = [(float(t), name.split(" [")[0].removeprefix("materializing "))
-             for t, name in (line.split(" ", 2)[1:] for line in log.splitlines() if line.startswith("STEP "))]
+    # update's run lines: "<time> [n/m] start <assets> [<partition>]" (assets.progress); the others are ignored
+    marks = [(float(t), text.split(" start ", 1)[1].split(" [")[0])
+             for t, text in (line.split(" ", 2)[1:] for line in log.splitlines() if line.startswith("STEP "))
+             if " start " in text]
     bounds = [(0.0, "start-up"), *marks, (float("inf"), "")]
     return {name: max((kib for t, kib in samples if start <= t < end), default=0) / 1024
             for (start, name), (end, _) in zip(bounds, bounds[1:])}

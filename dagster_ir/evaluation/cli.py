@@ -15,20 +15,20 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import polars as pl
+if TYPE_CHECKING:  # Polars, ir_measures, SciPy and Matplotlib load when a report is built, not for --help
+    import polars as pl
 
-from dagster_ir.evaluation.measures import DEFAULT_MEASURES, EvaluationConfig, evaluate_run, measure_names, recall_curve
-from dagster_ir.evaluation.plots import recall_curve_plot
-from dagster_ir.evaluation.report import Report, ReportConfig, ReportFigure, build_report, write_report
-from dagster_ir.evaluation.significance import SignificanceConfig
-from dagster_ir.retrieval.trec import read_qrels, read_run
-from dagster_ir.schemas import PER_QUERY_EVAL, validate
+    from dagster_ir.evaluation.report import Report, ReportConfig, ReportFigure
 
 
 def load_per_query(path: str | os.PathLike[str]) -> pl.DataFrame:
     """Read a per-query evaluation table from Parquet; the error names the file if it is not one."""
+    import polars as pl
+
+    from dagster_ir.schemas import PER_QUERY_EVAL, validate
+
     try:
         frame = pl.read_parquet(path)
     except (pl.exceptions.PolarsError, OSError) as error:
@@ -39,6 +39,10 @@ def load_per_query(path: str | os.PathLike[str]) -> pl.DataFrame:
 
 def read_runs(specs: Sequence[str]) -> pl.DataFrame:
     """Read TREC run files given as PATH or NAME=PATH into one RUN frame; run names must differ."""
+    import polars as pl
+
+    from dagster_ir.retrieval.trec import read_run
+
     runs, seen = [], {}
     for spec in specs:
         name, _, path = spec.rpartition("=") if "=" in spec else (None, "", spec)
@@ -57,11 +61,17 @@ def print_report(
     measures: Sequence[str] | None = None,
     *,
     title: str = "Evaluation",
-    config: ReportConfig = ReportConfig(),
+    config: ReportConfig | None = None,
     extra_figures: Sequence[ReportFigure] = (),
     file: TextIO | None = None,
 ) -> Report:
     """Build the report of a per-query table (a frame or a Parquet path), print it as text, return it."""
+    import polars as pl
+
+    from dagster_ir.evaluation.measures import measure_names
+    from dagster_ir.evaluation.report import ReportConfig, build_report
+
+    config = config if config is not None else ReportConfig()
     frame = per_query if isinstance(per_query, pl.DataFrame) else load_per_query(per_query)
     chosen = measure_names(measures) if measures else None
     report = build_report(frame, baseline, chosen, title=title, config=config, extra_figures=extra_figures)
@@ -71,6 +81,8 @@ def print_report(
 
 def main_report(argv: Sequence[str] | None = None) -> int:
     """Entry point of `dagster-ir report`; returns the exit status (1 on bad input, with a message)."""
+    from dagster_ir.evaluation.report import write_report
+
     args = _parse_args(argv)
     try:
         config = _config(args)
@@ -88,6 +100,10 @@ def main_report(argv: Sequence[str] | None = None) -> int:
 
 
 def _config(args: argparse.Namespace) -> ReportConfig:
+    from dagster_ir.evaluation.measures import measure_names
+    from dagster_ir.evaluation.report import ReportConfig
+    from dagster_ir.evaluation.significance import SignificanceConfig
+
     significance = SignificanceConfig(
         alpha=args.alpha, correction=args.correction, n_resamples=args.resamples, seed=args.seed
     )
@@ -97,6 +113,11 @@ def _config(args: argparse.Namespace) -> ReportConfig:
 
 def _per_query(args: argparse.Namespace) -> tuple[pl.DataFrame, tuple[ReportFigure, ...]]:
     """Per-query values from the arguments, plus a recall-curve figure when runs are written out."""
+    from dagster_ir.evaluation.measures import DEFAULT_MEASURES, EvaluationConfig, evaluate_run, recall_curve
+    from dagster_ir.evaluation.plots import recall_curve_plot
+    from dagster_ir.evaluation.report import ReportFigure
+    from dagster_ir.retrieval.trec import read_qrels
+
     if args.per_query:
         return load_per_query(args.per_query), ()
     evaluation = EvaluationConfig(count_missing_as_zero=not args.skip_missing)
@@ -108,15 +129,30 @@ def _per_query(args: argparse.Namespace) -> tuple[pl.DataFrame, tuple[ReportFigu
     return per_query, (ReportFigure.from_figure("recall_curves", "Mean recall@k by depth k.", curve),)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(*, collection_default: str | None = None) -> argparse.ArgumentParser:
+    """The report's options. With `collection_default` (the pipeline's `dagster-ir report`), the help
+    also names `--collection`, and neither a source nor `--baseline` is required (the command fills
+    them in from the collection's stored report)."""
+    in_pipeline = collection_default is not None
     parser = argparse.ArgumentParser(
-        prog="dagster-ir report", description="Compare runs with a baseline: measures, significance, tables."
+        prog="dagster-ir report", description="Compare runs with a baseline: measures, significance, tables.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in (
+            ["dagster-ir report --collection cranfield --measures nDCG@10 AP --correction holm"] if in_pipeline else [])
+            + ["dagster-ir report --qrels qrels.txt --run bm25.run --run ce=rerank.run --baseline bm25 --out report/"]),
     )
-    source = parser.add_mutually_exclusive_group(required=True)
+    if in_pipeline:
+        parser.add_argument("--collection", default=collection_default,
+                            help=f"the collection whose stored evaluation and methods reports are printed "
+                                 f"(default {collection_default})")
+    source = parser.add_mutually_exclusive_group(required=not in_pipeline)
     source.add_argument("--per-query", type=Path, help="Parquet file: run_name, query_id, measure, value")
     source.add_argument("--qrels", type=Path, help="TREC qrels file to evaluate --run files against")
     parser.add_argument("--run", action="append", default=[], metavar="[NAME=]PATH", help="TREC run file")
-    parser.add_argument("--baseline", required=True, help="run name the others are tested against")
+    if in_pipeline:
+        parser.add_argument("--baseline", default="bm25", help="run name the others are tested against (default bm25)")
+    else:
+        parser.add_argument("--baseline", required=True, help="run name the others are tested against")
     parser.add_argument("--measures", nargs="+", metavar="MEASURE", help="ir_measures names (default: all)")
     parser.add_argument("--correction", choices=["none", "bonferroni", "holm"], default="none")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")

@@ -184,28 +184,63 @@ def walk(con: duckdb.DuckDBPyConnection, asset: str, partition: str | None = Non
     return [build(record_id, frozenset()) for (record_id,) in roots]
 
 
-def render(trees: list[LineageNode], note=None) -> str:
+def render(trees: list[LineageNode], note=None, *, depth: int | None = None, config: bool = False) -> str:
     """The trees as indented text; a record met again is named, not expanded again.
 
-    `note(node)` may add a word to a leaf's line (the dump file behind `wiki_dump`, say).
+    `depth` stops the walk that many levels below the roots (a cut node says how many records it read);
+    `config=True` adds each record's config, its null fields left out. `note(node)` may add a word to
+    a leaf's line (the dump file behind `wiki_dump`, say).
     """
     lines: list[str] = []
     shown: set[str] = set()
 
-    def line(node: LineageNode, depth: int) -> None:
+    def line(node: LineageNode, level: int) -> None:
         what = node.asset + (f" [{node.partition}]" if node.partition else "")
-        config = "" if node.config in (None, "{}", "null") else f" config={node.config}"
         again = node.record_id in shown
-        lines.append(f"{'  ' * depth}{what}  code={node.code_version} content={(node.content_version or '-')[:12]} "
-                     f"at={node.materialized_at[:19]} record={node.record_id[:12]}"
-                     + (" (see above)" if again else config + (f" path={node.path}" if not node.parents else ""))
-                     + (f" {note(node)}" if note is not None and not again and not node.parents and note(node) else ""))
+        cut = depth is not None and level >= depth and node.parents and not again
+        text = (f"{'  ' * level}{what}  code={node.code_version} content={(node.content_version or '-')[:12]} "
+                f"at={node.materialized_at[:19]} record={node.record_id[:12]}")
         if again:
+            text += " (see above)"
+        else:
+            shown_config = compact_config(node.config) if config else ""
+            text += f" config={shown_config}" if shown_config else ""
+            if not node.parents:
+                text += f" path={node.path}" if node.path else ""
+                extra = note(node) if note is not None else None
+                text += f" {extra}" if extra else ""
+            elif cut:
+                text += f" (reads {len(node.parents)} more; --depth to see them)"
+        lines.append(text)
+        if again or cut:
             return
         shown.add(node.record_id)
         for parent in node.parents:
-            line(parent, depth + 1)
+            line(parent, level + 1)
 
     for tree in trees:
         line(tree, 0)
     return "\n".join(lines)
+
+
+def compact_config(config: str | None) -> str:
+    """A record's config as compact JSON without null fields ("" when nothing is left)."""
+    import json
+
+    if config in (None, "", "{}", "null"):
+        return ""
+    try:
+        value = json.loads(config)
+    except ValueError:
+        return config
+
+    def drop_nulls(item):
+        if isinstance(item, dict):
+            kept = {k: drop_nulls(v) for k, v in item.items() if v is not None}
+            return {k: v for k, v in kept.items() if v != {} and v != []}
+        if isinstance(item, list):
+            return [drop_nulls(v) for v in item]
+        return item
+
+    value = drop_nulls(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True) if value else ""

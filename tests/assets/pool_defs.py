@@ -4,7 +4,7 @@ import time
 
 import dagster as dg
 
-from assets.automation import automate
+from assets.automation import TRAINING_POOL, automate
 
 
 def _slow() -> int:
@@ -12,13 +12,13 @@ def _slow() -> int:
     return 1
 
 
-@dg.asset(group_name="php")
+@dg.asset(group_name="php", pool=TRAINING_POOL)
 def php_hp() -> int:
     """A training step: in the `training` pool."""
     return _slow()
 
 
-@dg.asset(group_name="ghrm")
+@dg.asset(group_name="ghrm", pool=TRAINING_POOL)
 def word2vec() -> int:
     """Another training step."""
     return _slow()

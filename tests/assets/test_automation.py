@@ -39,7 +39,7 @@ def graph(model_version: str = "1") -> list:
         """Corpus-wide, over every dump (one dump loads as its value, several as a dict)."""
         return sum(wiki_articles.values()) if isinstance(wiki_articles, dict) else wiki_articles
 
-    @dg.asset(group_name="php", code_version=model_version)
+    @dg.asset(group_name="php", code_version=model_version, pool=TRAINING_POOL)
     def php_hp(wiki_links: int) -> int:
         """A trained asset (a training step: pooled)."""
         return wiki_links + 1
@@ -49,7 +49,7 @@ def graph(model_version: str = "1") -> list:
         """Downstream of the trained asset, one partition per training unit (as cross_encoder reads php_mrds)."""
         return php_hp * 2
 
-    @dg.asset(group_name="ghrm", code_version="1")
+    @dg.asset(group_name="ghrm", code_version="1", pool=TRAINING_POOL)
     def ghrm_runs(wiki_links: int) -> int:
         """Another method's trained asset."""
         return wiki_links - 1
@@ -178,6 +178,31 @@ def test_training_steps_carry_the_pool_and_others_do_not(tmp_path):
              for node in definitions(tmp_path).resolve_asset_graph().asset_nodes for key in [node.key]}
     assert pools["php_hp"] == {TRAINING_POOL}
     assert pools["reranked_runs"] == set() and pools["wiki_links"] == set()
+
+
+def test_a_training_step_declared_without_the_pool_is_refused():
+    @dg.asset(group_name="php")
+    def php_hp() -> int:
+        """A training step someone forgot to pool."""
+        return 1
+
+    with pytest.raises(ValueError, match="php_hp: a training step must be declared with"):
+        automate([php_hp])
+
+
+def test_conditions_wait_for_upstream_blocking_checks(tmp_path):
+    """Both conditions contain Dagster's `all_deps_blocking_checks_passed()` and ignore the sources."""
+    def labels(condition) -> set[str]:
+        found, todo = set(), [condition]
+        while todo:
+            node = todo.pop()
+            found.add(node.get_label() or "")
+            todo.extend(node.children)
+        return found
+
+    nodes = {n.key.to_user_string(): n for n in definitions(tmp_path).resolve_asset_graph().asset_nodes}
+    for name in ("wiki_links", "php_hp"):
+        assert "all_deps_blocking_checks_passed" in labels(nodes[name].automation_condition), name
 
 
 def test_project_definitions_declare_the_schedule_sensors_conditions_and_pools():

@@ -36,7 +36,7 @@ def test_round_trip_metadata_and_lineage(tmp_path):
     result = dg.materialize([numbers, doubled], resources={"io_manager": io})
     assert result.success
     meta = result.asset_materializations_for_node("doubled")[0].metadata
-    assert meta["row_count"].value == 3
+    assert meta["dagster/row_count"].value == 3
     path = Path(meta["path"].value)
     assert path == tmp_path / "tables" / "doubled" / "data.parquet"
     assert pl.read_parquet(path)["n"].to_list() == [2, 4, 6]

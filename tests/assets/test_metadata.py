@@ -1,4 +1,7 @@
-"""UI metadata: previews and column descriptions on every table, report headlines under 64 KB."""
+"""UI metadata: previews and column descriptions on every table, report headlines under 64 KB, results as
+one table, events capped, kinds and sources described."""
+
+from pathlib import Path
 
 import dagster as dg
 import numpy as np
@@ -26,7 +29,7 @@ def test_tables_get_a_preview_and_described_columns(tmp_path):
     assert first["article_id"] == "0" and first["segment_no"] == 1 and len(first["text"]) == 80
     described = {c.name: c.description for c in meta["dagster/column_schema"].schema.columns}
     assert described["article_id"] == COLUMN_DOCS["article_id"] and described["odd"] is None
-    assert meta["row_count"].value == 7
+    assert meta["dagster/row_count"].value == 7
 
 
 def _per_query(runs: int, queries: int = 40) -> pl.DataFrame:
@@ -54,3 +57,79 @@ def test_report_headline_holds_the_main_tables_and_stays_under_the_limit():
     with_figure = build_report(_per_query(3), "bm25", title="t", config=fast, extra_figures=[recall])
     assert "![Recall by depth](data:image/png;base64," in headline_markdown(with_figure, "r.html")
     assert "data:image" not in headline_markdown(with_figure, "r.html", limit=4_000)  # no room: tables only
+
+
+def test_report_results_are_one_table_of_runs_by_measures():
+    from assets.metadata import results_table
+    from dagster_ir.evaluation import aggregate
+
+    table = results_table(aggregate(_per_query(3)), ("nDCG@10", "RR@10", "AP")).value
+    assert [c.name for c in table.schema.columns] == ["run_name", "nDCG@10", "AP"]  # RR@10 not measured
+    assert [r.data["run_name"] for r in table.records] == ["bm25", "run1", "run2"]
+    assert all(isinstance(r.data["AP"], float) for r in table.records)
+
+
+def test_capped_replaces_the_largest_entries_until_the_event_fits():
+    from assets.metadata import capped, metadata_size
+
+    big = dg.MetadataValue.md("x" * 150_000)
+    middle = dg.MetadataValue.md("y" * 40_000)
+    out = capped({"big": big, "middle": middle, "n": 3}, limit=100_000)
+    assert out["middle"] is middle and out["n"] == 3
+    assert out["big"].value.startswith("left out: 150 KB would pass this event's 100 KB metadata limit")
+    assert sum(metadata_size(v) for v in out.values()) <= 100_000
+    small = {"a": dg.MetadataValue.md("z" * 10)}
+    assert capped(small) == small
+
+
+def test_a_large_figure_is_named_not_inlined():
+    from assets.metadata import INLINE_IMAGE_LIMIT
+
+    fast = ReportConfig(significance=SignificanceConfig(n_resamples=50))
+    large = ReportFigure("recall", "Recall by depth", b"\x89PNG" + b"0" * (INLINE_IMAGE_LIMIT + 1))
+    report = build_report(_per_query(3), "bm25", title="t", config=fast, extra_figures=[large])
+    text = headline_markdown(report, "r.html")
+    assert "data:image" not in text and "`figures/recall.png`" in text
+
+
+def test_a_chart_too_large_to_inline_becomes_a_table(monkeypatch):
+    import assets.metadata
+    from assets.plots import bar_chart_markdown
+
+    assert bar_chart_markdown([1, 2], [0.5, 0.25], "step", "loss").value.startswith("![loss by step](data:image/png")
+    monkeypatch.setattr(assets.metadata, "INLINE_IMAGE_LIMIT", 100)
+    table = bar_chart_markdown([1, 2], [0.5, 0.25], "step", "loss").value
+    assert [r.data for r in table.records] == [{"step": "1", "loss": 0.5}, {"step": "2", "loss": 0.25}]
+
+
+def test_column_descriptions_are_keyed_by_table_where_a_name_is_shared():
+    from assets.metadata import column_description
+    from dagster_ir.methods.cet.lab import MANIFEST_SCHEMA
+
+    assert column_description("wiki_stats", "value") == "the statistic's value"
+    assert "query" in column_description("evaluation_report", "value")
+    assert column_description("anything", "no_such_column") is None
+    php_stage = ["stage", "path", "init", "examples", "steps", "seconds", "examples_per_s", "seed", "skipped"]
+    cross_encoder = ["run_name", "init", "path", "examples", "steps", "seconds", "examples_per_s", "best_epoch",
+                     "dev_score", "train_seed", "fold", "seed"]
+    for table, columns in [("php_hp", php_stage), ("cross_encoder", cross_encoder), ("cet", list(MANIFEST_SCHEMA)),
+                           ("word2vec", ["path", "words", "dim", "source", "seed", "epochs", "remove_stopwords",
+                                         "lemmatize"]), ("bm25_index", ["path", "documents", "empty", "seconds"])]:
+        missing = [c for c in columns if column_description(table, c) is None]
+        assert not missing, (table, missing)
+
+
+def test_definitions_show_kinds_sources_and_a_named_location():
+    import yaml
+
+    from assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    unkinded = [n.key.to_user_string() for n in graph.asset_nodes if n.is_materializable and not n.kinds]
+    assert not unkinded
+    assert graph.get(dg.AssetKey("cross_encoder")).kinds == {"polars", "parquet", "pytorch"}
+    for source in ("wiki_dump_file", "collection_config", "collection_settings", "imported_runs"):
+        node = graph.get(dg.AssetKey(source))
+        assert node.kinds and {"observes", "a change makes stale"} <= set(node.metadata), source
+    workspace = yaml.safe_load((Path(__file__).parents[2] / "workspace.yaml").read_text())
+    assert workspace["load_from"][0]["python_module"]["location_name"] == "dagster-ir"
