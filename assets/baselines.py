@@ -31,6 +31,7 @@ from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
 from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
+from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.schemas import RUN
 
 GROUP = "baselines"
@@ -57,9 +58,10 @@ class NeuralBaselinesConfig(dg.Config):
     seed: Optional[int] = None
     rerank_depth: Optional[int] = None
     selection_measure: Optional[str] = None
-    device: Optional[str] = None
+    device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
     threads: Optional[int] = None
     bert_threads: Optional[int] = None
+    # the BERT models' bfloat16 autocast; None: where the device has it natively (the interaction models: float32)
     bf16: Optional[bool] = None
     backbone: Optional[str] = None
     rotate_folds: bool = False  # fixed protocol: rotate the k folds over every query as ghrm_runs does
@@ -67,7 +69,8 @@ class NeuralBaselinesConfig(dg.Config):
     def to_domain(self) -> BaselineConfig:
         values = {k: v for k, v in self.model_dump().items()
                   if k in BaselineConfig.__dataclass_fields__ and v is not None}
-        return replace(profile(self.profile), **values)
+        placement = resolve_placement(self.device, self.bf16)
+        return replace(profile(self.profile), **{**values, "device": placement.device, "bf16": placement.bf16})
 
 
 @dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION, deps=[UNIT_SETTINGS],
@@ -118,6 +121,7 @@ def neural_baselines(
     metadata = {"train_examples": results[0].examples, "train_queries": len(roles.train),
                 "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
                 "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
+                **Placement(domain.device, domain.bf16).metadata(),
                 "models": list(config.models),
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
     for name in config.models:  # one value per rotation when rotated

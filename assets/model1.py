@@ -18,7 +18,7 @@ import shutil
 import time
 import warnings
 from dataclasses import asdict, replace
-from typing import Optional
+from typing import ClassVar, Optional
 
 import dagster as dg
 import polars as pl
@@ -61,6 +61,7 @@ from dagster_ir.methods.model1 import (
 )
 from dagster_ir.methods.model1 import PROFILES as MODEL1_PROFILES
 from dagster_ir.negatives import sample_negatives
+from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.schemas import MODEL1_TABLE, NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
 from dagster_ir.storage.locks import remove_unlocked_siblings
@@ -191,11 +192,17 @@ class _TrainingOverrides(dg.Config):
     batch_size: Optional[int] = None
     max_steps: Optional[int] = None
     seed: Optional[int] = None
-    device: str = "cpu"
+    device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
+    # None: the model's default precision (`auto_bf16`: bfloat16 where the device has it natively for
+    # the BERT models; float32 for neural Model 1, whose Model 1 layer sums small probabilities)
+    bf16: Optional[bool] = None
+    auto_bf16: ClassVar[bool] = True
 
     def train_config(self, base):
-        return replace(base, device=self.device, **_given(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size,
-                                                          max_steps=self.max_steps, seed=self.seed))
+        auto = None if self.auto_bf16 else False
+        placement = resolve_placement(self.device, auto if self.bf16 is None else self.bf16)
+        return replace(base, device=placement.device, bf16=placement.bf16, **_given(
+            epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, max_steps=self.max_steps, seed=self.seed))
 
 
 class NeuralModel1AssetConfig(_TrainingOverrides):
@@ -204,6 +211,7 @@ class NeuralModel1AssetConfig(_TrainingOverrides):
     profile: str = "demo"
     max_doc_length: Optional[int] = None
     lam: Optional[float] = None  # 0: Eq. 4, no collection term (the paper profile's)
+    auto_bf16: ClassVar[bool] = False
 
     def to_domain(self) -> nn.NeuralModel1Config:
         base = _profile(nn.PROFILES, self.profile)
@@ -268,6 +276,7 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
     context.add_output_metadata({
         "steps": result.steps, "best_epoch": result.best_epoch, "seconds": round(result.seconds, 2),
         "examples_per_s": round(result.examples_per_s, 2), "seed": config.train.seed,
+        **Placement(config.train.device, config.train.bf16).metadata(),
         "train_queries": train_ids.len(), "validation_queries": validation_ids.len(),
         "negatives": negatives.height, "validation_nDCG@10": [round(s, 4) for s in result.dev_scores],
         "loss": _curve(result.loss_curve, "margin loss"), "model": dg.MetadataValue.path(str(folder)),

@@ -36,6 +36,7 @@ from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
 from dagster_ir.neural import finetune
 from dagster_ir.neural.backbone import backbone_path
+from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.parquet import frame_version
 from dagster_ir.wiki import latest_articles
@@ -55,8 +56,8 @@ class _TrainOverrides(dg.Config):
     max_steps: Optional[int] = None  # 0: no cap
     seed: Optional[int] = None
     checkpoint_every: Optional[int] = None
-    device: Optional[str] = None  # "cuda" with bf16=True is the GPU path
-    bf16: Optional[bool] = None
+    device: str = "auto"  # "auto": CUDA when available (this process's GPU under torchrun), else the CPU
+    bf16: Optional[bool] = None  # None: bfloat16 autocast where the device has it natively (dagster_ir.neural.device)
 
     def train_config(self, base: TrainConfig, epochs: Optional[int] = None) -> TrainConfig:
         values = {f.name: getattr(self, f.name) for f in fields(TrainConfig)
@@ -65,6 +66,8 @@ class _TrainOverrides(dg.Config):
             values["max_steps"] = None
         if epochs is not None:
             values["epochs"] = epochs
+        placement = resolve_placement(self.device, self.bf16)
+        values.update(device=placement.device, bf16=placement.bf16)
         return replace(base, **values)
 
 
@@ -156,11 +159,14 @@ class RerankSettings(dg.Config):
     candidate: str = "bm25"
     depth: Optional[int] = None  # None: the profile's (demo 20, paper 100)
     batch_size: int = 64
-    device: str = "cpu"
-    bf16: bool = False
+    device: str = "auto"  # as CrossEncoderSettings'
+    bf16: Optional[bool] = None
 
     def rerank_depth(self) -> int:
         return self.depth or _profile({"demo": 20, "paper": 100}, self.profile)
+
+    def placement(self) -> Placement:
+        return resolve_placement(self.device, self.bf16)
 
 
 def _profile(profiles: dict, name: str):
@@ -275,13 +281,19 @@ def _logger(context, stage: str):
 def _stage_metadata(result: php.StageResult, domain: php.PhpConfig, seconds: float) -> dict:
     trained = result.train
     metadata = {"model_path": dg.MetadataValue.path(str(result.path)), "examples": result.examples,
-                "seed": domain.train.seed, "seconds": round(seconds, 2), "skipped": trained is None}
+                "seed": domain.train.seed, "seconds": round(seconds, 2), "skipped": trained is None,
+                **_placement_metadata(domain.train)}
     if trained is not None:
         curves = {"loss": trained.loss_curve, **trained.log_curves}
         metadata.update({"steps": trained.steps, "examples_per_s": round(trained.examples_per_s, 2),
                          "final_loss": round(trained.loss_curve[-1], 4),
                          "loss_curve": _curves_markdown(curves, f"PHP {result.stage}")})
     return metadata
+
+
+def _placement_metadata(train: TrainConfig) -> dict:
+    """Device, precision and GPU a training ran with (`dagster_ir.neural.device.Placement.metadata`)."""
+    return Placement(train.device, train.bf16).metadata()
 
 
 def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFrame:
@@ -336,7 +348,8 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
         rows.append({"variant": variant, "path": str(final.path), "stages": ",".join(domain.stages),
                      "steps": sum(r.train.steps for r in results if r.train), "seed": domain.train.seed})
         curves[variant] = [v for r in results if r.train for v in r.train.loss_curve]
-    context.add_output_metadata({"variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations")})
+    context.add_output_metadata({"variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations"),
+                                 **_placement_metadata(config.to_domain().train)})
     schema = {"variant": pl.String, "path": pl.String, "stages": pl.String, "steps": pl.Int64, "seed": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
 
@@ -381,7 +394,7 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
                      "steps": trained.steps if trained else 0, "seed": domain.train.seed})
         curves[method] = trained.loss_curve if trained else []
         metadata[f"{method}_seconds"] = round(time.monotonic() - started, 2)
-    context.add_output_metadata({**metadata, "methods": len(rows),
+    context.add_output_metadata({**metadata, "methods": len(rows), **_placement_metadata(domain.train),
                                  "loss_curves": _curves_markdown(curves, "Table 3 baselines")})
     schema = {"method": pl.String, "path": pl.String, "examples": pl.Int64, "steps": pl.Int64, "seed": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
@@ -462,6 +475,7 @@ def cross_encoder(
     context.add_output_metadata({
         "loss_curves": _curves_markdown(curves, f"fine-tuning on {context.partition_key}"),
         "train_queries": len(roles.train), "validation_queries": len(roles.validation), "seed": domain.train.seed,
+        **_placement_metadata(domain.train),
         **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
     })
@@ -489,10 +503,11 @@ def reranked_runs(
     unit = training_unit(context)
     run = run.filter(pl.col("query_id").is_in(unit_queries(query_splits, unit).test))
     docs = corpus.join(run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
-    runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth()}
+    placement = config.placement()
+    runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth(), **placement.metadata()}
     for name, path in cross_encoder.select("run_name", "path").iter_rows():
         scorer = CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
-                                    device=config.device, bf16=config.bf16)
+                                    device=placement.device, bf16=placement.bf16)
         started = time.monotonic()
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
