@@ -89,7 +89,7 @@ def neural_baselines(
 ) -> pl.DataFrame:
     """DRMM, KNRM, Conv-KNRM, MatchPyramid, PACRR, Co-PACRR, DUET (and the BERT baselines) reranking the unit's test queries."""
     unit = training_unit(context)
-    config = with_settings(config, "neural_baselines", unit.collection)
+    config = with_settings(config, "neural_baselines", unit.collection, context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
     if any(name in BERT_MODELS for name in config.models):

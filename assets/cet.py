@@ -28,6 +28,7 @@ import polars as pl
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import training_units
 from assets.resources import DataDirResource
+from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
 from dagster_ir.collections import offset_seeds, unit_queries
 from dagster_ir.methods.cet.model import LabConfig, profile
@@ -230,7 +231,7 @@ class CetConfig(dg.Config):
             strong_run=self.strong_run, basic_run=self.basic_run, dev_judgments=self.dev_judgments))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"))
 def cet(
     context: dg.AssetExecutionContext,
@@ -244,6 +245,7 @@ def cet(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the unit's sparse labels."""
+    config = with_settings(config, "cet", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
@@ -304,7 +306,7 @@ class CetRunsConfig(dg.Config):
             rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "query_splits"))
 def cet_runs(
     context: dg.AssetExecutionContext,
@@ -317,6 +319,7 @@ def cet_runs(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """Each Table 1 ranker's R reranking its candidates' top-k on the unit's test queries (RUN rows and the seed)."""
+    config = with_settings(config, "cet_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     ids = unit_queries(query_splits, unit).test
     if not ids:

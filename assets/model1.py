@@ -24,6 +24,7 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import training_unit, unit_ins, unit_partitions
+from assets.settings import UNIT_SETTINGS, with_settings
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.collections import TrainingUnit, UnitQueries, offset_seeds, tag_unit, unit_queries
@@ -125,7 +126,7 @@ class Model1EmConfig(dg.Config):
                        bitext=replace(base.bitext, **_given(chunk_ratio=self.chunk_ratio, min_chunk=self.min_chunk)))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
           ins=unit_ins("corpus", "queries", "qrels", "query_splits"))
 def model1_em(
     context: dg.AssetExecutionContext,
@@ -137,6 +138,7 @@ def model1_em(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """IBM Model 1 tables T(q|d) (vocabulary, src_token, tgt_token, prob) by EM on the unit's training queries, pruned."""
+    config = with_settings(config, "model1_em", training_unit(context).collection, context)
     unit = training_unit(context)
     train_ids = _ids(unit_queries(query_splits, unit), "train", unit)
     frames, metadata = [], {"train_queries": train_ids.len()}
@@ -288,7 +290,8 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
                                   "train_seed": [config.train.seed], "seconds": [result.seconds]}), unit)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def neural_model1(
     context: dg.AssetExecutionContext,
     config: NeuralModel1AssetConfig,
@@ -300,6 +303,7 @@ def neural_model1(
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """Context-free neural Model 1 over word pieces, trained with a summed margin loss on the unit's queries (manifest)."""
+    config = with_settings(config, "neural_model1", training_unit(context).collection, context)
     domain = offset_seeds(config.to_domain(), training_unit(context).seed)
     stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
     model, _ = nn.build_model(stats, domain)
@@ -316,7 +320,8 @@ def _bert_ranker(context, config: BertModel1AssetConfig, data, kind: type, name:
                          qrels, query_splits, candidate_runs)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def bert_model1(
     context: dg.AssetExecutionContext,
     config: BertModel1AssetConfig,
@@ -328,11 +333,13 @@ def bert_model1(
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """BERT-Model1: the Model 1 layer over BERT token vectors, documents in chunks, trained end to end (manifest)."""
+    config = with_settings(config, "bert_model1", training_unit(context).collection, context)
     return _bert_ranker(context, config, data, bert.BertModel1, "bert_model1", corpus, queries, qrels, query_splits,
                         candidate_runs)
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="1", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="1",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def bert_vanilla(
     context: dg.AssetExecutionContext,
     config: BertModel1AssetConfig,
@@ -344,6 +351,7 @@ def bert_vanilla(
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """BERT-vanilla (full): BERT-Model1's chunks, their mean [CLS] vector scored by a linear layer (manifest)."""
+    config = with_settings(config, "bert_vanilla", training_unit(context).collection, context)
     return _bert_ranker(context, config, data, bert.BertVanilla, "bert_vanilla", corpus, queries, qrels, query_splits,
                         candidate_runs)
 
@@ -423,7 +431,8 @@ def _tables(model1_em: pl.DataFrame) -> dict[str, pl.DataFrame]:
     return by_kind
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def model1_runs(
     context: dg.AssetExecutionContext,
     config: Model1RunsAssetConfig,
@@ -440,6 +449,7 @@ def model1_runs(
     bert_vanilla: pl.DataFrame,
 ) -> pl.DataFrame:
     """BM25 reranked by BM25(words|wp), Model1(words|wp) (lambda, p_self tuned), NN-Model1(-exp), BERT-Model1, BERT-vanilla."""
+    config = with_settings(config, "model1_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = config.to_domain()
@@ -546,7 +556,8 @@ class FusionRunsConfig(dg.Config):
         return replace(base, fusion=FusionConfig(measure=self.measure or base.fusion.measure, ascent=ascent))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def fusion_runs(
     context: dg.AssetExecutionContext,
     config: FusionRunsConfig,
@@ -558,6 +569,7 @@ def fusion_runs(
     model1_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """Table 2 rows on the unit's test queries: BM25 + each feature run (weights from its fusion queries), BERT rows."""
+    config = with_settings(config, "fusion_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)

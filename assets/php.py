@@ -30,6 +30,7 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import training_unit, unit_ins, unit_partitions
+from assets.settings import UNIT_SETTINGS, with_profile, with_settings
 from assets.project import collection_specs
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
@@ -227,9 +228,10 @@ def _scan_ins() -> dict:
     return {"php_groups": dg.AssetIn(dagster_type=_SCAN), "wiki_link_graph": dg.AssetIn(dagster_type=_SCAN)}
 
 
-@dg.asset(group_name=GROUP, code_version="3", ins={**_scan_ins(), **_eval_ins()})
+@dg.asset(group_name=GROUP, deps=["run_profile_setting"], code_version="3", ins={**_scan_ins(), **_eval_ins()})
 def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **inputs) -> pl.DataFrame:
     """PHP training examples of every stage (HP, SHP, MRDS): a segment, one positive, n sampled negatives."""
+    config = with_profile(config, context)
     domain = config.to_domain()  # the scans are read a cap's keys at a time (see dagster_ir.methods.php.examples)
     frame, metadata = _build_examples(domain, inputs)
     context.add_output_metadata(metadata)
@@ -310,6 +312,7 @@ def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFr
 def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_examples: pl.DataFrame,
            wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
+    config = with_profile(config, context)
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
@@ -317,6 +320,7 @@ def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDir
 def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_hp: pl.DataFrame,
             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
+    config = with_profile(config, context)
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
@@ -324,6 +328,7 @@ def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDi
 def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_shp: pl.DataFrame,
              php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
+    config = with_profile(config, context)
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
@@ -333,6 +338,7 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
                   php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
                   **inputs) -> pl.DataFrame:
     """PHP ablations (single stage, no MLM, anchor mask ratio, negatives), each pre-trained from the backbone."""
+    config = with_profile(config, context)
     rows, curves = [], {}
     for variant in config.variants:
         domain = php.ablation_config(config.to_domain(), variant)
@@ -354,13 +360,15 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
     return pl.DataFrame(rows, schema=schema)
 
 
-@dg.asset(group_name=GROUP, code_version="2", ins={"wiki_links": dg.AssetIn(dagster_type=_SCAN), **_eval_ins()})
+@dg.asset(group_name=GROUP, deps=["run_profile_setting"], code_version="2",
+          ins={"wiki_links": dg.AssetIn(dagster_type=_SCAN), **_eval_ins()})
 def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame,
                           **inputs) -> pl.DataFrame:
     """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump.
 
     Segments and links are read as scans; `baseline_max_examples` bounds what each generator holds.
     """
+    config = with_profile(config, context)
     domain, generators = config.to_domain(), config.generator_config()
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     segments = latest_articles(wiki_articles).segments
@@ -377,6 +385,7 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
                   php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
                   php_mrds: pl.DataFrame) -> pl.DataFrame:
     """The Table 3 baselines pre-trained with PHP's backbone, budget and MLM: one checkpoint folder each."""
+    config = with_profile(config, context)
     domain = config.to_domain()
     php_steps = int(sum(frame["steps"].sum() for frame in (php_hp, php_shp, php_mrds)))
     budget = max(php_steps, 1) if config.match_php_steps else None
@@ -424,7 +433,7 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
                      "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
@@ -443,6 +452,7 @@ def cross_encoder(
     php_baselines: pl.DataFrame,
 ) -> pl.DataFrame:
     """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone, PHP and its baselines."""
+    config = with_settings(config, "cross_encoder", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
@@ -482,7 +492,7 @@ def cross_encoder(
     return manifest
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
           ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits"))
 def reranked_runs(
     context: dg.AssetExecutionContext,
@@ -494,6 +504,7 @@ def reranked_runs(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...)."""
+    config = with_settings(config, "reranked_runs", training_unit(context).collection, context)
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 

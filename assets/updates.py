@@ -196,6 +196,7 @@ def update_all(
     parallel: int = 1,
     command: str = "update",
     only: set[Key] | None = None,
+    tags: dict[str, str] | None = None,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
@@ -203,6 +204,7 @@ def update_all(
     `parallel > 1` runs the ready dump partitions of a round (several dump files, or the byte-range
     parts of one multistream dump) in that many worker processes at once; `defs` must then be
     `assets.definitions.defs` (each worker imports it) and `instance` a persistent one.
+    `tags` are added to every run (e.g. the run-wide profile, `assets.settings.PROFILE_TAG`).
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     """
     observe_sources(defs, instance, resources, log=log)
@@ -232,7 +234,8 @@ def update_all(
             _run_groups_in_processes(dumps, state, report, attempted, failed, log, log_level, parallel)
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
-            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level, command)
+            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level, command,
+                       tags or {})
             if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
                 log("interrupted: the update stops here")
                 return report
@@ -240,7 +243,7 @@ def update_all(
 
 
 def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
-               log, log_level, command: str = "update") -> None:
+               log, log_level, command: str = "update", tags: dict[str, str] | None = None) -> None:
     """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
     selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
     together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
@@ -267,7 +270,7 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             resources=state.resources,
             partition_key=partition,
             raise_on_error=False,
-            tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
+            tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
                   ASSETS_TAG: ", ".join(names)[:4000]},
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
         )
