@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 
 import dagster as dg
+from dagster._core.errors import DagsterInvalidPropertyError
 from pydantic import ValidationError
 
 from assets.partitions import UNITS_OF_COLLECTION, collection_partitions
@@ -50,10 +52,14 @@ def env_profile() -> str | None:
 
 def run_profile(context) -> str | None:
     """The run-wide profile of the run `context` belongs to (its `dagster_ir/profile` tag), or None."""
-    try:
-        tags = context.run.tags if context is not None else {}
-    except Exception:  # a context built for a direct call has no run
-        tags = {}
+    tags = {}
+    if context is not None:
+        try:
+            tags = context.run.tags
+        except DagsterInvalidPropertyError:  # a context built for a direct call (tests) has no run, only its tags
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                tags = context.run_tags
     return _checked(tags.get(PROFILE_TAG) or None, f"run tag {PROFILE_TAG}")
 
 
