@@ -31,13 +31,14 @@ import polars as pl
 
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.settings import UNIT_SETTINGS, with_profile, with_settings
+from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun
 from assets.project import collection_specs
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
-from dagster_ir.neural import finetune
+from dagster_ir.neural import finetune, finetune_job
 from dagster_ir.neural.backbone import backbone_path
-from dagster_ir.neural.device import Placement, resolve_placement
+from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.parquet import frame_version
 from dagster_ir.wiki import latest_articles
@@ -145,6 +146,9 @@ class CrossEncoderSettings(_TrainOverrides):
     # Evaluate every epoch on the dev split (candidate run "bm25") and keep the best epoch.
     # None: only when training runs more than one epoch (with one there is nothing to choose).
     select_on_dev: Optional[bool] = None
+    # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
+    # process (or node) trains each model under torchrun (DDP), else in the step's own process.
+    torchrun: TorchrunSettings = TorchrunSettings()
 
     def to_domain(self) -> finetune.FineTuneConfig:
         base = _profile(finetune.PROFILES, self.profile)
@@ -459,21 +463,35 @@ def cross_encoder(
     negatives = negatives.filter(pl.col("query_id").is_in(roles.train))
     stages = {frame["stage"][0]: frame["path"][0] for frame in (php_hp, php_shp, php_mrds)}
     dev_ids = roles.validation
-    evaluate = None
+    dev = None
     select = config.select_on_dev if config.select_on_dev is not None else domain.train.epochs > 1
     if select and dev_ids:
-        run = candidate_runs.filter(pl.col("run_name") == "bm25")
-        evaluate = finetune.dev_evaluator(run, queries, corpus, qrels, dev_ids, domain)
-    rows, curves = [], {}
+        dev = (candidate_runs.filter(pl.col("run_name") == "bm25"), qrels, dev_ids)
+    processes = default_processes(domain.train.device)
+    distributed = is_distributed(config.torchrun, processes)
+    evaluate = finetune.dev_evaluator(dev[0], queries, corpus, qrels, dev_ids, domain) if dev and not distributed else None
+    rows, curves, launches = [], {}, {}
     for name in config.inits:
         init = resolve_init(name, stages, php_ablations, php_baselines)
-        model = finetune.load_model(init, domain)
         key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
                           frame_version(negatives))
         checkpoints = data.files("cross_encoder", "checkpoints") / f"{context.partition_key}-{name}-{key}"
-        result, n_examples = finetune.fine_tune(model, queries, corpus, negatives, domain, checkpoints,
-                                                evaluate=evaluate, on_log=_logger(context, name))
-        folder = model.save(data.files("cross_encoder", context.partition_key) / name)
+        folder = data.files("cross_encoder", context.partition_key) / name
+        if distributed:  # every process trains on its share of each global batch: the same result, sooner
+            job = finetune_job.write_job(data.files("cross_encoder", "jobs") / f"{context.partition_key}-{name}-{key}",
+                                         init=init, config=domain, queries=queries, corpus=corpus, negatives=negatives,
+                                         checkpoint_dir=checkpoints, output=folder, dev=dev)
+            launched = run_torchrun(context, config.torchrun, finetune_job.__name__, [str(job)], job / "metrics.jsonl",
+                                    default_nproc=processes, add_metadata=False)
+            world = config.torchrun.to_domain(context.run_id, processes)
+            launches[name] = {k: v for k, v in launch_metadata(world, launched).items() if k != "loss_curve"}
+            result, n_examples = finetune_job.read_result(job)
+            shutil.rmtree(job, ignore_errors=True)
+        else:
+            model = finetune.load_model(init, domain)
+            result, n_examples = finetune.fine_tune(model, queries, corpus, negatives, domain, checkpoints,
+                                                    evaluate=evaluate, on_log=_logger(context, name))
+            model.save(folder)
         shutil.rmtree(checkpoints, ignore_errors=True)
         curves[name] = result.loss_curve
         rows.append({"run_name": name, "init": init or domain.backbone or "bundled", "path": str(folder),
@@ -488,6 +506,7 @@ def cross_encoder(
         **_placement_metadata(domain.train),
         **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
+        **{f"{name}_{key}": value for name, values in launches.items() for key, value in values.items()},
     })
     return manifest
 

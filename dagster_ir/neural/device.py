@@ -8,6 +8,9 @@
     CUDA GPU with bf16, i.e. Ampere or newer; a CPU with AVX-512 BF16 or AMX), float32 elsewhere
     (emulated bf16 on an older CPU is slower than fp32). True or False is used as given.
   - `Placement.metadata()` is what a materialization records: device, precision and the GPU's name.
+
+`default_processes(device)`: how many training processes a host runs when the configuration leaves
+it open (torchrun's nproc_per_node 0): one per GPU of the host for "cuda", else one.
 """
 
 from __future__ import annotations
@@ -86,6 +89,11 @@ def resolve_bf16(bf16: bool | str | None, device: str) -> bool:
     if isinstance(bf16, bool):
         return bf16
     raise ValueError(f"bf16 must be true, false or auto, got {bf16!r}")
+
+
+def default_processes(device: str) -> int:
+    """Training processes per host by default for a resolved `device`: one per GPU for "cuda", else 1."""
+    return max(1, torch.cuda.device_count()) if device == "cuda" and torch.cuda.is_available() else 1
 
 
 def resolve_placement(device: str | None = AUTO, bf16: bool | str | None = None) -> Placement:
