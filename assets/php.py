@@ -36,6 +36,7 @@ from assets.project import collection_specs
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
+from dagster_ir.methods.php import stage_job
 from dagster_ir.neural import finetune, finetune_job
 from dagster_ir.neural.backbone import backbone_path
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
@@ -99,6 +100,14 @@ class PhpSettings(_TrainOverrides):
         if values.get("max_examples") == 0:
             values["max_examples"] = None
         return replace(base, **values, train=self.train_config(base.train))
+
+
+class PhpStageSettings(PhpSettings):
+    """The PHP settings plus the processes and nodes a stage trains on (php_hp, php_shp, php_mrds)."""
+
+    # nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one process (or node)
+    # trains the stage under torchrun (DDP), else in the step's own process
+    torchrun: TorchrunSettings = TorchrunSettings()
 
 
 class PhpAblationSettings(PhpSettings):
@@ -254,7 +263,7 @@ def _build_examples(domain: php.PhpConfig, inputs: dict) -> tuple[pl.DataFrame, 
     return pl.concat(frames), metadata
 
 
-def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, init: Optional[str],
+def _pretrain(context, config: PhpStageSettings, data: DataDirResource, stage: str, init: Optional[str],
               examples: pl.DataFrame, articles: pl.LazyFrame, links: pl.LazyFrame) -> pl.DataFrame:
     """Train one stage into files/php/<stage> and describe it (manifest frame + metadata)."""
     domain = config.to_domain()
@@ -264,10 +273,22 @@ def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, i
     checkpoints = data.files("php", "checkpoints") / f"{stage}-{key}"
     started = time.monotonic()
     articles = latest_articles(articles).segments  # an article in several dumps: its newest revision
-    result = php.pretrain_stage(stage, init, stage_examples, articles, links, domain, data.files("php") / stage,
-                                checkpoints, on_log=_logger(context, stage))
+    processes = default_processes(domain.train.device)
+    launched = {}
+    if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
+        job = stage_job.write_job(data.files("php", "jobs") / f"{stage}-{key}", stage=stage, init=init,
+                                  examples=stage_examples, segments=articles, links=links, config=domain,
+                                  out_dir=data.files("php") / stage, checkpoint_dir=checkpoints)
+        outcome = run_torchrun(context, config.torchrun, stage_job.__name__, [str(job)], job / "metrics.jsonl",
+                               default_nproc=processes, add_metadata=False)
+        launched = launch_metadata(config.torchrun.to_domain(context.run_id, processes), outcome)
+        result = stage_job.read_result(job)
+        shutil.rmtree(job, ignore_errors=True)
+    else:
+        result = php.pretrain_stage(stage, init, stage_examples, articles, links, domain, data.files("php") / stage,
+                                    checkpoints, on_log=_logger(context, stage))
     shutil.rmtree(checkpoints, ignore_errors=True)  # the stage folder holds the result
-    context.add_output_metadata(_stage_metadata(result, domain, time.monotonic() - started))
+    context.add_output_metadata({**launched, **_stage_metadata(result, domain, time.monotonic() - started)})
     return _stage_manifest(result, domain)
 
 
@@ -313,24 +334,26 @@ def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFr
 
 
 @dg.asset(group_name=GROUP, code_version="1")
-def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_examples: pl.DataFrame,
-           wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
+def php_hp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
+           php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
     config = with_profile(config, context)
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
 @dg.asset(group_name=GROUP, code_version="1")
-def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_hp: pl.DataFrame,
-            php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
+def php_shp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
+            php_hp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
+            wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
     config = with_profile(config, context)
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
 @dg.asset(group_name=GROUP, code_version="1")
-def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_shp: pl.DataFrame,
-             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
+def php_mrds(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
+             php_shp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
+             wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
     config = with_profile(config, context)
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)

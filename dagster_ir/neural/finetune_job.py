@@ -6,6 +6,8 @@ and output folders), `queries.parquet`, `corpus.parquet` (only the documents the
 dev run name), `negatives.parquet` and, for model selection on dev, `dev_run.parquet`,
 `dev_qrels.parquet` and the dev query ids. Put `folder` on the directory every node mounts.
 
+`config_to_json` / `config_from_json` carry a frozen config dataclass (nested ones too) through JSON.
+
 `python -m dagster_ir.neural.finetune_job FOLDER`, run by every process of torchrun
 (`dagster_ir.neural.distributed.torchrun_command`), fine-tunes with `finetune.fine_tune`: the same
 examples, global batches and schedule as in one process, each process training on its share of
@@ -33,11 +35,12 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 
 
-def _to_json(config: Any) -> dict:
+def config_to_json(config: Any) -> dict:
+    """A frozen config dataclass as JSON values (tuples become lists)."""
     return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
-def _from_json(cls: type, values: dict) -> Any:
+def config_from_json(cls: type, values: dict) -> Any:
     """A (nested) frozen config dataclass from its `asdict` JSON; nested dataclass fields by their default's type."""
     kwargs = {}
     for field in dataclasses.fields(cls):
@@ -46,7 +49,7 @@ def _from_json(cls: type, values: dict) -> Any:
         value = values[field.name]
         default = field.default if field.default is not dataclasses.MISSING else None
         if dataclasses.is_dataclass(default) and isinstance(value, dict):
-            value = _from_json(type(default), value)
+            value = config_from_json(type(default), value)
         elif isinstance(value, list):
             value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
         kwargs[field.name] = value
@@ -74,7 +77,7 @@ def write_job(
     corpus.lazy().join(wanted, on="doc_id", how="semi").sink_parquet(folder / "corpus.parquet")
     queries.select("query_id", "text").write_parquet(folder / "queries.parquet")
     negatives.write_parquet(folder / "negatives.parquet")
-    job = {"init": init, "config": _to_json(config), "checkpoint_dir": str(checkpoint_dir), "output": str(output),
+    job = {"init": init, "config": config_to_json(config), "checkpoint_dir": str(checkpoint_dir), "output": str(output),
            "dev_query_ids": None}
     if dev is not None:
         run, qrels, ids = dev
@@ -106,7 +109,7 @@ def run_job(folder: str | os.PathLike[str]) -> None:
 
     folder = Path(folder)
     job = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
-    config = _from_json(finetune.FineTuneConfig, job["config"])
+    config = config_from_json(finetune.FineTuneConfig, job["config"])
     init_distributed(config.train.device)
     queries = pl.read_parquet(folder / "queries.parquet")
     corpus = pl.read_parquet(folder / "corpus.parquet")

@@ -19,7 +19,7 @@ from dagster_ir.methods.php.examples import stage_groups
 from dagster_ir.methods.php.masking import PhpInputs
 from dagster_ir.methods.php.model import PhpModel, php_loss
 from dagster_ir.neural.backbone import backbone_path
-from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train
+from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, world
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def pretrain_stage(
 
     loss_fn = php_loss(config, inputs, lambda epoch: seed_of(train_config.seed, stage, epoch))
     result = train(model, make_batches, loss_fn, train_config, checkpoint_dir, on_log=on_log)
-    model.save(out_dir, {**info, "steps": result.steps, "loss_curve": result.loss_curve})
+    if world()[0] == 0:  # under torchrun every process holds the same weights; one writes them
+        model.save(out_dir, {**info, "steps": result.steps, "loss_curve": result.loss_curve})
     return StageResult(stage, Path(out_dir), init, examples.height, result)
 
 
