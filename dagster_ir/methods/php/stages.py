@@ -60,7 +60,8 @@ def pretrain_stage(
     model = PhpModel.from_pretrained(init, config, seed=train_config.seed)
     info = {"stage": stage, "init": init, "examples": examples.height, "config": asdict(config)}
     if examples.height == 0:
-        model.save(out_dir, {**info, "skipped": True})
+        if world()[0] == 0:
+            model.save(out_dir, {**info, "skipped": True})
         return StageResult(stage, Path(out_dir), init, 0, None)
     inputs = PhpInputs(examples, segments, links, model.scorer, config)
     items = list(range(len(inputs)))
