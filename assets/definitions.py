@@ -24,7 +24,8 @@ from assets.settings import check_settings, settable_configs, collection_setting
 from assets.wiki import wiki_assets, wiki_checks
 
 all_assets = [
-    *wiki_assets, *collection_assets, collection_settings, run_profile_setting, *retrieval_assets, *php_assets, *model1_assets,
+    *wiki_assets, *collection_assets, collection_settings, run_profile_setting, *retrieval_assets, *php_assets,
+    *model1_assets,
     *ghrm_assets, *cet_assets, *evaluation_assets, *model_report_assets, *baselines_assets,
 ]
 # Automation conditions by group and the `training` pool on training steps (see assets.automation).

@@ -192,7 +192,8 @@ def k8s_config(settings: ExecutorSettings) -> dict:
 
 def gpu_step_config(settings: ExecutorSettings) -> dict:
     """The raw k8s config of a GPU step's pod ({} when nothing differs from the other steps)."""
-    resources = {key: dict(value) for key, value in (settings.training_step_resources or settings.step_resources).items()}
+    base = settings.training_step_resources or settings.step_resources
+    resources = {key: dict(value) for key, value in base.items()}
     if settings.training_gpus:
         resources.setdefault("limits", {})["nvidia.com/gpu"] = str(settings.training_gpus)  # a Kubernetes quantity
     config: dict[str, Any] = {}

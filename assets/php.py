@@ -492,7 +492,8 @@ def cross_encoder(
         dev = (candidate_runs.filter(pl.col("run_name") == "bm25"), qrels, dev_ids)
     processes = default_processes(domain.train.device)
     distributed = is_distributed(config.torchrun, processes)
-    evaluate = finetune.dev_evaluator(dev[0], queries, corpus, qrels, dev_ids, domain) if dev and not distributed else None
+    evaluate = None if distributed or dev is None else finetune.dev_evaluator(dev[0], queries, corpus, qrels, dev_ids,
+                                                                              domain)
     rows, curves, launches = [], {}, {}
     for name in config.inits:
         init = resolve_init(name, stages, php_ablations, php_baselines)

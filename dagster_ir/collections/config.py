@@ -438,7 +438,8 @@ def settings_versions(path: str | os.PathLike[str] | None, profile: str | None =
     for name, spec in specs.items():
         chosen = profile or spec.profile
         settings = spec.assets if chosen is None else {"assets": spec.assets, "profile": chosen}
-        versions[name] = hashlib.blake2b(_canonical(settings).encode(), digest_size=10).hexdigest() if settings else "none"
+        digest = hashlib.blake2b(_canonical(settings).encode(), digest_size=10).hexdigest()
+        versions[name] = digest if settings else "none"
     return versions
 
 
