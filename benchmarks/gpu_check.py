@@ -56,9 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     summary = gpu_summary()
     if summary is None:
-        print("gpu_check: no CUDA device here (torch.cuda.is_available() is False). Run it on a machine with an "
-              "NVIDIA GPU and a CUDA build of torch (pip install torch --index-url "
-              "https://download.pytorch.org/whl/cu124); the paper profile on a CPU takes days.", file=sys.stderr)
+        import torch
+
+        print(f"gpu_check: no CUDA device here (torch {torch.__version__}: torch.cuda.is_available() is False). "
+              "Run it on a machine with an NVIDIA GPU and driver, with a CUDA build of torch (the same version, from "
+              "the CUDA index https://pytorch.org/get-started/locally/ names for your driver); the paper profile on a "
+              "CPU takes days.", file=sys.stderr)
         return 2
     if args.cranfield is not None and not (args.cranfield / "cran.all.1400").is_file():
         print(f"gpu_check: --cranfield {args.cranfield}: no cran.all.1400 there", file=sys.stderr)
