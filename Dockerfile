@@ -14,10 +14,12 @@ ENV PYTHONUNBUFFERED=1 \
     DAGSTER_HOME=/opt/dagster/dagster_home
 
 WORKDIR /opt/dagster/app
-# Dependencies first (a layer that changes only with pyproject.toml); torch's CPU wheel index.
+# Dependencies first (a layer that changes only with pyproject.toml); torch's CPU wheel index, or
+# for GPU nodes a CUDA one: docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cuXYZ
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md ./
 RUN mkdir -p dagster_ir assets && touch dagster_ir/__init__.py assets/__init__.py \
- && pip install --extra-index-url https://download.pytorch.org/whl/cpu ".[dask,k8s]" \
+ && pip install --extra-index-url "$TORCH_INDEX" ".[dask,k8s]" \
  && pip uninstall -y dagster-ir
 COPY dagster_ir ./dagster_ir
 COPY assets ./assets

@@ -31,7 +31,7 @@ import dagster as dg
 
 DATA_GROUPS = ("wikipedia", "collections", "retrieval", "evaluation")
 TRAINED_GROUPS = ("php", "model1", "ghrm", "cet", "baselines", "methods_report")
-SOURCES = ("wiki_dump_file", "collection_config", "collection_settings", "imported_runs")
+SOURCES = ("wiki_dump_file", "collection_config", "collection_settings", "run_profile_setting", "imported_runs")
 TRAINING_POOL = "training"
 # Steps that fit a model (checkpoints, EM tables, word vectors, per-fold GNNs, CET rankers).
 TRAINING_STEPS = frozenset({

@@ -32,6 +32,7 @@ from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
 from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
+from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.schemas import RUN
 
 GROUP = "baselines"
@@ -58,9 +59,10 @@ class NeuralBaselinesConfig(dg.Config):
     seed: Optional[int] = None
     rerank_depth: Optional[int] = None
     selection_measure: Optional[str] = None
-    device: Optional[str] = None
+    device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
     threads: Optional[int] = None
     bert_threads: Optional[int] = None
+    # the BERT models' bfloat16 autocast; None: where the device has it natively (the interaction models: float32)
     bf16: Optional[bool] = None
     backbone: Optional[str] = None
     rotate_folds: bool = False  # fixed protocol: rotate the k folds over every query as ghrm_runs does
@@ -68,7 +70,8 @@ class NeuralBaselinesConfig(dg.Config):
     def to_domain(self) -> BaselineConfig:
         values = {k: v for k, v in self.model_dump().items()
                   if k in BaselineConfig.__dataclass_fields__ and v is not None}
-        return replace(profile(self.profile), **values)
+        placement = resolve_placement(self.device, self.bf16)
+        return replace(profile(self.profile), **{**values, "device": placement.device, "bf16": placement.bf16})
 
 
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION, deps=[UNIT_SETTINGS],
@@ -87,7 +90,7 @@ def neural_baselines(
 ) -> pl.DataFrame:
     """DRMM, KNRM, Conv-KNRM, MatchPyramid, PACRR, Co-PACRR, DUET (and the BERT baselines) reranking the unit's test queries."""
     unit = training_unit(context)
-    config = with_settings(config, "neural_baselines", unit.collection)
+    config = with_settings(config, "neural_baselines", unit.collection, context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
     if any(name in BERT_MODELS for name in config.models):
@@ -119,6 +122,7 @@ def neural_baselines(
     metadata = {"train_examples": results[0].examples, "train_queries": len(roles.train),
                 "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
                 "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
+                **Placement(domain.device, domain.bf16).metadata(),
                 "models": list(config.models),
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
     for name in config.models:  # one value per rotation when rotated

@@ -29,6 +29,7 @@ from assets.automation import TRAINING_POOL
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import training_units
 from assets.resources import DataDirResource
+from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
 from dagster_ir.collections import offset_seeds, unit_queries
 from dagster_ir.methods.cet.model import LabConfig, profile
@@ -40,6 +41,7 @@ from dagster_ir.methods.cet.report import (
     table1,
     training_curves_plot,
 )
+from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.neural.training import TrainResult
 from dagster_ir.negatives.pooling import (
     PoolingConfig,
@@ -204,7 +206,8 @@ class CetConfig(dg.Config):
     strong_run: Optional[str] = None
     basic_run: Optional[str] = None
     dev_judgments: Optional[str] = None
-    device: str = "cpu"
+    device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
+    bf16: Optional[bool] = None  # None: bfloat16 autocast where the device has it natively
 
     def to_domain(self) -> LabConfig:
         base = profile(self.profile)
@@ -213,7 +216,8 @@ class CetConfig(dg.Config):
         ranker = replace(ranker, max_query_length=query_length)
         if self.layers is not None:
             ranker = replace(ranker, layers=self.layers or None)
-        train = replace(base.cet.train, device=self.device, **_given(
+        placement = resolve_placement(self.device, self.bf16)
+        train = replace(base.cet.train, device=placement.device, bf16=placement.bf16, **_given(
             lr=self.lr, batch_size=self.batch_size, epochs=self.epochs, max_steps=self.max_steps, seed=self.seed))
         dml = replace(base.cet.dml, **_given(sigma=self.dml_sigma, instance_weight=self.dml_instance_weight))
         cet = replace(base.cet, ranker=ranker, train=train, dml=dml, **_given(tau=self.tau))
@@ -228,7 +232,7 @@ class CetConfig(dg.Config):
             strong_run=self.strong_run, basic_run=self.basic_run, dev_judgments=self.dev_judgments))
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"))
 def cet(
     context: dg.AssetExecutionContext,
@@ -242,6 +246,7 @@ def cet(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the unit's sparse labels."""
+    config = with_settings(config, "cet", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
@@ -264,6 +269,7 @@ def cet(
         **{"rocketqa eta (dev)": round(t.notes["eta"], 4) for t in trained if t.run_name == "rocketqa" and "eta" in t.notes},
         **_sweeps_metadata(table),
         "seconds": round(sum(r.seconds for r in trained), 1),
+        **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata(),
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str))),
     })
     return table
@@ -289,17 +295,19 @@ class CetRunsConfig(dg.Config):
     rerank_depth: Optional[int] = None
     strong_run: Optional[str] = None
     score_batch_size: Optional[int] = None
-    device: str = "cpu"
+    device: str = "auto"  # as CetConfig's
+    bf16: Optional[bool] = None
     alpha: float = 0.05
 
     def to_domain(self) -> LabConfig:
         base = profile(self.profile)
-        train = replace(base.cet.train, device=self.device)
+        placement = resolve_placement(self.device, self.bf16)
+        train = replace(base.cet.train, device=placement.device, bf16=placement.bf16)
         return replace(base, cet=replace(base.cet, train=train), **_given(
             rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "query_splits"))
 def cet_runs(
     context: dg.AssetExecutionContext,
@@ -312,6 +320,7 @@ def cet_runs(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """Each Table 1 ranker's R reranking its candidates' top-k on the unit's test queries (RUN rows and the seed)."""
+    config = with_settings(config, "cet_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     ids = unit_queries(query_splits, unit).test
     if not ids:
@@ -319,7 +328,8 @@ def cet_runs(
     domain = config.to_domain()
     strong = _named_run(candidate_runs, domain.strong_run)
     runs = rerank_lab(cet, candidate_runs, queries, corpus, ids, domain)
-    context.add_output_metadata(_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha))
+    context.add_output_metadata({**_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha),
+                                 **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata()})
     return runs.with_columns(seed=pl.lit(unit.seed, pl.Int64))
 
 

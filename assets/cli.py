@@ -1,9 +1,10 @@
 """`dagster-ir`: the command line of the pipeline.
 
     dagster-ir demo [--first-stage] register the bundled dump, bring the assets up to date, summarise
-    dagster-ir update [--first-stage]
+    dagster-ir update [--first-stage] [--profile demo|paper]
                                     bring the assets up to date (materializes only stale/missing ones);
-                                    --first-stage leaves out the method groups (php, model1, ghrm, cet)
+                                    --first-stage leaves out the method groups (php, model1, ghrm, cet);
+                                    --profile: every method asset's profile, for this and later runs
     dagster-ir add-dump PATH        check a Wikipedia dump file and register it as a new `wiki_dump` partition
     dagster-ir remove-dump KEY      unregister a dump: its partitions and their tables go
     dagster-ir status [--why]       list stale or missing asset partitions (--why: what changed for each)
@@ -15,13 +16,16 @@
     dagster-ir report [--collection NAME] [report options]
                                     print a collection's evaluation table and methods report (or
                                     evaluate TREC files)
-    dagster-ir reproduce --collection NAME [--markdown [PATH]]
+    dagster-ir reproduce --collection NAME [--markdown [PATH]] [--profile demo|paper]
                                     bring every method on one collection up to date (its partitions, all
                                     its training units, what they read), print each paper's table and
                                     the time each asset took; --markdown prints the tables as Markdown,
                                     --markdown PATH also writes them as a page headed by the date, the
                                     commit, the machine and the settings (the docs' results pages)
 
+`--profile` replaces the collections' `profile:` (and fills the PHP pre-training's); a profile in a
+collection's `assets:` settings or a run's own config still wins. Assets made under another profile
+are stale and materialized again; the runs carry the profile in their `dagster_ir/profile` tag.
 The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
 Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
 A bad input ends a command with a one-line error naming the file or field and exit status 1;
@@ -56,6 +60,11 @@ def _instance(root: Path) -> dg.DagsterInstance:
 
     # a persistent local instance: no telemetry, the training pool's limit; see assets.instance
     return open_instance(os.environ.get("DAGSTER_HOME") or root / "dagster_home")
+
+
+PROFILE_CHOICES = ("demo", "paper")  # dagster_ir.collections.config.PROFILE_NAMES (not imported: the CLI starts fast)
+PROFILE_HELP = ("every method asset's profile (replaces the collections' `profile:`; an asset's own settings "
+                "still win); assets made under another profile are materialized again")
 
 
 def _defs_and_resources(root: Path):
@@ -121,13 +130,26 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     return removed
 
 
-def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1) -> int:
+def use_profile(profile: str | None) -> dict[str, str]:
+    """Make `profile` the run-wide profile of this process (None: the collections' own); the run tags that carry it."""
+    from assets.settings import PROFILE_ENV, PROFILE_TAG
+
+    if profile is None:
+        os.environ.pop(PROFILE_ENV, None)
+        return {}
+    os.environ[PROFILE_ENV] = profile
+    return {PROFILE_TAG: profile}
+
+
+def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1,
+               profile: str | None = None) -> int:
     from assets.progress import format_seconds
     from assets.updates import mark_dead_runs_failed, update_all
     from dagster_ir.storage.atomic import clean_orphans
     from dagster_ir.storage.catalog import Catalog
     from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
+    tags = use_profile(profile)
     instance = _instance(root)
     for run_id in mark_dead_runs_failed(instance):
         print(f"run {run_id}: its process is gone; marked failed")
@@ -142,7 +164,7 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
 
     report = update_all(defs, instance, resources=resources,
                         selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel,
-                        command="demo" if demo else "update")
+                        command="demo" if demo else "update", tags=tags)
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {len(report.runs)} runs, "
@@ -287,7 +309,7 @@ def print_methods_report(root: Path, collection: str) -> None:
               f"`dagster-ir reproduce --collection {collection}` builds only what it needs)")
 
 
-def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None) -> int:
+def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, profile: str | None = None) -> int:
     """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times.
 
     `markdown`: None prints text tables, "-" Markdown ones; a path also writes `reproduce.markdown_page` there.
@@ -310,6 +332,7 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None) -
     page = None if markdown in (None, "-") else Path(markdown)
     if page is not None and not page.parent.is_dir():
         raise FileNotFoundError(f"--markdown: the folder of {page} does not exist")
+    tags = use_profile(profile)
     instance = _instance(root)
     for run_id in mark_dead_runs_failed(instance):
         print(f"run {run_id}: its process is gone; marked failed")
@@ -321,7 +344,7 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None) -
     plan = reproduction_plan(defs, instance, collection)
     started_at, started = time.time(), time.monotonic()
     report = update_all(defs, instance, resources=resources, only=plan,
-                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}))
+                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}), command="reproduce", tags=tags)
     Catalog(root).sync()
     print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
           f"{time.monotonic() - started:.0f} s\n")
@@ -394,6 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
         run.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
                          help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
+        if name == "update":
+            run.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     status = command("status", "list the stale or missing asset partitions", "dagster-ir status --why")
     status.add_argument("--why", action="store_true",
                         help="say for each what changed: the upstream partition with new data, the code, a lost file")
@@ -403,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--markdown", nargs="?", const="-", metavar="PATH",
                            help="print the tables as Markdown; with PATH also write them there as a page headed by "
                                 "the date, the commit, the machine and the settings")
+    reproduce.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     command("report", "print a collection's evaluation and methods tables (options: `dagster-ir report --help`)",
             "dagster-ir report --collection wiki-car --measures nDCG@10")
     add = command("add-dump", "check and register a Wikipedia dump (.xml or .xml.bz2) as a new partition",
@@ -454,11 +480,12 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     from dagster_ir.storage.dumps import DumpRegistry
 
     if args.command in ("demo", "update"):
-        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel)
+        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel,
+                          profile=getattr(args, "profile", None))
     if args.command == "status":
         return cmd_status_why(root) if args.why else cmd_status(root)
     if args.command == "reproduce":
-        return cmd_reproduce(root, args.collection, markdown=args.markdown)
+        return cmd_reproduce(root, args.collection, markdown=args.markdown, profile=args.profile)
     if args.command == "add-dump":
         print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))
         return 0

@@ -10,7 +10,7 @@ from assets.jobs import all_jobs, all_sensors
 from assets.metadata import with_kinds
 from assets.schedules import retraining_cron, retraining_job, retraining_schedule
 from assets.resources import DataDirResource
-from assets.baselines import NeuralBaselinesConfig, baselines_assets, baselines_checks
+from assets.baselines import baselines_assets, baselines_checks
 from assets.cet import cet_assets, cet_checks
 from assets.checks import collection_checks
 from assets.collections import collection_assets
@@ -21,18 +21,19 @@ from assets.model1 import model1_assets, model1_checks
 from assets.model_report import model_report_assets
 from assets.php import php_assets, php_checks
 from assets.retrieval import retrieval_assets
-from assets.settings import check_settings, collection_settings
+from assets.settings import check_settings, settable_configs, collection_settings, run_profile_setting
 from assets.wiki import wiki_assets, wiki_checks
 
 all_assets = [
-    *wiki_assets, *collection_assets, collection_settings, *retrieval_assets, *php_assets, *model1_assets,
+    *wiki_assets, *collection_assets, collection_settings, run_profile_setting, *retrieval_assets, *php_assets,
+    *model1_assets,
     *ghrm_assets, *cet_assets, *evaluation_assets, *model_report_assets, *baselines_assets,
 ]
 # Automation conditions by group, the `training` pool checked on training steps (see assets.automation),
 # and the UI's kind badges (assets.metadata).
 all_assets = with_kinds(automate(all_assets, retraining_cron()))
 # The assets that take per-collection settings (`assets:` of a collection in the YAML; see assets.settings).
-SETTABLE = {"neural_baselines": NeuralBaselinesConfig}
+SETTABLE = settable_configs(all_assets)
 check_settings(SETTABLE)
 all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks, *baselines_checks]
 

@@ -15,6 +15,16 @@ The same assets run on one host or on a cluster; only this section changes (defa
       data_mount: /data                 # where every step pod mounts it; DAGSTER_IR_DATA points there
       max_concurrent: 16                # step pods at once per run
       step_resources: {requests: {cpu: "2", memory: 8Gi}, limits: {memory: 16Gi}}
+      training_gpus: 1                  # GPUs per training or scoring step pod (nvidia.com/gpu limit)
+      training_step_resources: {requests: {cpu: "8", memory: 32Gi}, limits: {memory: 64Gi}}
+      training_pod_spec: {nodeSelector: {gpu: "true"}, tolerations: [{key: nvidia.com/gpu, operator: Exists}]}
+
+The GPU steps (`GPU_STEPS`: the training steps of `assets.automation.TRAINING_STEPS` and the
+neural scoring steps) get `training_step_resources` (instead of `step_resources`) with
+`nvidia.com/gpu: training_gpus` added to its limits, and `training_pod_spec` on their pod (node
+selectors, tolerations), through `k8s_job_executor`'s `per_step_k8s_config`; the other steps keep
+`step_resources` and land on CPU nodes. A step that trains sees its GPUs and uses them (device
+`auto`); several GPUs in one pod are used by a method that trains under torchrun.
 
 Every worker (Dask worker, step pod) must see the one data directory at the same path: a shared
 POSIX mount (see `dagster_ir.storage` for what is safe on one). `dask` needs `dagster-dask`, `k8s`
@@ -44,11 +54,16 @@ _FIELDS = {
     "in_process": set(),
     "dask": {"address", "n_workers"},
     "k8s": {"image", "namespace", "data_claim", "data_mount", "max_concurrent", "step_resources",
-            "image_pull_policy", "service_account", "env_secrets", "dagster_home", "instance_config_map"},
+            "image_pull_policy", "service_account", "env_secrets", "dagster_home", "instance_config_map",
+            "training_gpus", "training_step_resources", "training_pod_spec"},
 }
+# Steps that train or score a neural model: where GPUs help (the k8s fields training_*).
+GPU_STEPS = ("php_hp", "php_shp", "php_mrds", "php_ablations", "php_baselines", "cross_encoder", "reranked_runs",
+             "neural_model1", "bert_model1", "bert_vanilla", "cet", "cet_runs", "neural_baselines", "dense_embeddings")
 
 
-_TYPES = {"max_concurrent": int, "n_workers": int, "step_resources": dict, "env_secrets": tuple}
+_TYPES = {"max_concurrent": int, "n_workers": int, "step_resources": dict, "env_secrets": tuple, "training_gpus": int,
+          "training_step_resources": dict, "training_pod_spec": dict}
 _TYPE_NAMES = {int: "an integer", dict: "a mapping", tuple: "a list of strings", str: "a string"}
 
 
@@ -70,6 +85,9 @@ class ExecutorSettings:
     env_secrets: tuple[str, ...] = ()
     dagster_home: str = "/opt/dagster/dagster_home"  # where the Helm chart mounts dagster.yaml
     instance_config_map: str = "dagster-instance"  # the Helm chart's instance ConfigMap
+    training_gpus: int = 0  # nvidia.com/gpu limit of each GPU step's pod (GPU_STEPS)
+    training_step_resources: dict = field(default_factory=dict)  # those pods' resources (default: step_resources)
+    training_pod_spec: dict = field(default_factory=dict)  # those pods' spec fields (nodeSelector, tolerations)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -80,6 +98,8 @@ class ExecutorSettings:
             raise ValueError(f"n_workers: must be >= 1, found {self.n_workers}")
         if self.kind == "k8s" and not self.image:
             raise ValueError("image: required for kind k8s (the project image, see the Dockerfile)")
+        if self.training_gpus < 0:
+            raise ValueError(f"training_gpus: must be >= 0, found {self.training_gpus}")
         if not self.data_mount.startswith("/"):
             raise ValueError(f"data_mount: expected an absolute path, found {self.data_mount!r}")
 
@@ -164,6 +184,23 @@ def k8s_config(settings: ExecutorSettings) -> dict:
         config["max_concurrent"] = settings.max_concurrent
     if settings.step_resources:
         config["resources"] = settings.step_resources
+    gpu_step = gpu_step_config(settings)
+    if gpu_step:
+        config["per_step_k8s_config"] = {step: gpu_step for step in GPU_STEPS}
+    return config
+
+
+def gpu_step_config(settings: ExecutorSettings) -> dict:
+    """The raw k8s config of a GPU step's pod ({} when nothing differs from the other steps)."""
+    base = settings.training_step_resources or settings.step_resources
+    resources = {key: dict(value) for key, value in base.items()}
+    if settings.training_gpus:
+        resources.setdefault("limits", {})["nvidia.com/gpu"] = str(settings.training_gpus)  # a Kubernetes quantity
+    config: dict[str, Any] = {}
+    if settings.training_gpus or settings.training_step_resources:
+        config["container_config"] = {"resources": resources}
+    if settings.training_pod_spec:
+        config["pod_spec_config"] = dict(settings.training_pod_spec)
     return config
 
 
@@ -282,6 +319,9 @@ def k8s_step_job(settings: ExecutorSettings, step_key: str, run_id: str) -> dict
         resources=config.get("resources"),
         run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(config.get("step_k8s_config", {})),
     )
+    per_step = config.get("per_step_k8s_config", {}).get(step_key)
+    if per_step:  # as the executor does: the step's own config over the run's
+        context = context.merge(K8sContainerContext(run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(per_step)))
     job_config = DagsterK8sJobConfig(
         job_image=config["job_image"], dagster_home=settings.dagster_home,
         instance_config_map=settings.instance_config_map, image_pull_policy=config.get("image_pull_policy"),

@@ -32,6 +32,7 @@ from assets.automation import TRAINING_POOL
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
+from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
 from dagster_ir.methods.ghrm.protocol import (
     GHRMData,
@@ -83,11 +84,13 @@ class Word2VecAssetConfig(dg.Config):
                                                  epochs=self.epochs, seed=self.seed))
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION)
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=["collection_settings"],
+          partitions_def=collection_partitions, code_version=CODE_VERSION)
 def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> pl.DataFrame:
     """CBOW word2vec vectors trained on the collection's documents (or loaded from a file), for GHRM."""
+    config = with_settings(config, "word2vec", context.partition_key, context)
     domain = config.to_domain()
     started = time.monotonic()
     if config.path:
@@ -181,8 +184,10 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
     return run, data
 
 
-# collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION, deps=["collection_config"])
+# collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM;
+# collection_settings: its profile and `assets` settings
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION,
+          deps=["collection_config", "collection_settings"])
 def ghrm_runs(
     context: dg.AssetExecutionContext,
     config: GHRMAssetConfig,
@@ -195,6 +200,7 @@ def ghrm_runs(
     word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
+    config = with_settings(config, "ghrm_runs", context.partition_key, context)
     base = config.to_domain()
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
     started = time.monotonic()
@@ -300,7 +306,7 @@ class GHRMSweepsAssetConfig(GHRMSettings):
         return replace(SWEEP_PROFILES[self.sweep_profile], **{k: tuple(v) for k, v in given.items()})
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION,
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version=CODE_VERSION,
           ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "word2vec"))
 def ghrm_sweeps(
     context: dg.AssetExecutionContext,
@@ -314,6 +320,7 @@ def ghrm_sweeps(
     word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
     """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
+    config = with_settings(config, "ghrm_sweeps", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain, sweep = offset_seeds(config.to_domain(), unit.seed), config.to_sweep()

@@ -18,13 +18,14 @@ import shutil
 import time
 import warnings
 from dataclasses import asdict, replace
-from typing import Optional
+from typing import ClassVar, Optional
 
 import dagster as dg
 import polars as pl
 
 from assets.automation import TRAINING_POOL
 from assets.partitions import training_unit, unit_ins, unit_partitions
+from assets.settings import UNIT_SETTINGS, with_settings
 from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.collections import TrainingUnit, UnitQueries, offset_seeds, tag_unit, unit_queries
@@ -62,6 +63,7 @@ from dagster_ir.methods.model1 import (
 )
 from dagster_ir.methods.model1 import PROFILES as MODEL1_PROFILES
 from dagster_ir.negatives import sample_negatives
+from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.schemas import MODEL1_TABLE, NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
 from dagster_ir.storage.locks import remove_unlocked_siblings
@@ -125,7 +127,7 @@ class Model1EmConfig(dg.Config):
                        bitext=replace(base.bitext, **_given(chunk_ratio=self.chunk_ratio, min_chunk=self.min_chunk)))
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
           ins=unit_ins("corpus", "queries", "qrels", "query_splits"))
 def model1_em(
     context: dg.AssetExecutionContext,
@@ -137,6 +139,7 @@ def model1_em(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """IBM Model 1 tables T(q|d) (vocabulary, src_token, tgt_token, prob) by EM on the unit's training queries, pruned."""
+    config = with_settings(config, "model1_em", training_unit(context).collection, context)
     unit = training_unit(context)
     train_ids = _ids(unit_queries(query_splits, unit), "train", unit)
     frames, metadata = [], {"train_queries": train_ids.len()}
@@ -192,11 +195,17 @@ class _TrainingOverrides(dg.Config):
     batch_size: Optional[int] = None
     max_steps: Optional[int] = None
     seed: Optional[int] = None
-    device: str = "cpu"
+    device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
+    # None: the model's default precision (`auto_bf16`: bfloat16 where the device has it natively for
+    # the BERT models; float32 for neural Model 1, whose Model 1 layer sums small probabilities)
+    bf16: Optional[bool] = None
+    auto_bf16: ClassVar[bool] = True
 
     def train_config(self, base):
-        return replace(base, device=self.device, **_given(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size,
-                                                          max_steps=self.max_steps, seed=self.seed))
+        auto = None if self.auto_bf16 else False
+        placement = resolve_placement(self.device, auto if self.bf16 is None else self.bf16)
+        return replace(base, device=placement.device, bf16=placement.bf16, **_given(
+            epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, max_steps=self.max_steps, seed=self.seed))
 
 
 class NeuralModel1AssetConfig(_TrainingOverrides):
@@ -205,6 +214,7 @@ class NeuralModel1AssetConfig(_TrainingOverrides):
     profile: str = "demo"
     max_doc_length: Optional[int] = None
     lam: Optional[float] = None  # 0: Eq. 4, no collection term (the paper profile's)
+    auto_bf16: ClassVar[bool] = False
 
     def to_domain(self) -> nn.NeuralModel1Config:
         base = _profile(nn.PROFILES, self.profile)
@@ -269,6 +279,7 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
     context.add_output_metadata({
         "steps": result.steps, "best_epoch": result.best_epoch, "seconds": round(result.seconds, 2),
         "examples_per_s": round(result.examples_per_s, 2), "seed": config.train.seed,
+        **Placement(config.train.device, config.train.bf16).metadata(),
         "train_queries": train_ids.len(), "validation_queries": validation_ids.len(),
         "negatives": negatives.height, "validation_nDCG@10": [round(s, 4) for s in result.dev_scores],
         "loss": _curve(result.loss_curve, "margin loss"), "model": dg.MetadataValue.path(str(folder)),
@@ -280,7 +291,8 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
                                   "train_seed": [config.train.seed], "seconds": [result.seconds]}), unit)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def neural_model1(
     context: dg.AssetExecutionContext,
     config: NeuralModel1AssetConfig,
@@ -292,6 +304,7 @@ def neural_model1(
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """Context-free neural Model 1 over word pieces, trained with a summed margin loss on the unit's queries (manifest)."""
+    config = with_settings(config, "neural_model1", training_unit(context).collection, context)
     domain = offset_seeds(config.to_domain(), training_unit(context).seed)
     stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
     model, _ = nn.build_model(stats, domain)
@@ -308,7 +321,8 @@ def _bert_ranker(context, config: BertModel1AssetConfig, data, kind: type, name:
                          qrels, query_splits, candidate_runs)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def bert_model1(
     context: dg.AssetExecutionContext,
     config: BertModel1AssetConfig,
@@ -320,11 +334,13 @@ def bert_model1(
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """BERT-Model1: the Model 1 layer over BERT token vectors, documents in chunks, trained end to end (manifest)."""
+    config = with_settings(config, "bert_model1", training_unit(context).collection, context)
     return _bert_ranker(context, config, data, bert.BertModel1, "bert_model1", corpus, queries, qrels, query_splits,
                         candidate_runs)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="1", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="1",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def bert_vanilla(
     context: dg.AssetExecutionContext,
     config: BertModel1AssetConfig,
@@ -336,6 +352,7 @@ def bert_vanilla(
     candidate_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """BERT-vanilla (full): BERT-Model1's chunks, their mean [CLS] vector scored by a linear layer (manifest)."""
+    config = with_settings(config, "bert_vanilla", training_unit(context).collection, context)
     return _bert_ranker(context, config, data, bert.BertVanilla, "bert_vanilla", corpus, queries, qrels, query_splits,
                         candidate_runs)
 
@@ -415,7 +432,8 @@ def _tables(model1_em: pl.DataFrame) -> dict[str, pl.DataFrame]:
     return by_kind
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def model1_runs(
     context: dg.AssetExecutionContext,
     config: Model1RunsAssetConfig,
@@ -432,6 +450,7 @@ def model1_runs(
     bert_vanilla: pl.DataFrame,
 ) -> pl.DataFrame:
     """BM25 reranked by BM25(words|wp), Model1(words|wp) (lambda, p_self tuned), NN-Model1(-exp), BERT-Model1, BERT-vanilla."""
+    config = with_settings(config, "model1_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = config.to_domain()
@@ -538,7 +557,8 @@ class FusionRunsConfig(dg.Config):
         return replace(base, fusion=FusionConfig(measure=self.measure or base.fusion.measure, ascent=ascent))
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2", ins=unit_ins(*COLLECTION_INPUTS))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
+          ins=unit_ins(*COLLECTION_INPUTS))
 def fusion_runs(
     context: dg.AssetExecutionContext,
     config: FusionRunsConfig,
@@ -550,6 +570,7 @@ def fusion_runs(
     model1_runs: pl.DataFrame,
 ) -> pl.DataFrame:
     """Table 2 rows on the unit's test queries: BM25 + each feature run (weights from its fusion queries), BERT rows."""
+    config = with_settings(config, "fusion_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)

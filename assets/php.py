@@ -13,6 +13,10 @@ Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFIL
 `dagster_ir.neural.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
 `max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
 (`files/php/...`); the assets return small manifest frames with their paths.
+Device and precision are `auto` (`dagster_ir.neural.device`); `php_hp`/`php_shp`/`php_mrds` and
+`cross_encoder` train under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
+the host by default, and `torchrun.nnodes` nodes) when that is more than one process, else in the
+step's own process (`dagster_ir.methods.php.stage_job`, `dagster_ir.neural.finetune_job`).
 Run names of `reranked_runs`: "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
 "php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only"), and the
 Table 3 baselines by name ("ict", "wlp", "prop", "harp").
@@ -31,12 +35,16 @@ import polars as pl
 
 from assets.automation import TRAINING_POOL
 from assets.partitions import training_unit, unit_ins, unit_partitions
+from assets.settings import UNIT_SETTINGS, with_profile, with_settings
+from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun
 from assets.project import collection_specs
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
-from dagster_ir.neural import finetune
+from dagster_ir.methods.php import stage_job
+from dagster_ir.neural import finetune, finetune_job
 from dagster_ir.neural.backbone import backbone_path
+from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.parquet import frame_version
 from dagster_ir.wiki import latest_articles
@@ -56,8 +64,8 @@ class _TrainOverrides(dg.Config):
     max_steps: Optional[int] = None  # 0: no cap
     seed: Optional[int] = None
     checkpoint_every: Optional[int] = None
-    device: Optional[str] = None  # "cuda" with bf16=True is the GPU path
-    bf16: Optional[bool] = None
+    device: str = "auto"  # "auto": CUDA when available (this process's GPU under torchrun), else the CPU
+    bf16: Optional[bool] = None  # None: bfloat16 autocast where the device has it natively (dagster_ir.neural.device)
 
     def train_config(self, base: TrainConfig, epochs: Optional[int] = None) -> TrainConfig:
         values = {f.name: getattr(self, f.name) for f in fields(TrainConfig)
@@ -66,6 +74,8 @@ class _TrainOverrides(dg.Config):
             values["max_steps"] = None
         if epochs is not None:
             values["epochs"] = epochs
+        placement = resolve_placement(self.device, self.bf16)
+        values.update(device=placement.device, bf16=placement.bf16)
         return replace(base, **values)
 
 
@@ -95,6 +105,14 @@ class PhpSettings(_TrainOverrides):
         if values.get("max_examples") == 0:
             values["max_examples"] = None
         return replace(base, **values, train=self.train_config(base.train))
+
+
+class PhpStageSettings(PhpSettings):
+    """The PHP settings plus the processes and nodes a stage trains on (php_hp, php_shp, php_mrds)."""
+
+    # nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one process (or node)
+    # trains the stage under torchrun (DDP), else in the step's own process
+    torchrun: TorchrunSettings = TorchrunSettings()
 
 
 class PhpAblationSettings(PhpSettings):
@@ -142,6 +160,9 @@ class CrossEncoderSettings(_TrainOverrides):
     # Evaluate every epoch on the dev split (candidate run "bm25") and keep the best epoch.
     # None: only when training runs more than one epoch (with one there is nothing to choose).
     select_on_dev: Optional[bool] = None
+    # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
+    # process (or node) trains each model under torchrun (DDP), else in the step's own process.
+    torchrun: TorchrunSettings = TorchrunSettings()
 
     def to_domain(self) -> finetune.FineTuneConfig:
         base = _profile(finetune.PROFILES, self.profile)
@@ -157,11 +178,14 @@ class RerankSettings(dg.Config):
     candidate: str = "bm25"
     depth: Optional[int] = None  # None: the profile's (demo 20, paper 100)
     batch_size: int = 64
-    device: str = "cpu"
-    bf16: bool = False
+    device: str = "auto"  # as CrossEncoderSettings'
+    bf16: Optional[bool] = None
 
     def rerank_depth(self) -> int:
         return self.depth or _profile({"demo": 20, "paper": 100}, self.profile)
+
+    def placement(self) -> Placement:
+        return resolve_placement(self.device, self.bf16)
 
 
 def _profile(profiles: dict, name: str):
@@ -222,9 +246,10 @@ def _scan_ins() -> dict:
     return {"php_groups": dg.AssetIn(dagster_type=_SCAN), "wiki_link_graph": dg.AssetIn(dagster_type=_SCAN)}
 
 
-@dg.asset(group_name=GROUP, code_version="3", ins={**_scan_ins(), **_eval_ins()})
+@dg.asset(group_name=GROUP, deps=["run_profile_setting"], code_version="3", ins={**_scan_ins(), **_eval_ins()})
 def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **inputs) -> pl.DataFrame:
     """PHP training examples of every stage (HP, SHP, MRDS): a segment, one positive, n sampled negatives."""
+    config = with_profile(config, context)
     domain = config.to_domain()  # the scans are read a cap's keys at a time (see dagster_ir.methods.php.examples)
     frame, metadata = _build_examples(domain, inputs)
     context.add_output_metadata(metadata)
@@ -243,7 +268,7 @@ def _build_examples(domain: php.PhpConfig, inputs: dict) -> tuple[pl.DataFrame, 
     return pl.concat(frames), metadata
 
 
-def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, init: Optional[str],
+def _pretrain(context, config: PhpStageSettings, data: DataDirResource, stage: str, init: Optional[str],
               examples: pl.DataFrame, articles: pl.LazyFrame, links: pl.LazyFrame) -> pl.DataFrame:
     """Train one stage into files/php/<stage> and describe it (manifest frame + metadata)."""
     domain = config.to_domain()
@@ -253,10 +278,22 @@ def _pretrain(context, config: PhpSettings, data: DataDirResource, stage: str, i
     checkpoints = data.files("php", "checkpoints") / f"{stage}-{key}"
     started = time.monotonic()
     articles = latest_articles(articles).segments  # an article in several dumps: its newest revision
-    result = php.pretrain_stage(stage, init, stage_examples, articles, links, domain, data.files("php") / stage,
-                                checkpoints, on_log=_logger(context, stage))
+    processes = default_processes(domain.train.device)
+    launched = {}
+    if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
+        job = stage_job.write_job(data.files("php", "jobs") / f"{stage}-{key}", stage=stage, init=init,
+                                  examples=stage_examples, segments=articles, links=links, config=domain,
+                                  out_dir=data.files("php") / stage, checkpoint_dir=checkpoints)
+        outcome = run_torchrun(context, config.torchrun, stage_job.__name__, [str(job)], job / "metrics.jsonl",
+                               default_nproc=processes, add_metadata=False)
+        launched = launch_metadata(config.torchrun.to_domain(context.run_id, processes), outcome)
+        result = stage_job.read_result(job)
+        shutil.rmtree(job, ignore_errors=True)
+    else:
+        result = php.pretrain_stage(stage, init, stage_examples, articles, links, domain, data.files("php") / stage,
+                                    checkpoints, on_log=_logger(context, stage))
     shutil.rmtree(checkpoints, ignore_errors=True)  # the stage folder holds the result
-    context.add_output_metadata(_stage_metadata(result, domain, time.monotonic() - started))
+    context.add_output_metadata({**launched, **_stage_metadata(result, domain, time.monotonic() - started)})
     return _stage_manifest(result, domain)
 
 
@@ -276,13 +313,19 @@ def _logger(context, stage: str):
 def _stage_metadata(result: php.StageResult, domain: php.PhpConfig, seconds: float) -> dict:
     trained = result.train
     metadata = {"model_path": dg.MetadataValue.path(str(result.path)), "examples": result.examples,
-                "seed": domain.train.seed, "seconds": round(seconds, 2), "skipped": trained is None}
+                "seed": domain.train.seed, "seconds": round(seconds, 2), "skipped": trained is None,
+                **_placement_metadata(domain.train)}
     if trained is not None:
         curves = {"loss": trained.loss_curve, **trained.log_curves}
         metadata.update({"steps": trained.steps, "examples_per_s": round(trained.examples_per_s, 2),
                          "final_loss": round(trained.loss_curve[-1], 4),
                          "loss_curve": _curves_markdown(curves, f"PHP {result.stage}")})
     return metadata
+
+
+def _placement_metadata(train: TrainConfig) -> dict:
+    """Device, precision and GPU a training ran with (`dagster_ir.neural.device.Placement.metadata`)."""
+    return Placement(train.device, train.bf16).metadata()
 
 
 def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFrame:
@@ -296,23 +339,28 @@ def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFr
 
 
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
-def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_examples: pl.DataFrame,
-           wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
+def php_hp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
+           php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
+    config = with_profile(config, context)
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
-def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_hp: pl.DataFrame,
-            php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
+def php_shp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
+            php_hp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
+            wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
+    config = with_profile(config, context)
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
-def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_shp: pl.DataFrame,
-             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
+def php_mrds(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
+             php_shp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
+             wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
+    config = with_profile(config, context)
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
@@ -322,6 +370,7 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
                   php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
                   **inputs) -> pl.DataFrame:
     """PHP ablations (single stage, no MLM, anchor mask ratio, negatives), each pre-trained from the backbone."""
+    config = with_profile(config, context)
     rows, curves = [], {}
     for variant in config.variants:
         domain = php.ablation_config(config.to_domain(), variant)
@@ -337,18 +386,21 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
         rows.append({"variant": variant, "path": str(final.path), "stages": ",".join(domain.stages),
                      "steps": sum(r.train.steps for r in results if r.train), "seed": domain.train.seed})
         curves[variant] = [v for r in results if r.train for v in r.train.loss_curve]
-    context.add_output_metadata({"variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations")})
+    context.add_output_metadata({"variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations"),
+                                 **_placement_metadata(config.to_domain().train)})
     schema = {"variant": pl.String, "path": pl.String, "stages": pl.String, "steps": pl.Int64, "seed": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
 
 
-@dg.asset(group_name=GROUP, code_version="2", ins={"wiki_links": dg.AssetIn(dagster_type=_SCAN), **_eval_ins()})
+@dg.asset(group_name=GROUP, deps=["run_profile_setting"], code_version="2",
+          ins={"wiki_links": dg.AssetIn(dagster_type=_SCAN), **_eval_ins()})
 def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame,
                           **inputs) -> pl.DataFrame:
     """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump.
 
     Segments and links are read as scans; `baseline_max_examples` bounds what each generator holds.
     """
+    config = with_profile(config, context)
     domain, generators = config.to_domain(), config.generator_config()
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     segments = latest_articles(wiki_articles).segments
@@ -365,6 +417,7 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
                   php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
                   php_mrds: pl.DataFrame) -> pl.DataFrame:
     """The Table 3 baselines pre-trained with PHP's backbone, budget and MLM: one checkpoint folder each."""
+    config = with_profile(config, context)
     domain = config.to_domain()
     php_steps = int(sum(frame["steps"].sum() for frame in (php_hp, php_shp, php_mrds)))
     budget = max(php_steps, 1) if config.match_php_steps else None
@@ -382,7 +435,7 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
                      "steps": trained.steps if trained else 0, "seed": domain.train.seed})
         curves[method] = trained.loss_curve if trained else []
         metadata[f"{method}_seconds"] = round(time.monotonic() - started, 2)
-    context.add_output_metadata({**metadata, "methods": len(rows),
+    context.add_output_metadata({**metadata, "methods": len(rows), **_placement_metadata(domain.train),
                                  "loss_curves": _curves_markdown(curves, "Table 3 baselines")})
     schema = {"method": pl.String, "path": pl.String, "examples": pl.Int64, "steps": pl.Int64, "seed": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
@@ -412,7 +465,7 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
                      "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
@@ -431,27 +484,43 @@ def cross_encoder(
     php_baselines: pl.DataFrame,
 ) -> pl.DataFrame:
     """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone, PHP and its baselines."""
+    config = with_settings(config, "cross_encoder", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
     negatives = negatives.filter(pl.col("query_id").is_in(roles.train))
     stages = {frame["stage"][0]: frame["path"][0] for frame in (php_hp, php_shp, php_mrds)}
     dev_ids = roles.validation
-    evaluate = None
+    dev = None
     select = config.select_on_dev if config.select_on_dev is not None else domain.train.epochs > 1
     if select and dev_ids:
-        run = candidate_runs.filter(pl.col("run_name") == "bm25")
-        evaluate = finetune.dev_evaluator(run, queries, corpus, qrels, dev_ids, domain)
-    rows, curves = [], {}
+        dev = (candidate_runs.filter(pl.col("run_name") == "bm25"), qrels, dev_ids)
+    processes = default_processes(domain.train.device)
+    distributed = is_distributed(config.torchrun, processes)
+    evaluate = None if distributed or dev is None else finetune.dev_evaluator(dev[0], queries, corpus, qrels, dev_ids,
+                                                                              domain)
+    rows, curves, launches = [], {}, {}
     for name in config.inits:
         init = resolve_init(name, stages, php_ablations, php_baselines)
-        model = finetune.load_model(init, domain)
         key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
                           frame_version(negatives))
         checkpoints = data.files("cross_encoder", "checkpoints") / f"{context.partition_key}-{name}-{key}"
-        result, n_examples = finetune.fine_tune(model, queries, corpus, negatives, domain, checkpoints,
-                                                evaluate=evaluate, on_log=_logger(context, name))
-        folder = model.save(data.files("cross_encoder", context.partition_key) / name)
+        folder = data.files("cross_encoder", context.partition_key) / name
+        if distributed:  # every process trains on its share of each global batch: the same result, sooner
+            job = finetune_job.write_job(data.files("cross_encoder", "jobs") / f"{context.partition_key}-{name}-{key}",
+                                         init=init, config=domain, queries=queries, corpus=corpus, negatives=negatives,
+                                         checkpoint_dir=checkpoints, output=folder, dev=dev)
+            launched = run_torchrun(context, config.torchrun, finetune_job.__name__, [str(job)], job / "metrics.jsonl",
+                                    default_nproc=processes, add_metadata=False)
+            world = config.torchrun.to_domain(context.run_id, processes)
+            launches[name] = {k: v for k, v in launch_metadata(world, launched).items() if k != "loss_curve"}
+            result, n_examples = finetune_job.read_result(job)
+            shutil.rmtree(job, ignore_errors=True)
+        else:
+            model = finetune.load_model(init, domain)
+            result, n_examples = finetune.fine_tune(model, queries, corpus, negatives, domain, checkpoints,
+                                                    evaluate=evaluate, on_log=_logger(context, name))
+            model.save(folder)
         shutil.rmtree(checkpoints, ignore_errors=True)
         curves[name] = result.loss_curve
         rows.append({"run_name": name, "init": init or domain.backbone or "bundled", "path": str(folder),
@@ -463,13 +532,15 @@ def cross_encoder(
     context.add_output_metadata({
         "loss_curves": _curves_markdown(curves, f"fine-tuning on {context.partition_key}"),
         "train_queries": len(roles.train), "validation_queries": len(roles.validation), "seed": domain.train.seed,
+        **_placement_metadata(domain.train),
         **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
+        **{f"{name}_{key}": value for name, values in launches.items() for key, value in values.items()},
     })
     return manifest
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
           ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits"))
 def reranked_runs(
     context: dg.AssetExecutionContext,
@@ -481,6 +552,7 @@ def reranked_runs(
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
     """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...)."""
+    config = with_settings(config, "reranked_runs", training_unit(context).collection, context)
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 
@@ -490,10 +562,11 @@ def reranked_runs(
     unit = training_unit(context)
     run = run.filter(pl.col("query_id").is_in(unit_queries(query_splits, unit).test))
     docs = corpus.join(run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
-    runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth()}
+    placement = config.placement()
+    runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth(), **placement.metadata()}
     for name, path in cross_encoder.select("run_name", "path").iter_rows():
         scorer = CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
-                                    device=config.device, bf16=config.bf16)
+                                    device=placement.device, bf16=placement.bf16)
         started = time.monotonic()
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)

@@ -16,6 +16,7 @@ from assets.project import collection_specs, config_path, run_imports
 from assets.resources import DataDirResource
 from dagster_ir.collections.config import run_import_versions
 from dagster_ir.negatives import NegativeConfig, sample_negatives
+from dagster_ir.neural.device import Placement, resolve_device
 from dagster_ir.retrieval.dense import (
     DenseConfig,
     check_query_encoder,
@@ -67,12 +68,13 @@ class DenseEncodingConfig(dg.Config):
     model: str = ""
     max_length: int = 128  # demo default (all-MiniLM-L6-v2 was trained at 128); the model's own limit is 256
     batch_size: int = 64
-    device: str = "cpu"
+    device: str = "auto"  # "auto": CUDA when available, else the CPU (float32 either way)
 
     def to_domain(self, default_model: str | None = None) -> DenseConfig:
         model = self.model or default_model
         extra = {"model": model} if model else {}
-        return DenseConfig(max_length=self.max_length, batch_size=self.batch_size, device=self.device, **extra)
+        return DenseConfig(max_length=self.max_length, batch_size=self.batch_size, device=resolve_device(self.device),
+                           **extra)
 
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
@@ -84,6 +86,7 @@ def dense_embeddings(
     encoded = encode_corpus_to(path, corpus, config.to_domain())
     rate = encoded.n_docs / max(encoded.seconds, 1e-9)
     context.add_output_metadata({"documents": encoded.n_docs, "dim": encoded.dim,
+                                 **Placement(config.to_domain().device, False).metadata(),
                                  "passages_per_s": round(rate, 1), "file": dg.MetadataValue.path(str(path))})
     return pl.DataFrame({"path": [str(path)], "documents": [encoded.n_docs], "dim": [encoded.dim],
                          "model": [config.to_domain().model]})

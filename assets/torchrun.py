@@ -22,21 +22,31 @@ class TorchrunSettings(dg.Config):
     """Maps onto `dagster_ir.neural.distributed.LaunchConfig` field by field."""
 
     nnodes: str = "1"  # "N" or "MIN:MAX"
-    nproc_per_node: int = 1
+    nproc_per_node: int = 0  # 0: the default the caller gives (a training asset: one per GPU of the host)
     rdzv_endpoint: str = ""  # "host:port"; "" = this host alone
     rdzv_id: str = ""  # "" = the run id (nodes of one job share it)
     max_restarts: int = 1
     relaunches: int = 1
 
-    def to_domain(self, run_id: str) -> LaunchConfig:
-        return LaunchConfig(nnodes=self.nnodes, nproc_per_node=self.nproc_per_node, rdzv_endpoint=self.rdzv_endpoint,
+    def to_domain(self, run_id: str, default_nproc: int = 1) -> LaunchConfig:
+        return LaunchConfig(nnodes=self.nnodes, nproc_per_node=self.nproc_per_node or default_nproc,
+                            rdzv_endpoint=self.rdzv_endpoint,
                             rdzv_id=self.rdzv_id or run_id, max_restarts=self.max_restarts, relaunches=self.relaunches)
 
 
+def is_distributed(settings: TorchrunSettings, default_nproc: int = 1) -> bool:
+    """Whether `settings` ask for more than one training process (else the asset trains in its own process)."""
+    return settings.nnodes != "1" or (settings.nproc_per_node or default_nproc) > 1
+
+
 def run_torchrun(context: dg.AssetExecutionContext, settings: TorchrunSettings, module: str, args: list[str],
-                 metrics_path: Path, *, env: dict[str, str] | None = None, timeout: float | None = None) -> LaunchResult:
-    """Run `module` under torchrun; raise `dg.Failure` (with torchrun's last lines) if every attempt fails."""
-    config = settings.to_domain(context.run_id)
+                 metrics_path: Path, *, env: dict[str, str] | None = None, timeout: float | None = None,
+                 default_nproc: int = 1, add_metadata: bool = True) -> LaunchResult:
+    """Run `module` under torchrun; raise `dg.Failure` (with torchrun's last lines) if every attempt fails.
+
+    `default_nproc`: the processes per node when the settings leave `nproc_per_node` 0; `add_metadata`
+    False leaves the materialization's metadata to the caller (`launch_metadata`)."""
+    config = settings.to_domain(context.run_id, default_nproc)
     command = torchrun_command(config, module, args)
     context.log.info(f"torchrun: {' '.join(command)}")
     tail: list[str] = []
@@ -51,6 +61,17 @@ def run_torchrun(context: dg.AssetExecutionContext, settings: TorchrunSettings, 
 
     result = launch(command, metrics_path, relaunches=config.relaunches, env=env, on_output=on_output,
                     on_metrics=on_metrics, timeout=timeout)
+    metadata = launch_metadata(config, result)
+    if not result.ok:
+        raise dg.Failure(description=f"torchrun failed {len(result.returncodes)} times (exit codes {result.returncodes})",
+                         metadata={**metadata, "output_tail": dg.MetadataValue.text("\n".join(tail))})
+    if add_metadata:
+        context.add_output_metadata(metadata)
+    return result
+
+
+def launch_metadata(config: LaunchConfig, result: LaunchResult) -> dict:
+    """Attempts, exit codes, world, seconds, logged steps and the loss curve of a torchrun launch."""
     losses = [r["loss"] for r in result.metrics if "loss" in r]
     metadata = {"torchrun_attempts": len(result.returncodes), "torchrun_exit_codes": str(result.returncodes),
                 "world": f"{config.nnodes} x {config.nproc_per_node}", "launch_seconds": round(result.seconds, 1),
@@ -58,8 +79,4 @@ def run_torchrun(context: dg.AssetExecutionContext, settings: TorchrunSettings, 
     if losses:
         metadata["last_loss"] = losses[-1]
         metadata["loss_curve"] = dg.MetadataValue.json(losses)
-    if not result.ok:
-        raise dg.Failure(description=f"torchrun failed {len(result.returncodes)} times (exit codes {result.returncodes})",
-                         metadata={**metadata, "output_tail": dg.MetadataValue.text("\n".join(tail))})
-    context.add_output_metadata(metadata)
-    return result
+    return metadata

@@ -224,6 +224,7 @@ def update_all(
     command: str = "update",
     only: set[Key] | None = None,
     progress: Progress | None = None,
+    tags: dict[str, str] | None = None,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
@@ -231,6 +232,7 @@ def update_all(
     `parallel > 1` runs the ready dump partitions of a round (several dump files, or the byte-range
     parts of one multistream dump) in that many worker processes at once; `defs` must then be
     `assets.definitions.defs` (each worker imports it) and `instance` a persistent one.
+    `tags` are added to every run (e.g. the run-wide profile, `assets.settings.PROFILE_TAG`).
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     `progress` prints one line per run (default: to `log`, or to the terminal when `log` is `print`).
     """
@@ -267,7 +269,7 @@ def update_all(
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
             _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, progress, log_level,
-                       command)
+                       command, tags or {})
             if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
                 progress.note("interrupted: the update stops here")
                 return report
@@ -275,7 +277,7 @@ def update_all(
 
 
 def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
-               progress: Progress, log_level, command: str = "update") -> None:
+               progress: Progress, log_level, command: str = "update", tags: dict[str, str] | None = None) -> None:
     """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
     selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
     together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
@@ -303,7 +305,7 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             resources=state.resources,
             partition_key=partition,
             raise_on_error=False,
-            tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
+            tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
                   ASSETS_TAG: ", ".join(names)[:4000]},
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
         )

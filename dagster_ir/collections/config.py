@@ -21,6 +21,7 @@ They are listed in a YAML file, `dagster-ir.yaml` at the project root by default
         split: {test: 0.3, dev: 0.0, seed: 1}         # optional, any SplitConfig field
         protocol: cv                                  # optional: cv (k-fold) | fixed
         seeds: [0, 1, 2]                              # optional: each trained method once per seed
+        profile: paper                                # optional: demo | paper for every asset of it
         assets:                                       # optional: asset config for this collection
           neural_baselines: {models: [knrm, bert-maxp]}
 
@@ -29,15 +30,18 @@ Relative paths are resolved against the folder of the YAML file. Every collectio
 otherwise. `protocol` (see collections.protocol) says how trained methods are evaluated: `cv`
 (k-fold cross-validation over `split.folds`, the default for every kind but wiki-car) or `fixed`
 (train/model, dev, test; wiki-car's default); `seeds` lists the seed offsets (default [0]);
-`assets` gives config fields per asset for this collection's partitions (read by the asset layer,
-which says which assets take them and checks the fields). The
+`profile` (`demo` or `paper`) is the profile of every asset partition of the collection and its
+training units that has one, unless a run or `assets` names another (read by the asset layer, see
+`assets.settings`); `assets` gives config fields per asset for this collection's partitions (read by
+the asset layer, which says which assets take them and checks the fields). The
 top-level keys a file may hold are listed in `TOP_LEVEL_KEYS` (a stage that reads a new section adds
 its key there); any other key is an error, so a misspelt `run:` is not ignored. Without a file the
 built-in default is the wiki-car collection alone. A bad file raises `CollectionConfigError` naming
 the file and the field (`collections.<name>.<field>`).
 
-Versions, for staleness: `collection_versions` hashes each collection's own section (every field,
-also ones added later) and the identity (size, mtime) of the files it names;
+Versions, for staleness: `collection_versions` hashes each collection's own section (every field
+but `profile`, also ones added later) and the identity (size, mtime) of the files it names;
+`settings_versions` its `profile` and `assets` (with a run-wide profile that overrides the YAML's);
 `run_import_versions` hashes each collection's imported run files by content. A change makes only
 that collection's assets stale.
 """
@@ -73,6 +77,7 @@ TOP_LEVEL_KEYS: dict[str, str] = {
     "schedules": "the retraining schedule's cron (assets.schedules.retraining_cron)",
 }
 DEFAULT_COLLECTION = "wiki-car"
+PROFILE_NAMES = ("demo", "paper")  # the named settings every method has (its module's PROFILES)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -90,6 +95,7 @@ class WikiCarSpec:
     split: SplitConfig = SplitConfig(group_by=GROUP_COLUMN)
     protocol: Protocol = Protocol("fixed")
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class IrdsSpec:
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,7 @@ class LocalSpec:
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,7 @@ class CranfieldSpec:
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
 
 
 CollectionSpec = WikiCarSpec | IrdsSpec | LocalSpec | CranfieldSpec
@@ -225,13 +234,20 @@ def _parse_spec(name: str, entry: Any, fields: _Fields) -> CollectionSpec:
     if not isinstance(kind, str) or kind not in SPEC_TYPES:
         raise fields.error("kind", f"expected one of {sorted(SPEC_TYPES)}, found {kind!r}")
     spec_type = SPEC_TYPES[kind]
-    known = {"kind", "split", "protocol", "seeds", "assets", *_KEYS[spec_type]}
+    known = {"kind", "split", "protocol", "seeds", "assets", "profile", *_KEYS[spec_type]}
     unknown = sorted(str(key) for key in set(entry) - known)
     if unknown:
         raise fields.error(unknown[0], f"unknown field for kind {kind!r} (known: {sorted(known)})")
     spec = _BUILDERS[spec_type](name, entry, fields)
     return dataclasses.replace(spec, protocol=_protocol(entry, fields, spec.protocol),
-                               assets=_asset_settings(entry, fields))
+                               assets=_asset_settings(entry, fields), profile=_profile(entry, fields))
+
+
+def _profile(entry: dict, fields: _Fields) -> str | None:
+    profile = entry.get("profile")
+    if profile is not None and profile not in PROFILE_NAMES:
+        raise fields.error("profile", f"expected one of {list(PROFILE_NAMES)}, found {profile!r}")
+    return profile
 
 
 def _asset_settings(entry: dict, fields: _Fields) -> dict[str, dict[str, Any]]:
@@ -403,7 +419,8 @@ def collection_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
         sections = document["collections"]
     versions = {}
     for name, spec in specs.items():
-        digest = hashlib.blake2b(_canonical(sections[name]).encode(), digest_size=10)
+        section = {key: value for key, value in sections[name].items() if key != "profile"}  # settings, not data
+        digest = hashlib.blake2b(_canonical(section).encode(), digest_size=10)
         for f in dataclasses.fields(spec):
             value = getattr(spec, f.name)
             if isinstance(value, Path):
@@ -412,12 +429,18 @@ def collection_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
     return versions
 
 
-def settings_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
-    """A version per collection of its `assets` settings alone ("none" without any), so that a change
-    there makes the assets that read them stale and nothing else."""
+def settings_versions(path: str | os.PathLike[str] | None, profile: str | None = None) -> dict[str, str]:
+    """A version per collection of its `assets` settings and profile alone ("none" without any), so that
+    a change there makes the assets that read them stale and nothing else. `profile` (a run-wide
+    profile, `--profile` of the command line) replaces each collection's own."""
     specs = load_collections_config(path) if path is not None else default_collections()
-    return {name: hashlib.blake2b(_canonical(spec.assets).encode(), digest_size=10).hexdigest() if spec.assets else "none"
-            for name, spec in specs.items()}
+    versions = {}
+    for name, spec in specs.items():
+        chosen = profile or spec.profile
+        settings = spec.assets if chosen is None else {"assets": spec.assets, "profile": chosen}
+        digest = hashlib.blake2b(_canonical(settings).encode(), digest_size=10).hexdigest()
+        versions[name] = digest if settings else "none"
+    return versions
 
 
 def run_import_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:

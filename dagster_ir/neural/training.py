@@ -7,7 +7,8 @@ API
     after the warm-up), weight_decay, epochs, batch_size (the *global*
     batch: examples per optimizer step over all processes), grad_accumulation, max_steps (optional
     cap), seed, checkpoint_every (steps; 0 = at epoch ends only), keep_checkpoints, max_grad_norm,
-    bf16 (autocast), device ("cpu", "cuda"; under torchrun "cuda" means this process's GPU),
+    bf16 (autocast), device ("cpu", "cuda", "auto": CUDA when available; under torchrun "cuda" and
+    "auto" mean this process's GPU, see `dagster_ir.neural.device`),
     find_unused_parameters (passed to DDP).
 
 `train(model, make_batches, loss_fn, config, checkpoint_dir, *, on_log=None, evaluate=None,
@@ -66,6 +67,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 
+from dagster_ir.neural.device import resolve_device
 from dagster_ir.storage.atomic import atomic_path, replace_directory, sync_tree, temp_name, umask
 from dagster_ir.storage.locks import folder_lock
 
@@ -159,7 +161,8 @@ def world() -> tuple[int, int]:
 def init_distributed(device: str = "cpu") -> tuple[int, int]:
     """Join the process group torchrun describes (env WORLD_SIZE > 1); gloo on CPU, nccl on CUDA."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+        cuda = resolve_device(device).startswith("cuda")
+        torch.distributed.init_process_group(backend="nccl" if cuda else "gloo")
     return world()
 
 
@@ -174,9 +177,10 @@ def _barrier() -> None:
 
 
 def _device(config: TrainConfig) -> torch.device:
-    if config.device == "cuda" and world()[1] > 1:
+    device = resolve_device(config.device)
+    if device == "cuda" and world()[1] > 1:
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device(config.device)
+    return torch.device(device)
 
 
 # --- batches --------------------------------------------------------------------------------

@@ -105,3 +105,25 @@ def test_shipped_cluster_configs_load_and_agree_with_the_helm_values():
     assert claims == {pod["volumes"][0]["persistentVolumeClaim"]["claimName"]}
     assert yaml.safe_load((root / "deploy" / "k8s" / "data-volume.yaml").read_text())["metadata"]["name"] in claims
     assert load_executor_settings(root / "examples" / "dask.yaml").kind == "dask"
+
+
+def test_gpu_steps_request_gpus_and_the_others_do_not():
+    pytest.importorskip("dagster_k8s", reason="the k8s extra is not installed")
+    from assets.automation import TRAINING_STEPS
+    from assets.executors import GPU_STEPS, parse_executor_settings
+
+    settings = parse_executor_settings({
+        "kind": "k8s", "image": "registry.example.org/dagster-ir:0.1.0",
+        "step_resources": {"requests": {"cpu": "2", "memory": "8Gi"}},
+        "training_gpus": 2, "training_pod_spec": {"nodeSelector": {"gpu": "true"}}})
+    assert set(TRAINING_STEPS) - {"model1_em", "word2vec", "ghrm_runs", "ghrm_sweeps"} <= set(GPU_STEPS)  # CPU-only ones
+    run_id = "0f8c2d4e-1111-2222-3333-444455556666"
+    pod = k8s_step_job(settings, "cross_encoder", run_id)["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"},
+                                                 "limits": {"nvidia.com/gpu": "2"}}
+    assert pod["nodeSelector"] == {"gpu": "true"}
+    other = k8s_step_job(settings, "bm25_index", run_id)["spec"]["template"]["spec"]
+    assert other["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"}}
+    assert "nodeSelector" not in other
+    with pytest.raises(CollectionConfigError, match="executor.training_gpus: expected an integer"):
+        parse_executor_settings({"kind": "k8s", "image": "i", "training_gpus": "two"})

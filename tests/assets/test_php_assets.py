@@ -23,8 +23,9 @@ from dagster_ir.schemas import PHP_GROUPS
 
 
 def test_settings_map_onto_the_profiles_and_every_override_matters():
-    assert PhpSettings().to_domain() == php.PROFILES["demo"]
-    assert PhpSettings(profile="paper").to_domain() == php.PROFILES["paper"]
+    fp32_cpu = {"device": "cpu", "bf16": False}  # the profiles' own; by default the device resolves ("auto")
+    assert PhpSettings(**fp32_cpu).to_domain() == php.PROFILES["demo"]
+    assert PhpSettings(profile="paper", **fp32_cpu).to_domain() == php.PROFILES["paper"]
     custom = PhpSettings(n_negatives=5, anchor_mask_prob=0.3, mlm_weight=0.0, max_examples=0, lr=2e-5,
                          max_steps=0, hp_epochs=3, device="cuda", bf16=True).to_domain()
     assert (custom.n_negatives, custom.anchor_mask_prob, custom.mlm_weight, custom.max_examples) == (5, 0.3, 0.0, None)

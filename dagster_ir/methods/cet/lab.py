@@ -269,7 +269,8 @@ def eta_grid(negatives: pl.DataFrame, scorer: Callable[[pl.DataFrame], np.ndarra
 
 def _pair_scorer(model: CrossEncoder, data: LabData, config: LabConfig) -> Callable[[pl.DataFrame], np.ndarray]:
     """Scores (query_id, doc_id) rows with `model`, looking the texts up on demand."""
-    scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=config.cet.train.device)
+    scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=config.cet.train.device,
+                                bf16=config.cet.train.bf16)
     use_title = config.cet.ranker.use_title
 
     def score(pairs: pl.DataFrame) -> np.ndarray:
@@ -499,7 +500,8 @@ def rerank_with(
     run_name: str,
 ) -> pl.DataFrame:
     """`run`'s top `rerank_depth` per query reordered by `model` (RUN rows named `run_name`)."""
-    scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=config.cet.train.device)
+    scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=config.cet.train.device,
+                                bf16=config.cet.train.bf16)
     rerank_config = RerankConfig(depth=config.rerank_depth, run_name=run_name, use_title=config.cet.ranker.use_title)
     return rerank(run, queries, corpus, scorer, rerank_config)
 
