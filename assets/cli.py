@@ -320,6 +320,9 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         print("synced" if ok else f"catalog busy; {len(cat.pending())} records still pending")
         return 0 if ok else 1
     print(cat.query(args.sql))
+    if cat.pending():  # a read never folds the journal (it writes nothing)
+        print(f"note: {len(cat.pending())} records are not in the catalog yet; `dagster-ir catalog sync` folds them",
+              file=sys.stderr)
     return 0
 
 
