@@ -2,7 +2,8 @@
 
 `imported_runs` is observed, not materialized: its version per collection is a hash of the external
 run files the collections YAML imports for it (`runs:`), by content, so a changed or added run file
-makes that collection's candidate runs stale.
+makes that collection's candidate runs stale; their data version is their content's, so the change
+reaches every reader down to the reports.
 """
 
 from dataclasses import asdict
@@ -28,6 +29,7 @@ from dagster_ir.retrieval.lucene import Bm25Config, QlConfig, build_index, searc
 from dagster_ir.retrieval.blocks import write_runs_in_blocks
 from dagster_ir.retrieval.runs import import_run
 from dagster_ir.storage.atomic import remove, temp_name
+from dagster_ir.storage.parquet import files_version
 
 GROUP = "retrieval"
 
@@ -136,7 +138,9 @@ def candidate_runs(
         metadata["query_blocks"] = written.blocks
         metadata["trec_files"] = dg.MetadataValue.path(str(data.files("runs", context.partition_key)))
         context.add_output_metadata(metadata)
-        yield dg.Output(written.runs)  # streamed from the parts by the IO manager
+        # by content: the version Dagster records of `imported_runs` never changes (see assets.updates)
+        version = dg.DataVersion(files_version(work.glob("part-*.parquet")))
+        yield dg.Output(written.runs, data_version=version)  # streamed from the parts by the IO manager
     finally:
         remove(work)
 

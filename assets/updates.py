@@ -6,7 +6,13 @@ of an upstream asset changed since it was materialized), with the data outside t
   run files, each dump file) are observed first, so a change there makes exactly its readers stale;
 - an asset partition whose Parquet table is gone counts as missing;
 - one whose catalog record read a partition that no longer exists (a removed dump, a collection
-  dropped from the YAML) counts as stale.
+  dropped from the YAML) counts as stale;
+- one downstream of a stale or missing one counts as stale too (Dagster looks one level up only).
+
+Every asset that reads a partitioned observable source gives its output a content-based data
+version: Dagster records such a source's version in its readers as the hash of no materialization
+(it looks only at materializations), so a reader's own version, computed from its inputs', would not
+change when the file did, and its readers would never see the change.
 
 Each round materializes the pending asset partitions whose upstream is done, one run per partition
 key. A failed run does not stop the others: its asset partitions and everything downstream that
@@ -109,7 +115,25 @@ class _State:
         for key_partition in self._read_removed_partitions():
             if statuses.get(key_partition) == StaleStatus.FRESH:
                 statuses[key_partition] = StaleStatus.STALE
-        return statuses
+        return self._downstream_of_pending(statuses)
+
+    def _downstream_of_pending(self, statuses: dict[Key, StaleStatus]) -> dict[Key, StaleStatus]:
+        """A fresh asset partition that reads, directly or not, a stale or missing one counts as stale.
+
+        Dagster's own status looks one level up only, so the readers of a reader of a changed file
+        would show fresh until their upstream is redone (then, with content-based data versions,
+        only those whose input did change are redone).
+        """
+        memo: dict[Key, bool] = {}
+
+        def waits(key_partition: Key) -> bool:
+            if key_partition not in memo:
+                memo[key_partition] = False  # guards against cycles
+                memo[key_partition] = any(
+                    p in statuses and (statuses[p] != StaleStatus.FRESH or waits(p)) for p in self.parents(*key_partition))
+            return memo[key_partition]
+
+        return {k: StaleStatus.STALE if s == StaleStatus.FRESH and waits(k) else s for k, s in statuses.items()}
 
     def parents(self, key: dg.AssetKey, partition: str | None) -> list[Key]:
         """The upstream asset partitions `(key, partition)` reads (materializable ones only)."""

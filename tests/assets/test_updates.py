@@ -142,9 +142,10 @@ def test_changes_outside_the_code_make_exactly_their_readers_stale(tmp_path):
         print(json.dumps(out))
     """, config)
     assert not result["first"]["failed"] and result["fresh"] == []
-    assert result["deleted"] == ["candidate_runs[two]"]
-    assert result["run_file"] == ["candidate_runs[one]", "candidate_runs[two]"]
-    assert result["yaml"] == ["candidate_runs[one]", "candidate_runs[two]", "corpus[two]", "qrels[two]",
+    assert result["deleted"] == ["candidate_runs[two]", "negatives[two]"]  # the readers wait on it
+    assert result["run_file"] == ["candidate_runs[one]", "candidate_runs[two]", "negatives[one]", "negatives[two]"]
+    assert result["yaml"] == ["bm25_index[two]", "candidate_runs[one]", "candidate_runs[two]", "corpus[two]",
+                              "dense_embeddings[two]", "negatives[one]", "negatives[two]", "qrels[two]",
                               "queries[two]", "query_splits[two]"]
     assert result["after"] == [] and not result["second"]["failed"]
     assert "candidate_runs[two]" in result["second"]["ran"] and "corpus[one]" not in result["second"]["ran"]
@@ -190,3 +191,31 @@ def test_two_updates_at_once_do_the_work_once(tmp_path):
     assert sum(int(ran) for ran, _, _ in summaries) == 2  # each asset materialized by one process...
     assert sum(int(found) for _, found, _ in summaries) == 2  # ...and found done by the other
     assert (data / "counted.txt").read_text().splitlines() == ["counted", "derived"]  # computed once each
+
+
+def test_a_changed_imported_run_file_reaches_the_report(tmp_path):
+    """Dagster records a partitioned observable source's version in its readers as the hash of no
+    materialization; the reader's own content version must carry the change downstream."""
+    (tmp_path / "ext.trec").write_text("".join(f"{i} Q0 one{(i + 1) % 8} 1 2.0 ext\n" for i in range(len(WORDS))))
+    config = "collections:\n" + _local_collection(tmp_path, "one", WORDS) + "runs:\n  one:\n    ext: ext.trec\n"
+    result = _run(tmp_path, """
+        from dagster_ir.storage.catalog import Catalog
+        def ndcg():
+            return Catalog(root).query("select avg(value) from evaluation_report where run_name = 'ext' "
+                                       "and measure = 'nDCG@10' and partition = 'one'").item()
+        out = {}
+        groups = ("collections", "retrieval", "evaluation")
+        out["first"] = update(*groups)
+        out["before"] = ndcg()
+        Path("ext.trec").write_text("".join(f"{i} Q0 one{i} 1 3.0 ext\\n" for i in range(8)))  # a perfect run
+        out["run_file"] = stale(*groups)
+        out["second"] = update(*groups)
+        out["after"] = ndcg()
+        out["fresh"] = stale(*groups)
+        print(json.dumps(out))
+    """, config)
+    assert not result["first"]["failed"] and not result["second"]["failed"]
+    assert result["before"] == 0.0
+    assert {"candidate_runs[one]", "negatives[one]", "evaluation_report[one]"} <= set(result["run_file"])
+    assert {"candidate_runs[one]", "negatives[one]", "evaluation_report[one]"} <= set(result["second"]["ran"])
+    assert result["after"] == 1.0 and result["fresh"] == []
