@@ -21,6 +21,7 @@ They are listed in a YAML file, `dagster-ir.yaml` at the project root by default
         split: {test: 0.3, dev: 0.0, seed: 1}         # optional, any SplitConfig field
         protocol: cv                                  # optional: cv (k-fold) | fixed
         seeds: [0, 1, 2]                              # optional: each trained method once per seed
+        on_unknown: drop                              # optional: error (default) | drop, see below
         assets:                                       # optional: asset config for this collection
           neural_baselines: {models: [knrm, bert-maxp]}
 
@@ -30,7 +31,10 @@ otherwise. `protocol` (see collections.protocol) says how trained methods are ev
 (k-fold cross-validation over `split.folds`, the default for every kind but wiki-car) or `fixed`
 (train/model, dev, test; wiki-car's default); `seeds` lists the seed offsets (default [0]);
 `assets` gives config fields per asset for this collection's partitions (read by the asset layer,
-which says which assets take them and checks the fields). The
+which says which assets take them and checks the fields); `on_unknown` says what a qrels or
+imported run row naming a query not in the topics or a document not in the corpus is: an error
+naming the file, line and id (`error`, the default) or a row to drop and count (`drop`; see
+collections.known_ids). The
 top-level keys a file may hold are listed in `TOP_LEVEL_KEYS` (a stage that reads a new section adds
 its key there); any other key is an error, so a misspelt `run:` is not ignored. Without a file the
 built-in default is the wiki-car collection alone. A bad file raises `CollectionConfigError` naming
@@ -59,6 +63,7 @@ import yaml
 
 from dagster_ir.collections.cranfield import read_cranfield
 from dagster_ir.collections.irds import load_irds
+from dagster_ir.collections.known_ids import ON_UNKNOWN
 from dagster_ir.collections.local import detect_layout, load_local
 from dagster_ir.collections.protocol import PROTOCOLS, Protocol, TrainingUnit, training_units
 from dagster_ir.collections.splits import SplitConfig
@@ -90,6 +95,7 @@ class WikiCarSpec:
     split: SplitConfig = SplitConfig(group_by=GROUP_COLUMN)
     protocol: Protocol = Protocol("fixed")
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class IrdsSpec:
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,7 @@ class LocalSpec:
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,7 @@ class CranfieldSpec:
     split: SplitConfig = SplitConfig()
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 CollectionSpec = WikiCarSpec | IrdsSpec | LocalSpec | CranfieldSpec
@@ -225,13 +234,16 @@ def _parse_spec(name: str, entry: Any, fields: _Fields) -> CollectionSpec:
     if not isinstance(kind, str) or kind not in SPEC_TYPES:
         raise fields.error("kind", f"expected one of {sorted(SPEC_TYPES)}, found {kind!r}")
     spec_type = SPEC_TYPES[kind]
-    known = {"kind", "split", "protocol", "seeds", "assets", *_KEYS[spec_type]}
+    known = {"kind", "split", "protocol", "seeds", "assets", "on_unknown", *_KEYS[spec_type]}
     unknown = sorted(str(key) for key in set(entry) - known)
     if unknown:
         raise fields.error(unknown[0], f"unknown field for kind {kind!r} (known: {sorted(known)})")
     spec = _BUILDERS[spec_type](name, entry, fields)
+    on_unknown = entry.get("on_unknown", "error")
+    if on_unknown not in ON_UNKNOWN:
+        raise fields.error("on_unknown", f"expected one of {list(ON_UNKNOWN)}, found {on_unknown!r}")
     return dataclasses.replace(spec, protocol=_protocol(entry, fields, spec.protocol),
-                               assets=_asset_settings(entry, fields))
+                               assets=_asset_settings(entry, fields), on_unknown=on_unknown)
 
 
 def _asset_settings(entry: dict, fields: _Fields) -> dict[str, dict[str, Any]]:
@@ -363,6 +375,17 @@ def collection_layout(spec: CollectionSpec) -> str:
     if isinstance(spec, IrdsSpec):
         return f"ir_datasets {spec.dataset}"
     return "built from the Wikipedia segments"
+
+
+def qrels_source(spec: CollectionSpec) -> str:
+    """The qrels file of a collection (or what stands for it), for error messages."""
+    if isinstance(spec, LocalSpec):
+        return str(spec.qrels)
+    if isinstance(spec, CranfieldSpec):
+        return str(Path(spec.path) / "cranqrel")
+    if isinstance(spec, IrdsSpec):
+        return f"ir_datasets {spec.dataset} qrels"
+    return f"collection {spec.name!r} qrels"
 
 
 # --- imported runs ------------------------------------------------------------------------------
