@@ -21,7 +21,9 @@
 The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
 Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
 A bad input ends a command with a one-line error naming the file or field and exit status 1;
-`update` goes on past a failing asset partition and exits 1 at the end, listing what failed.
+`update` goes on past a failing asset partition and exits 1 at the end, listing what failed, one
+line per failed partition (`--verbose` adds each failed step's stack trace; the run's log in the
+UI always has it).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import argparse
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -107,7 +108,7 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     return removed
 
 
-def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1) -> int:
+def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1, verbose: bool = False) -> int:
     from assets.updates import mark_dead_runs_failed, update_all
     from dagster_ir.storage.atomic import clean_orphans
 
@@ -125,7 +126,7 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
 
     report = update_all(defs, instance, resources=resources,
                         selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel,
-                        command="demo" if demo else "update")
+                        command="demo" if demo else "update", traces=verbose)
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
@@ -195,7 +196,7 @@ def cmd_report(root: Path, argv: list[str]) -> int:
     return main_report(argv)
 
 
-def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int:
+def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False, verbose: bool = False) -> int:
     """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times."""
     from assets.project import collection_specs
     from assets.reproduce import asset_times, format_times, reproduction_plan, summary_path
@@ -217,7 +218,7 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int
     plan = reproduction_plan(defs, instance, collection)
     started_at, started = time.time(), time.monotonic()
     report = update_all(defs, instance, resources=resources, only=plan,
-                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}))
+                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}), traces=verbose)
     Catalog(root).sync()
     print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
           f"{time.monotonic() - started:.0f} s\n")
@@ -236,9 +237,9 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Dagster warns about its own beta and preview features at every definition load; nothing a user can act on
-    for category in (dg.BetaWarning, dg.PreviewWarning):
-        warnings.filterwarnings("ignore", category=category)
+    from assets.updates import quiet_dagster_warnings
+
+    quiet_dagster_warnings()  # also in `--parallel` workers (see assets.updates)
     # transformers' load report lists the fresh score head of every cross-encoder as MISSING: expected here
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # and a progress bar per checkpoint loaded or written
@@ -256,10 +257,12 @@ def main(argv: list[str] | None = None) -> int:
                              help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
         command.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
                              help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
+        command.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub.add_parser("status", help="list stale or missing asset partitions")
     reproduce = sub.add_parser("reproduce", help="every method on one collection: materialize, print the tables and times")
     reproduce.add_argument("--collection", required=True, help="a collection of the config ($DAGSTER_IR_CONFIG)")
     reproduce.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    reproduce.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub.add_parser("report", help="print the evaluation table (see `dagster-ir report --help`)")
     add = sub.add_parser("add-dump", help="check and register a Wikipedia dump (.xml or .xml.bz2)")
     add.add_argument("path")
@@ -289,13 +292,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+VERBOSE_HELP = "print each failed step's stack trace too (it is always in the run's log in the UI)"
+
+
 def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command in ("demo", "update"):
-        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel)
+        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel,
+                          verbose=args.verbose)
     if args.command == "status":
         return cmd_status(root)
     if args.command == "reproduce":
-        return cmd_reproduce(root, args.collection, markdown=args.markdown)
+        return cmd_reproduce(root, args.collection, markdown=args.markdown, verbose=args.verbose)
     if args.command == "add-dump":
         print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))
         return 0

@@ -28,10 +28,12 @@ directory waits for the first and then finds the work done instead of doing it t
 from __future__ import annotations
 
 import json
+import logging
 import os
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -220,6 +222,7 @@ def update_all(
     parallel: int = 1,
     command: str = "update",
     only: set[Key] | None = None,
+    traces: bool = True,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
@@ -228,8 +231,10 @@ def update_all(
     parts of one multistream dump) in that many worker processes at once; `defs` must then be
     `assets.definitions.defs` (each worker imports it) and `instance` a persistent one.
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
+    `traces=False` keeps Dagster's failure events (each with its stack trace) out of the console:
+    the one-line message of each failure is in the report, the trace in the run's log in the UI.
     """
-    observe_sources(defs, instance, resources, log=log)
+    observe_sources(defs, instance, resources, log=log, traces=traces)
     state = _State(defs, instance, resources, selection, only)
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
@@ -253,10 +258,11 @@ def update_all(
         groups = list(ready.items())
         dumps = [(p, keys) for p, keys in groups if p is not None and _dump_partitioned(state, keys)]
         if parallel > 1 and len(dumps) > 1:
-            _run_groups_in_processes(dumps, state, report, attempted, failed, log, log_level, parallel)
+            _run_groups_in_processes(dumps, state, report, attempted, failed, log, log_level, parallel, traces)
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
-            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level, command)
+            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, log, log_level, command,
+                       traces)
             if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
                 log("interrupted: the update stops here")
                 return report
@@ -264,7 +270,7 @@ def update_all(
 
 
 def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
-               log, log_level, command: str = "update") -> None:
+               log, log_level, command: str = "update", traces: bool = True) -> None:
     """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
     selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
     together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
@@ -283,18 +289,8 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             return
         names = [k.to_user_string() for k in stale]
         log(f"materializing {', '.join(names)}" + (f" [{partition}]" if partition else ""))
-        result = dg.materialize(
-            definitions,
-            # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
-            selection=dg.AssetSelection.assets(*stale).required_multi_asset_neighbors(),
-            instance=state.instance,
-            resources=state.resources,
-            partition_key=partition,
-            raise_on_error=False,
-            tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
-                  ASSETS_TAG: ", ".join(names)[:4000]},
-            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-        )
+        with nullcontext() if traces else without_failure_events():
+            result = _materialize(definitions, stale, state, partition, command, names, log_level)
     if result.success:
         report.runs.append((partition, names))
         return
@@ -305,6 +301,57 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
     failed.update((k, partition) for k in together)
 
 
+def _materialize(definitions, stale, state: _State, partition, command: str, names: list[str], log_level: str):
+    return dg.materialize(
+        definitions,
+        # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
+        selection=dg.AssetSelection.assets(*stale).required_multi_asset_neighbors(),
+        instance=state.instance,
+        resources=state.resources,
+        partition_key=partition,
+        raise_on_error=False,
+        tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
+              ASSETS_TAG: ", ".join(names)[:4000]},
+        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+    )
+
+
+_FAILURE_EVENTS = {"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"}
+
+
+class _NoFailureEvents(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = getattr(record, "dagster_event", None) or (getattr(record, "dagster_meta", None) or {}).get("dagster_event")
+        return getattr(event, "event_type_value", None) not in _FAILURE_EVENTS
+
+
+@contextmanager
+def without_failure_events():
+    """Dagster's console loggers made meanwhile leave out step and run failures (their stack traces).
+
+    Dagster makes a new console logger per run, of the current logging class, and offers no hook
+    for a filter; so the class is swapped while the run starts. The run's own log keeps everything.
+    """
+    base = logging.getLoggerClass()
+
+    class Filtered(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.addFilter(_NoFailureEvents())
+
+    logging.setLoggerClass(Filtered)
+    try:
+        yield
+    finally:
+        logging.setLoggerClass(base)
+
+
+def quiet_dagster_warnings() -> None:
+    """Dagster warns about its own beta and preview features at every definition load; nothing a user can act on."""
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+
+
 def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
     from assets.partitions import wiki_dump_partitions
 
@@ -312,7 +359,7 @@ def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
 
 
 def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attempted: set, failed: set, log,
-                             log_level, parallel: int) -> None:
+                             log_level, parallel: int, traces: bool = True) -> None:
     """`_run_group` for each (partition, keys), `parallel` at a time in spawned worker processes."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
@@ -322,7 +369,8 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
     ref = serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
     root = str(state.root) if state.root is not None else ""
     with ProcessPoolExecutor(min(parallel, len(groups)), mp_context=get_context("spawn")) as pool:
-        jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level)
+        jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level,
+                            traces)
                 for partition, keys in groups]
         for (partition, keys), job in zip(groups, jobs, strict=True):
             try:
@@ -343,9 +391,10 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
             failed.update(part_failed)
 
 
-def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], log_level: str):
+def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], log_level: str, traces: bool = True):
     """One partition's run in a worker process, against the same instance and data directory
     (the resources are `assets.definitions.resources(root)`); returns what `_run_group` recorded."""
+    quiet_dagster_warnings()  # before the definitions load: a spawned worker starts with default filters
     from dagster._serdes import deserialize_value
 
     from assets.definitions import defs, resources
@@ -355,7 +404,8 @@ def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], 
         state = _State(defs, instance, resources(root), dg.AssetSelection.assets(*keys))
         report, attempted, failed, lines = UpdateReport(), set(), set(), []
         definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
-        _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level)
+        _run_group(partition, keys, state, definitions, report, attempted, failed, lines.append, log_level,
+                   traces=traces)
     return report, lines, attempted, failed
 
 
@@ -389,26 +439,42 @@ def _interrupted(result) -> bool:
 
 
 def failure_message(result) -> str:
-    """The errors of a failed run's steps, one line each: `step: ErrorClass: message`."""
+    """The errors of a failed run's steps, one line each: `step: message`.
+
+    The message is the user's exception under Dagster's wrappers (not the deepest cause: a
+    `DumpError` naming the file and page keeps them over the XML error it wraps); the module path
+    of our own errors' class is left out, their message names the file, line or field.
+    """
     lines = []
     for event in result.get_step_failure_events():
         error = event.step_failure_data.error if event.step_failure_data else None
-        while error is not None and error.cause is not None:
+        while error is not None and error.cause is not None and error.cls_name.startswith("Dagster"):
             error = error.cause  # the user's exception, under Dagster's wrapper
-        text = (error.message.strip().splitlines() or ["?"])[0] if error is not None else "failed"
-        lines.append(f"{event.step_key}: {text}")
+        lines.append(f"{event.step_key}: {_error_line(error)}")
     return "; ".join(lines) or f"run {result.run_id} failed"
 
 
+def _error_line(error) -> str:
+    if error is None:
+        return "failed"
+    text = (error.message.strip().splitlines() or ["?"])[0]
+    qualified, sep, rest = text.partition(": ")
+    if sep and qualified.startswith("dagster_ir.") and qualified.endswith(f".{error.cls_name}"):
+        return rest
+    return text
+
+
 def observe_sources(
-    defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict, *, log: Callable[[str], None] = print
+    defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict, *, log: Callable[[str], None] = print,
+    traces: bool = True,
 ) -> None:
     """Observe every observable source asset (their data versions are what staleness compares)."""
     sources = [a for a in defs.assets or []
                if isinstance(a, dg.AssetsDefinition | dg.SourceAsset) and a.is_observable]
     for source in sources:  # one run each: a run holds one partitions definition
-        result = observe([source], instance=instance, resources=resources, raise_on_error=False,
-                         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        with nullcontext() if traces else without_failure_events():
+            result = observe([source], instance=instance, resources=resources, raise_on_error=False,
+                             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         if not result.success:
             log(f"observing {source.key.to_user_string()} failed: {failure_message(result)}")
 
