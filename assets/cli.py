@@ -317,7 +317,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "lineage":
         from dagster_ir.storage.lineage import render
 
-        print(render(cat.lineage(args.asset, args.partition), note=_dump_file))
+        print(render(cat.lineage(args.asset, args.partition), note=lambda node: _dump_file(node, root)))
         return 0
     if args.catalog_command == "sync":
         ok = cat.sync()
@@ -333,14 +333,15 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     return 0
 
 
-def _dump_file(node) -> str | None:
+def _dump_file(node, root: Path) -> str | None:
     """`file=<dump path>` for a `wiki_dump` record (its table holds the file it registered)."""
     import polars as pl
 
-    if node.asset != "wiki_dump" or not node.path or not Path(node.path).exists():
+    table = root / node.path if node.path else None  # catalog paths are relative to the data directory
+    if node.asset != "wiki_dump" or table is None or not table.exists():
         return None
-    paths = pl.read_parquet(node.path, columns=["path"])["path"]
-    return f"file={paths[0]}" if len(paths) else None
+    paths = pl.read_parquet(table, columns=["path"])["path"]
+    return f"file={root / paths[0]}" if len(paths) else None  # a dump under the data directory is stored relative
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

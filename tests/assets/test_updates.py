@@ -219,3 +219,41 @@ def test_a_changed_imported_run_file_reaches_the_report(tmp_path):
     assert {"candidate_runs[one]", "negatives[one]", "evaluation_report[one]"} <= set(result["run_file"])
     assert {"candidate_runs[one]", "negatives[one]", "evaluation_report[one]"} <= set(result["second"]["ran"])
     assert result["after"] == 1.0 and result["fresh"] == []
+
+
+def test_a_moved_or_copied_data_directory_rebuilds_from_its_own_files(tmp_path):
+    config = "collections:\n" + _local_collection(tmp_path, "one", WORDS)
+    result = _run(tmp_path, """
+        import shutil
+        import polars as pl
+        from dagster_ir.storage.catalog import Catalog
+
+        def update_at(where, *groups):
+            report = update_all(defs, instance, resources=resources(str(where)), log=lambda line: print(line, flush=True),
+                                selection=dg.AssetSelection.groups(*groups))
+            return {"ran": sorted(f"{k}[{p}]" for p, ks in report.runs for k in ks),
+                    "failed": [m for _, _, m in report.failures]}
+
+        out = {"first": update_at(root, "collections", "retrieval")}
+        out["stored"] = [pl.read_parquet(root / "tables" / name / "one" / "data.parquet")["path"][0]
+                         for name in ("bm25_index", "dense_embeddings")]
+        out["catalog"] = Catalog(root).query("select distinct path from materializations where asset_key = "
+                                             "'bm25_index'").to_series().to_list()
+        moved = root.with_name("moved")
+        shutil.move(root, moved)
+        (moved / "tables" / "candidate_runs" / "one" / "data.parquet").unlink()
+        out["moved"] = update_at(moved, "retrieval")
+        copy = root.with_name("copy")
+        shutil.copytree(moved, copy)
+        shutil.rmtree(moved / "files")  # the original's index and embeddings are gone: the copy must not need them
+        (copy / "tables" / "candidate_runs" / "one" / "data.parquet").unlink()
+        out["copied"] = update_at(copy, "retrieval")
+        out["runs"] = pl.read_parquet(copy / "tables" / "candidate_runs" / "one" / "data.parquet")["run_name"].unique().sort().to_list()
+        print(json.dumps(out))
+    """, config)
+    assert not result["first"]["failed"]
+    assert result["stored"] == ["files/bm25_index/one", "files/dense/one.npy"]
+    assert result["catalog"] == ["tables/bm25_index/one/data.parquet"]
+    assert result["moved"]["failed"] == [] and "candidate_runs[one]" in result["moved"]["ran"]
+    assert result["copied"]["failed"] == [] and "candidate_runs[one]" in result["copied"]["ran"]
+    assert result["runs"] == ["bm25", "dense", "ql"]
