@@ -289,8 +289,19 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             return
         names = [k.to_user_string() for k in stale]
         log(f"materializing {', '.join(names)}" + (f" [{partition}]" if partition else ""))
-        with nullcontext() if traces else without_failure_events():
-            result = _materialize(definitions, stale, state, partition, command, names, log_level)
+        stack.enter_context(nullcontext() if traces else without_failure_events())
+        result = dg.materialize(
+            definitions,
+            # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
+            selection=dg.AssetSelection.assets(*stale).required_multi_asset_neighbors(),
+            instance=state.instance,
+            resources=state.resources,
+            partition_key=partition,
+            raise_on_error=False,
+            tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
+                  ASSETS_TAG: ", ".join(names)[:4000]},
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+        )
     if result.success:
         report.runs.append((partition, names))
         return
@@ -299,21 +310,6 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
     log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
     report.failures.append((partition, names, message))
     failed.update((k, partition) for k in together)
-
-
-def _materialize(definitions, stale, state: _State, partition, command: str, names: list[str], log_level: str):
-    return dg.materialize(
-        definitions,
-        # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
-        selection=dg.AssetSelection.assets(*stale).required_multi_asset_neighbors(),
-        instance=state.instance,
-        resources=state.resources,
-        partition_key=partition,
-        raise_on_error=False,
-        tags={PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
-              ASSETS_TAG: ", ".join(names)[:4000]},
-        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-    )
 
 
 _FAILURE_EVENTS = {"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"}
