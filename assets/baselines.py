@@ -34,6 +34,7 @@ from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.schemas import RUN
+from dagster_ir.storage.parquet import frame_version
 
 GROUP = "baselines"
 CODE_VERSION = "2"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile)
@@ -87,7 +88,7 @@ def neural_baselines(
     candidate_runs: pl.DataFrame,
     negatives: pl.DataFrame,
     word2vec: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """DRMM, KNRM, Conv-KNRM, MatchPyramid, PACRR, Co-PACRR, DUET (and the BERT baselines) reranking the unit's test queries."""
     unit = training_unit(context)
     config = with_settings(config, "neural_baselines", unit.collection, context)
@@ -131,7 +132,8 @@ def neural_baselines(
         metadata[f"{name} best epoch"] = [r.result.best_epoch for r in mine]
         metadata[f"{name} seconds"] = round(sum(r.seconds for r in mine), 1)
     context.add_output_metadata(metadata)
-    return output
+    # by content: the version Dagster records of `collection_settings` never changes (see assets.updates)
+    return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))
 
 
 @dg.asset_check(asset=neural_baselines, blocking=True, partitions_def=unit_partitions)

@@ -29,7 +29,9 @@ are stale and materialized again; the runs carry the profile in their `dagster_i
 The data directory is `--data DIR`, else $DAGSTER_IR_DATA, else ./data. Runs are recorded in the
 Dagster instance at $DAGSTER_HOME (default <data>/dagster_home), which `make ui` shares.
 A bad input ends a command with a one-line error naming the file or field and exit status 1;
-`update` goes on past a failing asset partition and exits 1 at the end, listing what failed.
+`update` goes on past a failing asset partition and exits 1 at the end, listing what failed, one
+line per failed partition (`--verbose` adds each failed step's stack trace; the run's log in the
+UI always has it).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import argparse
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -142,7 +143,7 @@ def use_profile(profile: str | None) -> dict[str, str]:
 
 
 def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1,
-               profile: str | None = None) -> int:
+               profile: str | None = None, verbose: bool = False) -> int:
     from assets.progress import format_seconds
     from assets.updates import mark_dead_runs_failed, update_all
     from dagster_ir.storage.atomic import clean_orphans
@@ -164,7 +165,7 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
 
     report = update_all(defs, instance, resources=resources,
                         selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel,
-                        command="demo" if demo else "update", tags=tags)
+                        command="demo" if demo else "update", tags=tags, traces=verbose)
     Catalog(root).sync()
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {len(report.runs)} runs, "
@@ -309,7 +310,8 @@ def print_methods_report(root: Path, collection: str) -> None:
               f"`dagster-ir reproduce --collection {collection}` builds only what it needs)")
 
 
-def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, profile: str | None = None) -> int:
+def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, profile: str | None = None,
+                  verbose: bool = False) -> int:
     """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times.
 
     `markdown`: None prints text tables, "-" Markdown ones; a path also writes `reproduce.markdown_page` there.
@@ -344,7 +346,8 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     plan = reproduction_plan(defs, instance, collection)
     started_at, started = time.time(), time.monotonic()
     report = update_all(defs, instance, resources=resources, only=plan,
-                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}), command="reproduce", tags=tags)
+                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}), command="reproduce", tags=tags,
+                        traces=verbose)
     Catalog(root).sync()
     print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
           f"{time.monotonic() - started:.0f} s\n")
@@ -389,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+VERBOSE_HELP = "print each failed step's stack trace too (it is always in the run's log in the UI)"
+
+
 def _examples(*lines: str) -> str:
     return "example" + ("s" if len(lines) > 1 else "") + ":\n" + "\n".join(f"  {line}" for line in lines)
 
@@ -417,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
         run.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
                          help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
+        run.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
         if name == "update":
             run.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     status = command("status", "list the stale or missing asset partitions", "dagster-ir status --why")
@@ -429,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="print the tables as Markdown; with PATH also write them there as a page headed by "
                                 "the date, the commit, the machine and the settings")
     reproduce.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
+    reproduce.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     command("report", "print a collection's evaluation and methods tables (options: `dagster-ir report --help`)",
             "dagster-ir report --collection wiki-car --measures nDCG@10")
     add = command("add-dump", "check and register a Wikipedia dump (.xml or .xml.bz2) as a new partition",
@@ -481,11 +489,12 @@ def _run(args: argparse.Namespace, root: Path) -> int:
 
     if args.command in ("demo", "update"):
         return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel,
-                          profile=getattr(args, "profile", None))
+                          profile=getattr(args, "profile", None), verbose=args.verbose)
     if args.command == "status":
         return cmd_status_why(root) if args.why else cmd_status(root)
     if args.command == "reproduce":
-        return cmd_reproduce(root, args.collection, markdown=args.markdown, profile=args.profile)
+        return cmd_reproduce(root, args.collection, markdown=args.markdown, profile=args.profile,
+                             verbose=args.verbose)
     if args.command == "add-dump":
         print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))
         return 0
@@ -500,7 +509,8 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "lineage":
         from dagster_ir.storage.lineage import render
 
-        print(render(cat.lineage(args.asset, args.partition), note=_dump_file, depth=args.depth, config=args.config))
+        print(render(cat.lineage(args.asset, args.partition), note=lambda node: _dump_file(node, root),
+                     depth=args.depth, config=args.config))
         return 0
     if args.catalog_command == "sync":
         ok = cat.sync()
@@ -509,17 +519,22 @@ def _run(args: argparse.Namespace, root: Path) -> int:
             print(f"{len(rejected)} journal records could not be folded; see {cat.rejected_dir}", file=sys.stderr)
         print("synced" if ok else f"catalog busy; {len(cat.pending())} records still pending")
         return 0 if ok else 1
-    return cmd_query(cat, args.sql, args.format)
+    code = cmd_query(cat, args.sql, args.format)
+    if cat.pending():  # a read never folds the journal (it writes nothing)
+        print(f"note: {len(cat.pending())} records are not in the catalog yet; `dagster-ir catalog sync` folds them",
+              file=sys.stderr)
+    return code
 
 
-def _dump_file(node) -> str | None:
+def _dump_file(node, root: Path) -> str | None:
     """`file=<dump path>` for a `wiki_dump` record (its table holds the file it registered)."""
     import polars as pl
 
-    if node.asset != "wiki_dump" or not node.path or not Path(node.path).exists():
+    table = root / node.path if node.path else None  # catalog paths are relative to the data directory
+    if node.asset != "wiki_dump" or table is None or not table.exists():
         return None
-    paths = pl.read_parquet(node.path, columns=["path"])["path"]
-    return f"file={paths[0]}" if len(paths) else None
+    paths = pl.read_parquet(table, columns=["path"])["path"]
+    return f"file={root / paths[0]}" if len(paths) else None  # a dump under the data directory is stored relative
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

@@ -16,7 +16,8 @@ from assets.project import collection_specs, config_path
 from assets.resources import DataDirResource
 from assets.updates import UPSTREAM_READ_BY
 from dagster_ir.collections import WikiCarSpec, collection_layout, load_collection, split_queries
-from dagster_ir.collections.config import collection_versions
+from dagster_ir.collections.config import collection_versions, qrels_source
+from dagster_ir.collections.known_ids import check_known_ids
 from dagster_ir.storage.atomic import remove, temp_name
 from dagster_ir.storage.parquet import files_version, frame_version, spool_batches
 from dagster_ir.wiki import latest_articles
@@ -72,6 +73,9 @@ def collection(context: dg.AssetExecutionContext, data: DataDirResource):
     try:
         corpus = spool_batches(loaded.corpus, spool)
         _check_unique_ids(corpus, context.partition_key)
+        qrels, unknown = check_known_ids(  # before anything is stored
+            loaded.qrels, query_ids=loaded.queries["query_id"], doc_ids=corpus, source=qrels_source(spec),
+            what="qrels", on_unknown=spec.on_unknown, collection=context.partition_key)
         n_docs = corpus.select(pl.len()).collect().item()
         yield dg.Output(
             corpus, output_name="corpus", data_version=dg.DataVersion(files_version(spool.glob("*.parquet"))),
@@ -81,17 +85,18 @@ def collection(context: dg.AssetExecutionContext, data: DataDirResource):
     finally:  # the IO manager has stored the corpus table by the time we resume
         remove(spool)
     splits = split_queries(loaded.queries, spec.split)
-    judged = loaded.qrels.filter(pl.col("relevance") > 0)
+    judged = qrels.filter(pl.col("relevance") > 0)
     yield dg.Output(
         loaded.queries, output_name="queries", data_version=dg.DataVersion(frame_version(loaded.queries)),
         metadata={"queries": loaded.queries.height},
     )
     yield dg.Output(
-        loaded.qrels, output_name="qrels", data_version=dg.DataVersion(frame_version(loaded.qrels)),
+        qrels, output_name="qrels", data_version=dg.DataVersion(frame_version(qrels)),
         metadata={
-            "judgments": loaded.qrels.height,
+            "judgments": qrels.height,
             "relevant": judged.height,
             "judged_queries": judged["query_id"].n_unique(),
+            "unknown_ids_dropped": unknown.rows_dropped,  # rows for unknown queries/documents (on_unknown: drop)
         },
     )
     counts = splits.group_by("split").len().sort("split")

@@ -52,6 +52,7 @@ from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
+from dagster_ir.storage.parquet import frame_version
 
 GROUP = "ghrm"
 CODE_VERSION = "3"  # 3: ghrm_runs per seed of the collection
@@ -198,7 +199,7 @@ def ghrm_runs(
     query_splits: pl.DataFrame,
     candidate_runs: pl.DataFrame,
     word2vec: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
     config = with_settings(config, "ghrm_runs", context.partition_key, context)
     base = config.to_domain()
@@ -226,7 +227,9 @@ def ghrm_runs(
     metadata["config"] = dg.MetadataValue.json(json.loads(json.dumps(asdict(base))))
     metadata["checkpoints"] = dg.MetadataValue.json(roots)
     context.add_output_metadata(metadata)
-    return pl.concat(runs)
+    output = pl.concat(runs)
+    # by content: the version Dagster records of `collection_config` never changes (see assets.updates)
+    return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))
 
 
 def _variant_metadata(variant: str, results, variant_run: pl.DataFrame, first_stage: pl.DataFrame, qrels: pl.DataFrame) -> dict:

@@ -3,6 +3,12 @@
 Paths come from the asset key and partition (see `dagster_ir.storage.parquet`); every write is a
 temp file then a rename; every materialization lands in the DuckDB catalog with its code version,
 run config, the exact upstream files it read (with their content versions), rows, bytes and path.
+
+Every path stored under the data directory is relative to it: the catalog's `path` and
+`table_root`, and a table's `path` column (the index, embeddings or checkpoint an asset wrote),
+which `load_input` gives back absolute, under the data directory it reads from. So a moved data
+directory rebuilds, and a copied one reads only its own files. A path outside the data directory
+(a registered dump file) stays absolute.
 """
 
 from __future__ import annotations
@@ -92,6 +98,8 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         asset_path = list(context.asset_key.path)
         partition = context.asset_partition_key if context.has_asset_partitions else None
         path = table_path(self._root(), asset_path, partition)
+        if isinstance(obj, (pl.DataFrame, pl.LazyFrame)):
+            obj = relative_paths(obj, self._root())
         if isinstance(obj, ParquetParts):
             rows = write_parts(obj.paths, path, partition=partition)
             schema = obj.schema()
@@ -103,16 +111,17 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         record = MaterializationRecord(
             asset_key=context.asset_key.to_user_string(),
             partition=partition,
-            path=str(path),
+            path=relative_to(path, self._root()),
             rows=rows,
             bytes=size,
             data_version=content_version(path),
             code_version=context.asset_spec.code_version,
             run_id=context.run_id,
             config=_op_config(context),
-            inputs=list(_LOADED.get((context.run_id, context.step_key), [])),
+            inputs=[{**read, "path": relative_to(read["path"], self._root())}
+                    for read in _LOADED.get((context.run_id, context.step_key), [])],
             columns=columns,
-            table_root=str(table_root(self._root(), asset_path)),
+            table_root=relative_to(table_root(self._root(), asset_path), self._root()),
             partitioned=partition is not None,
         )
         metadata = {
@@ -146,7 +155,7 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         ledger = _ledger(*step) if step is not None else []
         for partition, path in zip(partitions, paths, strict=True):
             ledger.append(_read_entry(context.asset_key.to_user_string(), partition, path))
-        frame = scan_tables(paths, keep_partition=len(partitions) > 1)
+        frame = absolute_paths(scan_tables(paths, keep_partition=len(partitions) > 1), self._root())
         if context.dagster_type.typing_type is pl.LazyFrame:
             return frame
         return frame.collect()
@@ -166,7 +175,40 @@ def load_partitions(
         ledger.append(_read_entry(asset, partition, path))
     if not paths:
         return pl.LazyFrame()
-    return scan_tables(paths, keep_partition=True)
+    return absolute_paths(scan_tables(paths, keep_partition=True), Path(data_dir))
+
+
+PATH_COLUMN = "path"  # a table's column of files or folders an asset wrote (stored relative)
+
+
+def relative_to(path: str | Path, root: Path) -> str:
+    """`path` relative to `root` when it lies under it, else as it is."""
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def relative_paths(frame: pl.DataFrame | pl.LazyFrame, root: Path) -> pl.DataFrame | pl.LazyFrame:
+    """`frame` with its `path` column relative to `root` where it lies under it."""
+    if frame.collect_schema().get(PATH_COLUMN) != pl.String:
+        return frame
+    prefix = f"{root.as_posix().rstrip('/')}/"
+    column = pl.col(PATH_COLUMN)
+    return frame.with_columns(
+        pl.when(column == prefix.rstrip("/")).then(pl.lit("."))
+        .when(column.str.starts_with(prefix)).then(column.str.strip_prefix(prefix))
+        .otherwise(column).alias(PATH_COLUMN))
+
+
+def absolute_paths(frame: pl.LazyFrame, root: Path) -> pl.LazyFrame:
+    """`frame` with a relative `path` column resolved under `root` (absolute ones as they are)."""
+    if frame.collect_schema().get(PATH_COLUMN) != pl.String:
+        return frame
+    column = pl.col(PATH_COLUMN)
+    return frame.with_columns(
+        pl.when(column.is_null() | column.str.starts_with("/")).then(column)
+        .otherwise(pl.lit(f"{root.as_posix().rstrip('/')}/") + column).alias(PATH_COLUMN))
 
 
 def _op_config(context: dg.OutputContext) -> dict:

@@ -2,7 +2,8 @@
 
 `imported_runs` is observed, not materialized: its version per collection is a hash of the external
 run files the collections YAML imports for it (`runs:`), by content, so a changed or added run file
-makes that collection's candidate runs stale.
+makes that collection's candidate runs stale; their data version is their content's, so the change
+reaches every reader down to the reports.
 """
 
 from dataclasses import asdict
@@ -15,6 +16,7 @@ from assets.partitions import collection_partitions
 from assets.project import collection_specs, config_path, run_imports
 from assets.resources import DataDirResource
 from dagster_ir.collections.config import run_import_versions
+from dagster_ir.collections.known_ids import check_known_ids
 from dagster_ir.negatives import NegativeConfig, sample_negatives
 from dagster_ir.neural.device import Placement, resolve_device
 from dagster_ir.retrieval.dense import (
@@ -30,6 +32,7 @@ from dagster_ir.retrieval.lucene import Bm25Config, QlConfig, build_index, searc
 from dagster_ir.retrieval.blocks import write_runs_in_blocks
 from dagster_ir.retrieval.runs import import_run
 from dagster_ir.storage.atomic import remove, temp_name
+from dagster_ir.storage.parquet import files_version
 
 GROUP = "retrieval"
 
@@ -130,7 +133,13 @@ def candidate_runs(
 
     searchers = {"bm25": lucene("bm25", Bm25Config(k1=config.k1, b=config.b)),
                  "ql": lucene("ql", QlConfig(mu=config.mu)), "dense": dense}
-    imported = {name: import_run(path, name) for name, path in run_imports().get(context.partition_key, {}).items()}
+    imported, dropped = {}, {}
+    on_unknown = collection_specs()[context.partition_key].on_unknown
+    for name, path in run_imports().get(context.partition_key, {}).items():
+        imported[name], unknown = check_known_ids(
+            import_run(path, name), query_ids=queries["query_id"], doc_ids=doc_ids,
+            source=path, what=f"run {name!r}", on_unknown=on_unknown, collection=context.partition_key)
+        dropped[f"{name}_unknown_ids_dropped"] = unknown.rows_dropped
     work = temp_name(data.files("candidate_run_parts") / context.partition_key)  # this run's own
     try:
         written = write_runs_in_blocks(queries, searchers, work, data.files("runs", context.partition_key),
@@ -140,9 +149,12 @@ def candidate_runs(
         metadata.update({f"{name}_queries_per_s": round(queries.height / max(s, 1e-9), 1)
                          for name, s in written.seconds.items()})
         metadata["query_blocks"] = written.blocks
+        metadata.update(dropped)
         metadata["trec_files"] = dg.MetadataValue.path(str(data.files("runs", context.partition_key)))
         context.add_output_metadata(metadata)
-        yield dg.Output(written.runs)  # streamed from the parts by the IO manager
+        # by content: the version Dagster records of `imported_runs` never changes (see assets.updates)
+        version = dg.DataVersion(files_version(work.glob("part-*.parquet")))
+        yield dg.Output(written.runs, data_version=version)  # streamed from the parts by the IO manager
     finally:
         remove(work)
 

@@ -6,7 +6,13 @@ of an upstream asset changed since it was materialized), with the data outside t
   run files, each dump file) are observed first, so a change there makes exactly its readers stale;
 - an asset partition whose Parquet table is gone counts as missing;
 - one whose catalog record read a partition that no longer exists (a removed dump, a collection
-  dropped from the YAML) counts as stale.
+  dropped from the YAML) counts as stale;
+- one downstream of a stale or missing one counts as stale too (Dagster looks one level up only).
+
+Every asset that reads a partitioned observable source gives its output a content-based data
+version: Dagster records such a source's version in its readers as the hash of no materialization
+(it looks only at materializations), so a reader's own version, computed from its inputs', would not
+change when the file did, and its readers would never see the change.
 
 Each round materializes the pending asset partitions whose upstream is done, one run per partition
 key. A failed run does not stop the others: its asset partitions and everything downstream that
@@ -22,10 +28,12 @@ directory waits for the first and then finds the work done instead of doing it t
 from __future__ import annotations
 
 import json
+import logging
 import os
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,7 +111,25 @@ class _State:
         for key_partition in self._read_removed_partitions():
             if statuses.get(key_partition) == FRESH:
                 statuses[key_partition] = STALE
-        return statuses
+        return self._downstream_of_pending(statuses)
+
+    def _downstream_of_pending(self, statuses: dict[Key, str]) -> dict[Key, str]:
+        """A fresh asset partition that reads, directly or not, a stale or missing one counts as stale.
+
+        Dagster's own status looks one level up only, so the readers of a reader of a changed file
+        would show fresh until their upstream is redone (then, with content-based data versions,
+        only those whose input did change are redone).
+        """
+        memo: dict[Key, bool] = {}
+
+        def waits(key_partition: Key) -> bool:
+            if key_partition not in memo:
+                memo[key_partition] = False  # guards against cycles
+                memo[key_partition] = any(
+                    p in statuses and (statuses[p] != FRESH or waits(p)) for p in self.parents(*key_partition))
+            return memo[key_partition]
+
+        return {k: STALE if s == FRESH and waits(k) else s for k, s in statuses.items()}
 
     def parents(self, key: dg.AssetKey, partition: str | None) -> list[Key]:
         """The upstream asset partitions `(key, partition)` reads (materializable ones only)."""
@@ -225,6 +251,7 @@ def update_all(
     only: set[Key] | None = None,
     progress: Progress | None = None,
     tags: dict[str, str] | None = None,
+    traces: bool = True,
 ) -> UpdateReport:
     """Materialize stale and missing asset partitions (of `selection`, default all), upstream first.
 
@@ -235,9 +262,11 @@ def update_all(
     `tags` are added to every run (e.g. the run-wide profile, `assets.settings.PROFILE_TAG`).
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     `progress` prints one line per run (default: to `log`, or to the terminal when `log` is `print`).
+    `traces=False` keeps Dagster's failure events (each with its stack trace) out of the console:
+    the one-line message of each failure is in the report, the trace in the run's log in the UI.
     """
     progress = progress or Progress(None if log is print else log)
-    observe_sources(defs, instance, resources, log=progress.note)
+    observe_sources(defs, instance, resources, log=progress.note, traces=traces)
     state = _State(defs, instance, resources, selection, only)
     assets = list(defs.assets or [])
     checks = list(defs.asset_checks or [])
@@ -265,11 +294,11 @@ def update_all(
         groups = list(ready.items())
         dumps = [(p, keys) for p, keys in groups if p is not None and _dump_partitioned(state, keys)]
         if parallel > 1 and len(dumps) > 1:
-            _run_groups_in_processes(dumps, state, report, attempted, failed, progress, log_level, parallel)
+            _run_groups_in_processes(dumps, state, report, attempted, failed, progress, log_level, parallel, traces)
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
             _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, progress, log_level,
-                       command, tags or {})
+                       command, tags or {}, traces)
             if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
                 progress.note("interrupted: the update stops here")
                 return report
@@ -277,7 +306,8 @@ def update_all(
 
 
 def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
-               progress: Progress, log_level, command: str = "update", tags: dict[str, str] | None = None) -> None:
+               progress: Progress, log_level, command: str = "update", tags: dict[str, str] | None = None,
+               traces: bool = True) -> None:
     """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
     selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
     together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
@@ -297,6 +327,7 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             return
         names = [k.to_user_string() for k in stale]
         started = progress.start(names, partition)
+        stack.enter_context(nullcontext() if traces else without_failure_events())
         result = dg.materialize(
             definitions,
             # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
@@ -320,6 +351,42 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
     failed.update((k, partition) for k in together)
 
 
+_FAILURE_EVENTS = {"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"}
+
+
+class _NoFailureEvents(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = getattr(record, "dagster_event", None) or (getattr(record, "dagster_meta", None) or {}).get("dagster_event")
+        return getattr(event, "event_type_value", None) not in _FAILURE_EVENTS
+
+
+@contextmanager
+def without_failure_events():
+    """Dagster's console loggers made meanwhile leave out step and run failures (their stack traces).
+
+    Dagster makes a new console logger per run, of the current logging class, and offers no hook
+    for a filter; so the class is swapped while the run starts. The run's own log keeps everything.
+    """
+    base = logging.getLoggerClass()
+
+    class Filtered(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.addFilter(_NoFailureEvents())
+
+    logging.setLoggerClass(Filtered)
+    try:
+        yield
+    finally:
+        logging.setLoggerClass(base)
+
+
+def quiet_dagster_warnings() -> None:
+    """Dagster warns about its own beta and preview features at every definition load; nothing a user can act on."""
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+
+
 def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
     from assets.partitions import wiki_dump_partitions
 
@@ -327,7 +394,7 @@ def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
 
 
 def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attempted: set, failed: set,
-                             progress: Progress, log_level, parallel: int) -> None:
+                             progress: Progress, log_level, parallel: int, traces: bool = True) -> None:
     """`_run_group` for each (partition, keys), `parallel` at a time in spawned worker processes."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
@@ -335,7 +402,8 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
     ref = dg.serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
     root = str(state.root) if state.root is not None else ""
     with ProcessPoolExecutor(min(parallel, len(groups)), mp_context=get_context("spawn")) as pool:
-        jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level)
+        jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level,
+                            traces)
                 for partition, keys in groups]
         for (partition, keys), job in zip(groups, jobs, strict=True):
             try:
@@ -358,9 +426,10 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
             failed.update(part_failed)
 
 
-def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], log_level: str):
+def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], log_level: str, traces: bool = True):
     """One partition's run in a worker process, against the same instance and data directory
     (the resources are `assets.definitions.resources(root)`); returns what `_run_group` recorded."""
+    quiet_dagster_warnings()  # before the definitions load: a spawned worker starts with default filters
     from assets.definitions import defs, resources
 
     keys = [dg.AssetKey.from_user_string(name) for name in names]
@@ -369,7 +438,8 @@ def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], 
         report, attempted, failed, lines = UpdateReport(), set(), set(), []
         definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
         progress = Progress(lines.append, quiet=True)  # the parent prints the run lines
-        _run_group(partition, keys, state, definitions, report, attempted, failed, progress, log_level)
+        _run_group(partition, keys, state, definitions, report, attempted, failed, progress, log_level,
+                   traces=traces)
     return report, lines, attempted, failed, progress.timings
 
 
@@ -403,26 +473,42 @@ def _interrupted(result) -> bool:
 
 
 def failure_message(result) -> str:
-    """The errors of a failed run's steps, one line each: `step: ErrorClass: message`."""
+    """The errors of a failed run's steps, one line each: `step: message`.
+
+    The message is the user's exception under Dagster's wrappers (not the deepest cause: a
+    `DumpError` naming the file and page keeps them over the XML error it wraps); the module path
+    of our own errors' class is left out, their message names the file, line or field.
+    """
     lines = []
     for event in result.get_step_failure_events():
         error = event.step_failure_data.error if event.step_failure_data else None
-        while error is not None and error.cause is not None:
+        while error is not None and error.cause is not None and error.cls_name.startswith("Dagster"):
             error = error.cause  # the user's exception, under Dagster's wrapper
-        text = (error.message.strip().splitlines() or ["?"])[0] if error is not None else "failed"
-        lines.append(f"{event.step_key}: {text}")
+        lines.append(f"{event.step_key}: {_error_line(error)}")
     return "; ".join(lines) or f"run {result.run_id} failed"
 
 
+def _error_line(error) -> str:
+    if error is None:
+        return "failed"
+    text = (error.message.strip().splitlines() or ["?"])[0]
+    qualified, sep, rest = text.partition(": ")
+    if sep and qualified.startswith("dagster_ir.") and qualified.endswith(f".{error.cls_name}"):
+        return rest
+    return text
+
+
 def observe_sources(
-    defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict, *, log: Callable[[str], None] = print
+    defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict, *, log: Callable[[str], None] = print,
+    traces: bool = True,
 ) -> None:
     """Observe every observable source asset (their data versions are what staleness compares)."""
     sources = [a for a in defs.assets or []
                if isinstance(a, dg.AssetsDefinition | dg.SourceAsset) and a.is_observable]
     for source in sources:  # one run each: a run holds one partitions definition
-        result = observe(source, instance=instance, resources=resources,
-                         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        with nullcontext() if traces else without_failure_events():
+            result = observe(source, instance=instance, resources=resources,
+                             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         if not result.success:
             log(f"observing {source.key.to_user_string()} failed: {failure_message(result)}")
 

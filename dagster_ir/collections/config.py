@@ -22,6 +22,7 @@ They are listed in a YAML file, `dagster-ir.yaml` at the project root by default
         protocol: cv                                  # optional: cv (k-fold) | fixed
         seeds: [0, 1, 2]                              # optional: each trained method once per seed
         profile: paper                                # optional: demo | paper for every asset of it
+        on_unknown: drop                              # optional: error (default) | drop, see below
         assets:                                       # optional: asset config for this collection
           neural_baselines: {models: [knrm, bert-maxp]}
 
@@ -33,7 +34,10 @@ otherwise. `protocol` (see collections.protocol) says how trained methods are ev
 `profile` (`demo` or `paper`) is the profile of every asset partition of the collection and its
 training units that has one, unless a run or `assets` names another (read by the asset layer, see
 `assets.settings`); `assets` gives config fields per asset for this collection's partitions (read by
-the asset layer, which says which assets take them and checks the fields). The
+the asset layer, which says which assets take them and checks the fields); `on_unknown` says what a
+qrels or imported run row naming a query not in the topics or a document not in the corpus is: an
+error naming the file, line and id (`error`, the default) or a row to drop and count (`drop`; see
+collections.known_ids). The
 top-level keys a file may hold are listed in `TOP_LEVEL_KEYS` (a stage that reads a new section adds
 its key there); any other key is an error, so a misspelt `run:` is not ignored. Without a file the
 built-in default is the wiki-car collection alone. A bad file raises `CollectionConfigError` naming
@@ -63,6 +67,7 @@ import yaml
 
 from dagster_ir.collections.cranfield import read_cranfield
 from dagster_ir.collections.irds import load_irds
+from dagster_ir.collections.known_ids import ON_UNKNOWN
 from dagster_ir.collections.local import detect_layout, load_local
 from dagster_ir.collections.protocol import PROTOCOLS, Protocol, TrainingUnit, training_units
 from dagster_ir.collections.splits import SplitConfig
@@ -96,6 +101,7 @@ class WikiCarSpec:
     protocol: Protocol = Protocol("fixed")
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
     profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class IrdsSpec:
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
     profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,7 @@ class LocalSpec:
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
     profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,7 @@ class CranfieldSpec:
     protocol: Protocol = Protocol()
     assets: dict = field(default_factory=dict, hash=False)  # asset name -> config fields
     profile: str | None = None  # "demo" | "paper" for every asset of the collection; None: each asset's own
+    on_unknown: str = "error"  # qrels/run rows naming unknown queries or documents: "error" | "drop"
 
 
 CollectionSpec = WikiCarSpec | IrdsSpec | LocalSpec | CranfieldSpec
@@ -234,13 +243,17 @@ def _parse_spec(name: str, entry: Any, fields: _Fields) -> CollectionSpec:
     if not isinstance(kind, str) or kind not in SPEC_TYPES:
         raise fields.error("kind", f"expected one of {sorted(SPEC_TYPES)}, found {kind!r}")
     spec_type = SPEC_TYPES[kind]
-    known = {"kind", "split", "protocol", "seeds", "assets", "profile", *_KEYS[spec_type]}
+    known = {"kind", "split", "protocol", "seeds", "assets", "profile", "on_unknown", *_KEYS[spec_type]}
     unknown = sorted(str(key) for key in set(entry) - known)
     if unknown:
         raise fields.error(unknown[0], f"unknown field for kind {kind!r} (known: {sorted(known)})")
     spec = _BUILDERS[spec_type](name, entry, fields)
+    on_unknown = entry.get("on_unknown", "error")
+    if on_unknown not in ON_UNKNOWN:
+        raise fields.error("on_unknown", f"expected one of {list(ON_UNKNOWN)}, found {on_unknown!r}")
     return dataclasses.replace(spec, protocol=_protocol(entry, fields, spec.protocol),
-                               assets=_asset_settings(entry, fields), profile=_profile(entry, fields))
+                               assets=_asset_settings(entry, fields), profile=_profile(entry, fields),
+                               on_unknown=on_unknown)
 
 
 def _profile(entry: dict, fields: _Fields) -> str | None:
@@ -379,6 +392,17 @@ def collection_layout(spec: CollectionSpec) -> str:
     if isinstance(spec, IrdsSpec):
         return f"ir_datasets {spec.dataset}"
     return "built from the Wikipedia segments"
+
+
+def qrels_source(spec: CollectionSpec) -> str:
+    """The qrels file of a collection (or what stands for it), for error messages."""
+    if isinstance(spec, LocalSpec):
+        return str(spec.qrels)
+    if isinstance(spec, CranfieldSpec):
+        return str(Path(spec.path) / "cranqrel")
+    if isinstance(spec, IrdsSpec):
+        return f"ir_datasets {spec.dataset} qrels"
+    return f"collection {spec.name!r} qrels"
 
 
 # --- imported runs ------------------------------------------------------------------------------

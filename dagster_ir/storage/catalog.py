@@ -16,7 +16,9 @@ inside a run:
 Views read the Parquet files directly, so a view always shows the newest data of every partition.
 Their paths are relative to the data directory (our connections set DuckDB's `file_search_path`
 to it; a duckdb shell started in the data directory resolves them too), so a copied or moved data
-directory reads its own tables. `Catalog.query` runs read statements only.
+directory reads its own tables. `Catalog.query` and `Catalog.lineage` are reads and never write:
+they open DuckDB read-only, leave the journal to `sync`, and can read the data directory's tables
+and nothing else on the host.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dagster_ir.storage.locks import file_lock
 
 CATALOG_FILE = "catalog.duckdb"
 PARTITION_COLUMN = "partition"
+TABLES_DIR = "tables"  # under the data directory: the Parquet tables the views read (storage.parquet)
 
 _TABLE_DDL = """
 create table if not exists materializations (
@@ -176,34 +179,45 @@ class Catalog:
             return True
 
     def query(self, sql: str, params: list | None = None, *, open_timeout: float = 5.0):
-        """Run a read query on the catalog (after a sync) and return a Polars frame.
+        """Run a read query on the catalog and return a Polars frame; never writes.
 
+        The catalog is opened read-only (a read-only data directory will do), the journal is not
+        folded (see `pending()`; `sync` folds it), and DuckDB may read no file but the data
+        directory's own tables (`enable_external_access` off, `allowed_directories` = tables/).
         Raises CatalogQueryError for anything but read (SELECT) statements, CatalogBusyError when
-        another process holds the catalog.
+        another process holds the catalog, FileNotFoundError when there is no catalog yet.
         """
         check_read_only(sql)
-        try:
-            self.sync(open_timeout=open_timeout)
-        except duckdb.Error as error:
-            self.last_sync_error = f"{type(error).__name__}: {error}"
+        with self._reader(open_timeout) as con:
+            return con.sql(sql, params=params).pl()
+
+    def lineage(self, asset: str, partition: str | None = None, *, open_timeout: float = 5.0) -> list[LineageNode]:
+        """The upstream trees of `asset`'s newest record (of `partition`, or each partition's); never writes.
+
+        Raises KeyError naming the asset when the catalog has no record of it.
+        """
+        with self._reader(open_timeout) as con:
+            return walk(con, asset, partition)
+
+    def _reader(self, open_timeout: float) -> duckdb.DuckDBPyConnection:
+        """A read-only connection that can read the catalog's own tables and nothing else on the host."""
+        if not self.path.is_file():
+            waiting = f" ({len(self.pending())} records pending: `dagster-ir catalog sync` folds them)" if self.pending() else ""
+            raise FileNotFoundError(f"{self.path}: no catalog yet{waiting}")
         con = _connect(self.path, open_timeout, self.data_dir, read_only=True)
         if con is None:
             raise CatalogBusyError(f"{self.path} is held by another process (a duckdb shell?); "
                                    "close it, or query while it is free")
-        with con:
-            return con.sql(sql, params=params).pl()
-
-    def lineage(self, asset: str, partition: str | None = None, *, open_timeout: float = 5.0) -> list[LineageNode]:
-        """The upstream trees of `asset`'s newest record (of `partition`, or each partition's).
-
-        Raises KeyError naming the asset when the catalog has no record of it.
-        """
-        self.sync(open_timeout=open_timeout)
-        con = _connect(self.path, open_timeout, self.data_dir, read_only=True)
-        if con is None:
-            raise CatalogBusyError(f"{self.path} is held by another process (a duckdb shell?); close it and retry")
-        with con:
-            return walk(con, asset, partition)
+        try:
+            tables = self.data_dir / TABLES_DIR
+            con.execute("set allowed_directories = ?", [[f"{tables}{os.sep}"]])
+            con.execute("set enable_external_access = false")
+            con.execute("set lock_configuration = true")  # a query cannot turn them back
+            _shadow_views(con, self.data_dir)
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     def register_table(self, name: str, table_root: Path, *, partitioned: bool) -> None:
         """Create or replace the view `name` over the Parquet files under `table_root`."""
@@ -331,7 +345,26 @@ def _view_root(table_root: str, asset_key: str, data_dir: Path) -> str:
     return root.as_posix()
 
 
-def _create_view(con: duckdb.DuckDBPyConnection, name: str, root: str, partitioned: bool) -> None:
+def _shadow_views(con: duckdb.DuckDBPyConnection, data_dir: Path) -> None:
+    """Temporary views (in memory, over this connection's stored ones) that read each table by its
+    absolute path under `data_dir`: a relative path would read a `tables/` folder of the working
+    directory first, and only the data directory's own tables are allowed."""
+    try:
+        latest = con.execute(
+            "select asset_key, arg_max(table_root, materialized_at), arg_max(partitioned, materialized_at) "
+            "from materializations where table_root is not null group by asset_key"
+        ).fetchall()
+    except duckdb.CatalogException:  # a catalog without records
+        return
+    for asset_key, root, partitioned in latest:
+        where = Path(_view_root(root, asset_key, data_dir))
+        try:
+            _create_view(con, view_name(asset_key), (data_dir / where).as_posix(), bool(partitioned), temporary=True)
+        except duckdb.Error:  # no files (yet, or any more), or outside the data directory: not readable
+            continue
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, name: str, root: str, partitioned: bool, *, temporary: bool = False) -> None:
     root_sql = root.replace("'", "''")
     if partitioned:
         source = f"read_parquet('{root_sql}/*/*.parquet', union_by_name = true)"
@@ -339,7 +372,7 @@ def _create_view(con: duckdb.DuckDBPyConnection, name: str, root: str, partition
     else:
         source = f"read_parquet('{root_sql}/*.parquet', union_by_name = true)"
         select = f"select *, null::varchar as {PARTITION_COLUMN} from {source}"
-    con.execute(f'create or replace view "{name}" as {select}')
+    con.execute(f'create or replace {"temp " if temporary else ""}view "{name}" as {select}')
 
 
 def _connect(
@@ -349,7 +382,8 @@ def _connect(
 
     Relative paths (the views') resolve against the data directory.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:

@@ -17,9 +17,8 @@ from urllib.parse import quote
 import polars as pl
 
 from dagster_ir.storage.atomic import atomic_path
-from dagster_ir.storage.catalog import PARTITION_COLUMN
+from dagster_ir.storage.catalog import PARTITION_COLUMN, TABLES_DIR
 
-TABLES_DIR = "tables"
 FILE_NAME = "data.parquet"
 
 

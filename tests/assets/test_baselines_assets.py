@@ -48,7 +48,7 @@ def test_neural_baselines_train_on_train_choose_on_dev_and_score_test(tmp_path):
                                    threads=1)
     context = dg.build_asset_context(partition_key="wiki-car/seed-0")
     runs = neural_baselines(context=context, config=config, data=data, corpus=corpus.lazy(), queries=queries, qrels=qrels,
-                            query_splits=splits, candidate_runs=run, negatives=negatives, word2vec=vectors)
+                            query_splits=splits, candidate_runs=run, negatives=negatives, word2vec=vectors).value
     assert sorted(runs["run_name"].unique()) == ["drmm", "knrm"]
     assert sorted(runs["query_id"].unique()) == ["q8", "q9"]  # the test split only
     top6 = run.filter(pl.col("query_id").is_in(["q8", "q9"]) & (pl.col("rank") <= 6))
@@ -77,7 +77,7 @@ def test_rotated_folds_score_every_query_once(tmp_path):
                                    rotate_folds=True)
     runs = neural_baselines(context=dg.build_asset_context(partition_key="wiki-car/seed-0"), config=config, data=data,
                             corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
-                            negatives=negatives, word2vec=vectors)
+                            negatives=negatives, word2vec=vectors).value
     folds = runs.group_by("query_id").agg(pl.col("fold").unique())
     assert folds.height == 10 and folds["fold"].list.len().max() == 1  # every query, by one rotation's model
     held = dict(zip(folds["query_id"], folds["fold"].list.first()))

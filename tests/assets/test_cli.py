@@ -1,6 +1,11 @@
 """The command line in process: argument routing, refusals with clear one-line errors, remove-dump."""
 
 import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -89,3 +94,85 @@ def test_runs_whose_process_died_are_marked_failed(tmp_path):
         status = {run_id: instance.get_run_by_id(run_id).status for run_id in (killed, alive, elsewhere)}
     assert status == {killed: dg.DagsterRunStatus.FAILURE, alive: dg.DagsterRunStatus.STARTED,
                       elsewhere: dg.DagsterRunStatus.STARTED}
+
+
+def _catalog_with_table(data):
+    target = table_path(data, ["t"], None)
+    write_table(pl.DataFrame({"x": [1, 2]}), target)
+    Catalog(data).record(MaterializationRecord(asset_key="t", partition=None, path=str(target),
+                                               table_root=str(table_root(data, ["t"]))))
+    return Catalog(data)
+
+
+def _tree(root):
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else None)
+            for p in sorted(root.rglob("*"))}
+
+
+def test_catalog_query_writes_nothing(data, capsys):
+    catalog = _catalog_with_table(data)
+    before = _tree(data)
+    assert main(["--data", str(data), "catalog", "query", "select sum(x) as s from t"]) == 0
+    assert "3" in capsys.readouterr().out
+    assert _tree(data) == before  # not the catalog's bytes, nor its mtime, nor a lock or journal file
+    assert catalog.path.exists()
+
+
+def _read_only(data, command: list[str], cwd):
+    """`command` run with `data` read-only: a read-only bind mount as root (who writes anywhere), else chmod."""
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+    if os.geteuid() != 0:
+        folders = [data, *[p for p in data.rglob("*") if p.is_dir()]]
+        for folder in folders:
+            folder.chmod(0o555)
+        try:
+            return subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False)
+        finally:
+            for folder in folders:
+                folder.chmod(0o755)
+    if shutil.which("unshare") is None:
+        pytest.skip("root without unshare: no way to make the data directory read-only")
+    script = f"mount --bind -o ro {shlex.quote(str(data))} {shlex.quote(str(data))} && touch {shlex.quote(str(data / 'probe'))} 2>/dev/null; exec {shlex.join(command)}"
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=120, check=False)
+    if "mount" in done.stderr and done.returncode != 0:
+        pytest.skip(f"cannot mount read-only here: {done.stderr.strip()}")
+    assert not (data / "probe").exists(), "the data directory was not read-only"
+    return done
+
+
+def test_catalog_query_on_a_read_only_data_directory(data, tmp_path):
+    _catalog_with_table(data)
+    cli = [sys.executable, "-m", "assets.cli", "--data", str(data)]
+    done = _read_only(data, [*cli, "catalog", "query", "select sum(x) as s from t"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3" in done.stdout and done.stderr == ""
+    lineage = _read_only(data, [*cli, "lineage", "t"], tmp_path)
+    assert lineage.returncode == 0, lineage.stderr
+
+
+def test_catalog_query_reads_the_data_directory_tables_from_any_working_directory(data, tmp_path, monkeypatch, capsys):
+    _catalog_with_table(data)
+    elsewhere = tmp_path / "elsewhere"
+    write_table(pl.DataFrame({"x": [100]}), table_path(elsewhere, ["t"], None))  # another tables/ folder here
+    monkeypatch.chdir(elsewhere)
+    assert main(["--data", str(data), "catalog", "query", "select sum(x) as s from t"]) == 0
+    out = capsys.readouterr().out
+    assert "3" in out and "100" not in out
+
+
+@pytest.mark.parametrize("sql", ["select * from read_text('/etc/passwd')", "select * from glob('/root/**')",
+                                 "select * from read_csv('/etc/hostname')",
+                                 "select * from read_text('tables/../../../../../etc/passwd')"])
+def test_catalog_query_reads_no_host_file(data, capsys, sql):
+    _catalog_with_table(data)
+    assert main(["--data", str(data), "catalog", "query", sql]) == 1
+    err = capsys.readouterr().err
+    assert "disabled by configuration" in err and "root:" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_catalog_query_cannot_turn_external_access_back_on(data):
+    catalog = _catalog_with_table(data)
+    with pytest.raises(Exception, match="locked|only read statements"):
+        catalog.query("select * from read_text('/etc/passwd'); set enable_external_access = true")
+    assert catalog.query("select current_setting('enable_external_access') as on").item() is False

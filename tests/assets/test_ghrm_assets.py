@@ -21,6 +21,7 @@ from dagster_ir.methods.ghrm.sweeps import SWEEP_RESULTS
 from dagster_ir.methods.ghrm.text import TextConfig
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
+from dagster_ir.storage.parquet import frame_version
 
 TOPICS = ["solar panel energy", "river fish species", "roman road empire", "coffee brew bean", "volcano ash lava",
           "chess opening theory", "tennis serve court", "piano chord melody", "glacier ice melt", "desert sand dune"]
@@ -57,10 +58,12 @@ def test_word2vec_then_ghrm_runs(tmp_path):
 
     config = GHRMAssetConfig(variants=["ghrm", "ghrm-nopool"], folds=[0, 1], min_count=1, epochs=2,
                              batches_per_epoch=2, top_k=3, train_depth=8, rerank_depth=6)
-    runs = ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
-                     corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits,
-                     candidate_runs=run, word2vec=manifest)
+    output = ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
+                       corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits,
+                       candidate_runs=run, word2vec=manifest)
+    runs = output.value
     assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm-nopool"]
+    assert output.data_version == dg.DataVersion(frame_version(runs))  # by content (see assets.updates)
     assert runs.select(list(RUN)).schema == pl.Schema(RUN)
     # rotations 0 and 1 test folds 0 and 1: queries q0, q5 and q1, q6, six candidates each
     assert sorted(runs["query_id"].unique()) == ["q0", "q1", "q5", "q6"]
@@ -72,7 +75,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     # seeds: one run per seed, the offset seed's checkpoints under their own root, seed 0's reused
     seeded = ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"),
                        config=config.model_copy(update={"seeds": [0, 2]}), data=data, corpus=corpus.lazy(),
-                       queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run, word2vec=manifest)
+                       queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run, word2vec=manifest).value
     assert sorted(seeded["seed"].unique()) == [0, 2]
     first = seeded.filter(pl.col("seed") == 0).drop("seed").sort("run_name", "query_id", "rank")
     assert first.equals(runs.drop("seed").sort("run_name", "query_id", "rank"))  # seed 0 = the run above, resumed

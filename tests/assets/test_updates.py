@@ -142,9 +142,10 @@ def test_changes_outside_the_code_make_exactly_their_readers_stale(tmp_path):
         print(json.dumps(out))
     """, config)
     assert not result["first"]["failed"] and result["fresh"] == []
-    assert result["deleted"] == ["candidate_runs[two]"]
-    assert result["run_file"] == ["candidate_runs[one]", "candidate_runs[two]"]
-    assert result["yaml"] == ["candidate_runs[one]", "candidate_runs[two]", "corpus[two]", "qrels[two]",
+    assert result["deleted"] == ["candidate_runs[two]", "negatives[two]"]  # the readers wait on it
+    assert result["run_file"] == ["candidate_runs[one]", "candidate_runs[two]", "negatives[one]", "negatives[two]"]
+    assert result["yaml"] == ["bm25_index[two]", "candidate_runs[one]", "candidate_runs[two]", "corpus[two]",
+                              "dense_embeddings[two]", "negatives[one]", "negatives[two]", "qrels[two]",
                               "queries[two]", "query_splits[two]"]
     assert result["after"] == [] and not result["second"]["failed"]
     assert "candidate_runs[two]" in result["second"]["ran"] and "corpus[one]" not in result["second"]["ran"]
@@ -190,3 +191,69 @@ def test_two_updates_at_once_do_the_work_once(tmp_path):
     assert sum(int(ran) for ran, _, _ in summaries) == 2  # each asset materialized by one process...
     assert sum(int(found) for _, found, _ in summaries) == 2  # ...and found done by the other
     assert (data / "counted.txt").read_text().splitlines() == ["counted", "derived"]  # computed once each
+
+
+def test_a_changed_imported_run_file_reaches_the_report(tmp_path):
+    """Dagster records a partitioned observable source's version in its readers as the hash of no
+    materialization; the reader's own content version must carry the change downstream."""
+    (tmp_path / "ext.trec").write_text("".join(f"{i} Q0 one{(i + 1) % 8} 1 2.0 ext\n" for i in range(len(WORDS))))
+    config = "collections:\n" + _local_collection(tmp_path, "one", WORDS) + "runs:\n  one:\n    ext: ext.trec\n"
+    result = _run(tmp_path, """
+        from dagster_ir.storage.catalog import Catalog
+        def ndcg():
+            return Catalog(root).query("select avg(value) from evaluation_report where run_name = 'ext' "
+                                       "and measure = 'nDCG@10' and partition = 'one'").item()
+        out = {}
+        groups = ("collections", "retrieval", "evaluation")
+        out["first"] = update(*groups)
+        out["before"] = ndcg()
+        Path("ext.trec").write_text("".join(f"{i} Q0 one{i} 1 3.0 ext\\n" for i in range(8)))  # a perfect run
+        out["run_file"] = stale(*groups)
+        out["second"] = update(*groups)
+        out["after"] = ndcg()
+        out["fresh"] = stale(*groups)
+        print(json.dumps(out))
+    """, config)
+    assert not result["first"]["failed"] and not result["second"]["failed"]
+    assert result["before"] == 0.0
+    assert {"candidate_runs[one]", "negatives[one]", "evaluation_report[one]"} <= set(result["run_file"])
+    assert {"candidate_runs[one]", "negatives[one]", "evaluation_report[one]"} <= set(result["second"]["ran"])
+    assert result["after"] == 1.0 and result["fresh"] == []
+
+
+def test_a_moved_or_copied_data_directory_rebuilds_from_its_own_files(tmp_path):
+    config = "collections:\n" + _local_collection(tmp_path, "one", WORDS)
+    result = _run(tmp_path, """
+        import shutil
+        import polars as pl
+        from dagster_ir.storage.catalog import Catalog
+
+        def update_at(where, *groups):
+            report = update_all(defs, instance, resources=resources(str(where)), log=lambda line: print(line, flush=True),
+                                selection=dg.AssetSelection.groups(*groups))
+            return {"ran": sorted(f"{k}[{p}]" for p, ks in report.runs for k in ks),
+                    "failed": [m for _, _, m in report.failures]}
+
+        out = {"first": update_at(root, "collections", "retrieval")}
+        out["stored"] = [pl.read_parquet(root / "tables" / name / "one" / "data.parquet")["path"][0]
+                         for name in ("bm25_index", "dense_embeddings")]
+        out["catalog"] = Catalog(root).query("select distinct path from materializations where asset_key = "
+                                             "'bm25_index'").to_series().to_list()
+        moved = root.with_name("moved")
+        shutil.move(root, moved)
+        (moved / "tables" / "candidate_runs" / "one" / "data.parquet").unlink()
+        out["moved"] = update_at(moved, "retrieval")
+        copy = root.with_name("copy")
+        shutil.copytree(moved, copy)
+        shutil.rmtree(moved / "files")  # the original's index and embeddings are gone: the copy must not need them
+        (copy / "tables" / "candidate_runs" / "one" / "data.parquet").unlink()
+        out["copied"] = update_at(copy, "retrieval")
+        out["runs"] = pl.read_parquet(copy / "tables" / "candidate_runs" / "one" / "data.parquet")["run_name"].unique().sort().to_list()
+        print(json.dumps(out))
+    """, config)
+    assert not result["first"]["failed"]
+    assert result["stored"] == ["files/bm25_index/one", "files/dense/one.npy"]
+    assert result["catalog"] == ["tables/bm25_index/one/data.parquet"]
+    assert result["moved"]["failed"] == [] and "candidate_runs[one]" in result["moved"]["ran"]
+    assert result["copied"]["failed"] == [] and "candidate_runs[one]" in result["copied"]["ran"]
+    assert result["runs"] == ["bm25", "dense", "ql"]
