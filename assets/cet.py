@@ -26,6 +26,7 @@ import dagster as dg
 import polars as pl
 
 from assets.automation import TRAINING_POOL
+from assets.metadata import by_content
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import training_units
 from assets.resources import DataDirResource
@@ -272,7 +273,7 @@ def cet(
         **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata(),
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str))),
     })
-    return table
+    return by_content(table)
 
 
 def _sweeps_metadata(table: pl.DataFrame) -> dict:
@@ -330,7 +331,7 @@ def cet_runs(
     runs = rerank_lab(cet, candidate_runs, queries, corpus, ids, domain)
     context.add_output_metadata({**_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha),
                                  **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata()})
-    return runs.with_columns(seed=pl.lit(unit.seed, pl.Int64))
+    return by_content(runs.with_columns(seed=pl.lit(unit.seed, pl.Int64)))
 
 
 def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: LabConfig, alpha: float) -> dict:

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from assets.automation import TRAINING_POOL
+from assets.metadata import by_content
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
@@ -52,7 +53,7 @@ from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
-from dagster_ir.storage.parquet import frame_version
+from dagster_ir.storage.parquet import content_version, frame_version
 
 GROUP = "ghrm"
 CODE_VERSION = "3"  # 3: ghrm_runs per seed of the collection
@@ -104,9 +105,11 @@ def word2vec(
         "words": len(vectors), "dim": vectors.vector_size, "seconds": round(seconds, 2), "source": source,
         "config": dg.MetadataValue.json(asdict(domain)), "file": dg.MetadataValue.path(str(path)),
     })
-    return pl.DataFrame({"path": [str(path)], "words": [len(vectors)], "dim": [vectors.vector_size],
-                         "source": [source], "seed": [domain.seed], "epochs": [domain.epochs],
-                         "remove_stopwords": [domain.text.remove_stopwords], "lemmatize": [domain.text.lemmatize]})
+    manifest = pl.DataFrame({"path": [str(path)], "words": [len(vectors)], "dim": [vectors.vector_size],
+                             "source": [source], "seed": [domain.seed], "epochs": [domain.epochs],
+                             "remove_stopwords": [domain.text.remove_stopwords], "lemmatize": [domain.text.lemmatize]})
+    # by the vectors' content: the settings it reads have no version Dagster sees change (assets.metadata.by_content)
+    return dg.Output(manifest, data_version=dg.DataVersion(content_version(path)))
 
 
 class GHRMSettings(dg.Config):
@@ -344,7 +347,7 @@ def ghrm_sweeps(
         "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
         "checkpoints": dg.MetadataValue.path(str(root)),
     })
-    return tag_unit(results, unit)
+    return by_content(tag_unit(results, unit))
 
 
 def _markdown(frame: pl.DataFrame) -> str:

@@ -24,6 +24,7 @@ import dagster as dg
 import polars as pl
 
 from assets.automation import TRAINING_POOL
+from assets.metadata import by_content
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.settings import UNIT_SETTINGS, with_settings
 from assets.plots import bar_chart_markdown
@@ -164,7 +165,7 @@ def model1_em(
         })
         frames.append(trained.table.to_frame().with_columns(vocabulary=pl.lit(kind)))
     context.add_output_metadata(metadata)
-    return tag_unit(pl.concat(frames).select("vocabulary", *MODEL1_TABLE), unit)
+    return by_content(tag_unit(pl.concat(frames).select("vocabulary", *MODEL1_TABLE), unit))
 
 
 def _rows_sum_to_one(model1_em: pl.DataFrame) -> dg.AssetCheckResult:
@@ -308,8 +309,8 @@ def neural_model1(
     domain = offset_seeds(config.to_domain(), training_unit(context).seed)
     stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
     model, _ = nn.build_model(stats, domain)
-    return _train_ranker(context, data, "neural_model1", model, domain, corpus, queries.select("query_id", "text"),
-                         qrels, query_splits, candidate_runs)
+    return by_content(_train_ranker(context, data, "neural_model1", model, domain, corpus,
+                                    queries.select("query_id", "text"), qrels, query_splits, candidate_runs))
 
 
 def _bert_ranker(context, config: BertModel1AssetConfig, data, kind: type, name: str, corpus, queries, qrels,
@@ -335,8 +336,8 @@ def bert_model1(
 ) -> pl.DataFrame:
     """BERT-Model1: the Model 1 layer over BERT token vectors, documents in chunks, trained end to end (manifest)."""
     config = with_settings(config, "bert_model1", training_unit(context).collection, context)
-    return _bert_ranker(context, config, data, bert.BertModel1, "bert_model1", corpus, queries, qrels, query_splits,
-                        candidate_runs)
+    return by_content(_bert_ranker(context, config, data, bert.BertModel1, "bert_model1", corpus, queries, qrels,
+                                   query_splits, candidate_runs))
 
 
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="1",
@@ -353,8 +354,8 @@ def bert_vanilla(
 ) -> pl.DataFrame:
     """BERT-vanilla (full): BERT-Model1's chunks, their mean [CLS] vector scored by a linear layer (manifest)."""
     config = with_settings(config, "bert_vanilla", training_unit(context).collection, context)
-    return _bert_ranker(context, config, data, bert.BertVanilla, "bert_vanilla", corpus, queries, qrels, query_splits,
-                        candidate_runs)
+    return by_content(_bert_ranker(context, config, data, bert.BertVanilla, "bert_vanilla", corpus, queries, qrels,
+                                   query_splits, candidate_runs))
 
 
 class Model1ExportConfig(dg.Config):
@@ -501,7 +502,7 @@ def model1_runs(
         "tuning": dg.MetadataValue.md(_grid_markdown(grid)),
         "explanations": dg.MetadataValue.md(f"### {EXPLANATIONS_TITLE}\n\n{explained}"),
     })
-    return tag_unit(pl.concat(outputs), unit)
+    return by_content(tag_unit(pl.concat(outputs), unit))
 
 
 TUNING_FILE = "tuning.csv"
@@ -589,7 +590,7 @@ def fusion_runs(
         **{f"weights {name}": [round(w, 4) for w in m.weights] for name, m in models.items()},
         **{f"train {domain.fusion.measure} {name}": round(m.train_score, 4) for name, m in models.items()},
     })
-    return tag_unit(pl.concat([fused, bert_runs]), unit)
+    return by_content(tag_unit(pl.concat([fused, bert_runs]), unit))
 
 
 model1_assets = [model1_em, neural_model1, model1_export, bert_model1, bert_vanilla, model1_runs, fusion_runs]

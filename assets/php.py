@@ -34,6 +34,7 @@ import dagster as dg
 import polars as pl
 
 from assets.automation import TRAINING_POOL
+from assets.metadata import by_content
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.settings import UNIT_SETTINGS, with_profile, with_settings
 from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun
@@ -537,7 +538,7 @@ def cross_encoder(
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
         **{f"{name}_{key}": value for name, values in launches.items() for key, value in values.items()},
     })
-    return manifest
+    return by_content(manifest)
 
 
 @dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
@@ -571,7 +572,7 @@ def reranked_runs(
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
     context.add_output_metadata(metadata)
-    return tag_unit(pl.concat(runs) if runs else pl.DataFrame(schema=run.schema), unit)
+    return by_content(tag_unit(pl.concat(runs) if runs else pl.DataFrame(schema=run.schema), unit))
 
 
 @dg.asset_check(asset=php_examples, blocking=True)
