@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dagster_ir.retrieval import impact
 from dagster_ir.schemas import CORPUS, QUERIES, RUN, empty, validate
 from dagster_ir.storage.atomic import atomic_path, writer_tag
 
@@ -239,6 +240,10 @@ def _run_indexer(collection_dir: Path, index_dir: Path, *, threads: int) -> Inde
 
 # --- search -------------------------------------------------------------------------------------
 
+# BM25 over an index of at most this many postings is scored from impacts in memory (about 12
+# bytes a posting, plus a transient copy while they are computed); above it, Lucene searches.
+IMPACT_MAX_POSTINGS = 100_000_000
+
 
 def search(
     index_dir: str | os.PathLike[str],
@@ -248,6 +253,7 @@ def search(
     model: Bm25Config | QlConfig,
     threads: int = 2,
     run_name: str,
+    impact_max_postings: int = IMPACT_MAX_POSTINGS,
 ) -> pl.DataFrame:
     """Retrieve the top `k` documents of `index_dir` for every query; returns a RUN frame.
 
@@ -255,6 +261,10 @@ def search(
     scores set 1e-6 apart). A query whose terms are all stop words or absent from the index has no
     rows. `threads` queries are searched at a time. The index stays open in this process for the
     next call (see `_open_index`).
+
+    BM25 over an index of at most `impact_max_postings` postings (term-document pairs) is scored
+    from precomputed impacts (`impact.py`: the same run, Lucene's scores to the bit), kept in a file
+    beside the index and in memory; 0 always searches with Lucene.
     """
     if k < 1 or threads < 1:
         raise ValueError(f"k and threads must be >= 1, got k={k}, threads={threads}")
@@ -265,8 +275,14 @@ def search(
         raise FileNotFoundError(f"no Lucene index at {index_dir}")
     if queries.height == 0:
         return empty(RUN)
+    if impact_max_postings < 0:
+        raise ValueError(f"impact_max_postings must be >= 0, got {impact_max_postings}")
     with _open_index(Path(index_dir)) as index:
-        hits = _search_all(index.searcher(model), queries["text"].to_list(), k, threads)
+        texts = queries["text"].to_list()
+        if isinstance(model, Bm25Config) and 0 < index.postings <= impact_max_postings:
+            hits = _impact_search(index, model, texts, k)
+        else:
+            hits = _search_all(index.searcher(model), texts, k, threads)
         return _run_frame(queries["query_id"], hits, index, k, run_name)
 
 
@@ -321,7 +337,11 @@ class _OpenIndex:
         self._known = np.zeros(self.max_doc, dtype=bool)
         self._id_column = pl.Series("doc_id", [], dtype=pl.String)  # _ids as Polars, nulls unknown
         self._id_order = np.zeros(self.max_doc, dtype=np.int64)  # rank of each known id, byte order
+        self.postings = int(self.reader.getSumDocFreq(_CONTENTS_FIELD))  # -1 without the field
         self._searchers: dict[Bm25Config | QlConfig, _Searcher] = {}
+        self._impacts: dict[Bm25Config, impact.ImpactIndex] = {}
+        self._analyze = autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+        self._analyzer = autoclass("io.anserini.index.IndexCollection").DEFAULT_ANALYZER
         self._lock = threading.Lock()
         self.users = 0  # calls using it now (guarded by _index_cache_lock)
         self.retired = False  # out of the cache: closed when the last user is done
@@ -331,6 +351,31 @@ class _OpenIndex:
             if model not in self._searchers:
                 self._searchers[model] = _Searcher(self._autoclass, self, model)
             return self._searchers[model]
+
+    def impacts(self, model: Bm25Config) -> impact.ImpactIndex:
+        """The BM25 impacts of this index for `model`: from memory, from the file beside the index
+        when it was computed from this commit, or computed from the index and written there."""
+        with self._lock:
+            if model not in self._impacts:
+                self._impacts[model] = self._load_or_build_impacts(model)
+            return self._impacts[model]
+
+    def _load_or_build_impacts(self, model: Bm25Config) -> impact.ImpactIndex:
+        path = impact.impact_path(self.index_dir, model.k1, model.b)
+        key = impact.index_commit(self.index_dir)
+        if path.exists():
+            loaded = impact.load_impacts(path)
+            if loaded.key == key and (loaded.k1, loaded.b) == (float(model.k1), float(model.b)):
+                if loaded.max_doc != self.max_doc:
+                    raise ValueError(f"{path}: impacts of {loaded.max_doc} documents, the index has {self.max_doc}")
+                return loaded
+        built = impact.build_impacts(_read_postings(self), model.k1, model.b, key)
+        impact.save_impacts(built, path)
+        return built
+
+    def analyze(self, texts: list[str]) -> list[list[str]]:
+        """Each text's terms as Anserini's query generator gets them (Lucene's English analyzer)."""
+        return [list(self._analyze(self._analyzer, text).toArray()) for text in texts]
 
     def external_ids(self, lucene_docids: np.ndarray) -> tuple[pl.Series, np.ndarray]:
         """The `id` of each Lucene doc number, and a number per doc that orders those ids as
@@ -528,3 +573,91 @@ def _run_frame(
     }
     frame = pl.DataFrame(columns, schema={name: RUN[name] for name in columns})
     return frame.with_columns(pl.lit(run_name, dtype=pl.String).alias("run_name"))
+
+
+# --- BM25 from impacts (see impact.py) ------------------------------------------------------------
+
+
+def _impact_search(index: _OpenIndex, model: Bm25Config, texts: list[str], k: int) -> list[_Hits]:
+    """Every query's hits as `_Searcher.top_k` gives them, scored from the index's impacts."""
+    impacts = index.impacts(model)
+    found = [impact.score_query(impacts, terms, k) for terms in index.analyze(texts)]
+    counts = np.array([len(h.docs) for h in found], dtype=np.int64)
+    raw = np.concatenate([h.scores for h in found]) if found else np.empty(0, np.float32)
+    adjusted = impact.adjust_ties(raw, np.cumsum(counts) - counts)
+    bounds = np.cumsum(counts)[:-1]
+    return [_Hits(h.docs, h.scores, a) for h, a in zip(found, np.split(adjusted, bounds))]
+
+
+def _read_postings(index: _OpenIndex) -> impact.Postings:
+    """Every term of the `contents` field with its postings, each document's length norm, and what
+    Lucene's BM25Similarity computes from the index's statistics (idf per term, length table).
+
+    A term's postings come back as one search of the term with Anserini's `ImpactSimilarity`
+    (score = frequency), whose hits cross into Python as primitive arrays; the norms one call per
+    document; idf through Java's own `Math.log`, once per distinct document frequency.
+    """
+    from jnius import cast
+
+    autoclass = index._autoclass
+    reader = index.reader
+    searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
+        cast("org.apache.lucene.index.IndexReader", index.no_stored_fields))
+    searcher.setSimilarity(autoclass("io.anserini.search.similarity.ImpactSimilarity")())
+    term_query, term_class = autoclass("org.apache.lucene.search.TermQuery"), autoclass("org.apache.lucene.index.Term")
+    scored_docs = autoclass("io.anserini.search.ScoredDocs")
+    terms_enum = autoclass("org.apache.lucene.index.MultiTerms").getTerms(
+        cast("org.apache.lucene.index.IndexReader", reader), _CONTENTS_FIELD).iterator()
+    terms, dfs, docs, freqs = [], [], [], []
+    while (term_bytes := terms_enum.next()) is not None:
+        term, df = term_bytes.utf8ToString(), int(terms_enum.docFreq())
+        top = scored_docs.fromTopDocs(searcher.search(term_query(term_class(_CONTENTS_FIELD, term)), df), searcher)
+        term_docs = np.asarray(top.lucene_docids, dtype=np.int32)
+        order = np.argsort(term_docs, kind="stable")
+        terms.append(term)
+        dfs.append(df)
+        docs.append(term_docs[order])
+        freqs.append(np.asarray(top.scores, dtype=np.float32)[order])
+    doc_count = int(reader.getDocCount(_CONTENTS_FIELD))
+    return impact.Postings(
+        terms=terms,
+        indptr=np.concatenate([[0], np.cumsum([len(d) for d in docs], dtype=np.int64)]).astype(np.int64),
+        docs=np.concatenate(docs) if docs else np.empty(0, np.int32),
+        freqs=np.concatenate(freqs) if freqs else np.empty(0, np.float32),
+        norms=_read_norms(index),
+        length_table=_length_table(autoclass),
+        idf=_lucene_idf(autoclass, np.array(dfs, dtype=np.int64), doc_count),
+        doc_count=doc_count,
+        sum_total_term_freq=int(reader.getSumTotalTermFreq(_CONTENTS_FIELD)),
+    )
+
+
+def _read_norms(index: _OpenIndex) -> np.ndarray:
+    """Each document's encoded length in `contents` (0 where it has no term there)."""
+    norms = np.zeros(index.max_doc, dtype=np.uint8)
+    no_more_docs = 2**31 - 1  # DocIdSetIterator.NO_MORE_DOCS
+    for leaf in index._leaves:
+        values = leaf.reader().getNormValues(_CONTENTS_FIELD)
+        if values is None:
+            continue
+        docs, lengths = [], []
+        while (doc := values.nextDoc()) != no_more_docs:
+            docs.append(doc)
+            lengths.append(values.longValue())
+        norms[np.asarray(docs, dtype=np.int64) + leaf.docBase] = np.asarray(lengths, dtype=np.int64) & 0xFF
+    return norms
+
+
+def _length_table(autoclass: Callable[[str], Any]) -> np.ndarray:
+    """`SmallFloat.byte4ToInt` of every byte, as float: Lucene's BM25 `LENGTH_TABLE`."""
+    small_float = autoclass("org.apache.lucene.util.SmallFloat")
+    lengths = [small_float.byte4ToInt(i - 256 if i > 127 else i) for i in range(256)]
+    return np.asarray(lengths, dtype=np.int64).astype(np.float32)
+
+
+def _lucene_idf(autoclass: Callable[[str], Any], dfs: np.ndarray, doc_count: int) -> np.ndarray:
+    """`(float) Math.log(1 + (docCount - docFreq + 0.5D) / (docFreq + 0.5D))` per term, Java's log."""
+    log = autoclass("java.lang.Math").log
+    distinct, where = np.unique(dfs, return_inverse=True)
+    values = [log(1 + (doc_count - int(df) + 0.5) / (int(df) + 0.5)) for df in distinct]
+    return np.asarray(values, dtype=np.float64).astype(np.float32)[where]
