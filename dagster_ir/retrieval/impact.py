@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +78,10 @@ class ImpactIndex:
     norms: np.ndarray  # uint8
     idf: np.ndarray  # float32
     cache: np.ndarray  # float32, 256: 1 / (k1 ((1 - b) + b dl / avgdl)) per norm byte
+    # Set by `with_id_order` (not stored): each posting's document as its rank in the order of
+    # the doc ids, and the documents in that order.
+    doc_ranks: np.ndarray | None = None  # int32, one per posting
+    docs_by_rank: np.ndarray | None = None  # int32, max_doc
 
     @property
     def max_doc(self) -> int:
@@ -102,7 +106,8 @@ def bm25_cache(k1: float, b: float, postings: Postings) -> np.ndarray:
     f = np.float32
     k1, b = f(k1), f(b)
     avgdl = f(postings.sum_total_term_freq / float(postings.doc_count))
-    return f(1) / (k1 * ((f(1) - b) + b * postings.length_table.astype(f) / avgdl))
+    with np.errstate(divide="ignore"):  # k1 = 0: 1f / 0f is infinity in Java too
+        return f(1) / (k1 * ((f(1) - b) + b * postings.length_table.astype(f) / avgdl))
 
 
 def term_impacts(weight: np.float32, freqs: np.ndarray, norm_inverse: np.ndarray) -> np.ndarray:
@@ -121,6 +126,15 @@ def build_impacts(postings: Postings, k1: float, b: float, key: str) -> ImpactIn
         indptr=postings.indptr, docs=postings.docs, impacts=impacts.astype(np.float32), freqs=postings.freqs,
         norms=postings.norms, idf=postings.idf, cache=cache,
     )
+
+
+def with_id_order(impacts: ImpactIndex, id_order: np.ndarray) -> ImpactIndex:
+    """`impacts` ready for `search_impacts`: `id_order[d]` ranks document d's id in byte order
+    (Anserini's order of tied documents)."""
+    if len(id_order) != impacts.max_doc:
+        raise ValueError(f"{len(id_order)} document ranks for {impacts.max_doc} documents")
+    return replace(impacts, doc_ranks=id_order[impacts.docs].astype(np.int32),
+                   docs_by_rank=np.argsort(id_order).astype(np.int32))
 
 
 # --- the file -----------------------------------------------------------------------------------
@@ -176,64 +190,119 @@ def load_impacts(path: str | os.PathLike[str]) -> ImpactIndex:
 
 # --- scoring ------------------------------------------------------------------------------------
 
+_BLOCK_CELLS = 4_000_000  # queries scored at once: (queries x documents) float64 sums, 32 MB;
+# below 2**23, as `_score_block`'s sort keys need
+
 
 @dataclass(frozen=True)
-class QueryHits:
-    """One query's top k and every document tied with the k-th, in Lucene's order."""
+class ImpactRun:
+    """Every query's top k, Anserini's run: rows by query, then rank; `query` indexes the queries."""
 
+    query: np.ndarray  # int64
     docs: np.ndarray  # int32, Lucene doc numbers
-    scores: np.ndarray  # float32
+    raw_scores: np.ndarray  # float32, Lucene's scores
+    scores: np.ndarray  # float32, after Anserini's tie adjustment
+    rank: np.ndarray  # int32, 1..n per query
 
 
-def score_query(impacts: ImpactIndex, terms: list[str], k: int) -> QueryHits:
-    """Lucene's BM25 top `k` of one analyzed query (its terms, repeated as often as they occur)."""
-    counts: dict[int, int] = {}
-    for term in terms:
-        row = impacts.term_rows.get(term)
-        if row is not None:
-            counts[row] = counts.get(row, 0) + 1
-    if not counts:
-        return QueryHits(np.empty(0, np.int32), np.empty(0, np.float32))
-    parts_docs, parts_values = [], []
-    for row, count in counts.items():
-        start, end = impacts.indptr[row], impacts.indptr[row + 1]
-        docs = impacts.docs[start:end]
-        if count == 1:
-            values = impacts.impacts[start:end]
-        else:
-            weight = np.float32(count) * impacts.idf[row]
-            values = term_impacts(weight, impacts.freqs[start:end], impacts.cache[impacts.norms[docs]])
-        parts_docs.append(docs)
-        parts_values.append(values)
-    if len(parts_docs) == 1:
-        matched, scores = parts_docs[0], parts_values[0]
-    else:
-        summed = np.bincount(np.concatenate(parts_docs), weights=np.concatenate(parts_values).astype(np.float64),
-                             minlength=impacts.max_doc)
-        matched = np.flatnonzero(summed).astype(np.int32)  # every impact is > 0
-        scores = summed[matched].astype(np.float32)
-    return _top(matched, scores, k)
+def search_impacts(impacts: ImpactIndex, query_terms: list[list[str]], k: int) -> ImpactRun:
+    """Lucene's BM25 top `k` of every analyzed query (its terms, repeated as often as they occur),
+    ranked as Anserini ranks them: score descending, tied documents by doc id (byte order, see
+    `with_id_order`), scores adjusted as `adjust_ties` says."""
+    if impacts.doc_ranks is None or impacts.docs_by_rank is None:
+        raise ValueError("impacts without the order of their doc ids: see with_id_order")
+    pair_query, pair_row, pair_count = _query_rows(impacts, query_terms)
+    per_block = max(1, _BLOCK_CELLS // max(impacts.max_doc, 1))
+    parts = []
+    for first in range(0, len(query_terms), per_block):
+        last = min(first + per_block, len(query_terms))
+        lo, hi = np.searchsorted(pair_query, [first, last])
+        parts.append(_score_block(impacts, pair_query[lo:hi] - first, pair_row[lo:hi], pair_count[lo:hi],
+                                  last - first, k))
+        parts[-1] = (parts[-1][0] + first, *parts[-1][1:])
+    query = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    docs = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int32)
+    raw = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float32)
+    counts = np.bincount(query, minlength=len(query_terms))
+    starts = np.cumsum(counts) - counts
+    rank = np.arange(len(query), dtype=np.int64) - np.repeat(starts, counts) + 1
+    scores = adjust_ties(raw, starts)
+    top = rank <= k
+    return ImpactRun(query[top], docs[top], raw[top], scores[top], rank[top].astype(np.int32))
 
 
-def _top(docs: np.ndarray, scores: np.ndarray, k: int) -> QueryHits:
-    """Score descending, doc number ascending; the first k and every document tied with the k-th."""
-    if len(scores) > k:
-        kth = -np.partition(-scores, k - 1)[k - 1]
-        keep = scores >= kth
-        docs, scores = docs[keep], scores[keep]
-    order = np.lexsort((docs, -scores))
-    return QueryHits(docs[order], scores[order])
+def _query_rows(impacts: ImpactIndex, query_terms: list[list[str]]) -> tuple[np.ndarray, ...]:
+    """(query, term row, count in the query) of every distinct indexed term of every query."""
+    pair_query, pair_row, pair_count = [], [], []
+    rows_of = impacts.term_rows
+    for number, terms in enumerate(query_terms):
+        counts: dict[int, int] = {}
+        for term in terms:
+            row = rows_of.get(term)
+            if row is not None:
+                counts[row] = counts.get(row, 0) + 1
+        pair_query.extend([number] * len(counts))
+        pair_row.extend(counts)
+        pair_count.extend(counts.values())
+    return (np.asarray(pair_query, dtype=np.int64), np.asarray(pair_row, dtype=np.int64),
+            np.asarray(pair_count, dtype=np.int64))
+
+
+def _score_block(
+    impacts: ImpactIndex, pair_query: np.ndarray, pair_row: np.ndarray, pair_count: np.ndarray,
+    n_queries: int, k: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query, doc, raw score) of a block of queries: each query's documents scoring at least its
+    k-th, score descending, then by doc id.
+
+    The sums are laid out with the documents in the order of their ids, so a document's place in
+    the sums says where it goes among tied ones: one sort of (query, score, place) keys ranks them.
+    """
+    n_docs = impacts.max_doc
+    starts = impacts.indptr[pair_row]
+    lengths = impacts.indptr[pair_row + 1] - starts
+    offsets = np.cumsum(lengths) - lengths
+    postings = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
+    values = impacts.impacts[postings]
+    repeated = np.repeat(pair_count > 1, lengths)
+    if repeated.any():  # weight = count * idf, in float, then Lucene's formula
+        weights = np.repeat(pair_count.astype(np.float32) * impacts.idf[pair_row], lengths)[repeated]
+        values[repeated] = term_impacts(weights, impacts.freqs[postings[repeated]],
+                                        impacts.cache[impacts.norms[impacts.docs[postings[repeated]]]])
+    cells = np.repeat(pair_query * n_docs, lengths) + impacts.doc_ranks[postings]
+    sums = np.bincount(cells, weights=values, minlength=n_queries * n_docs)  # in double, as Lucene
+    matched = np.flatnonzero(sums)  # every impact is > 0; query-major, then id order
+    scores = sums[matched].astype(np.float32)
+    query, place = np.divmod(matched, n_docs)
+    counts = np.bincount(query, minlength=n_queries)
+    if counts.max(initial=0) > k:
+        keep = np.ones(len(scores), dtype=bool)
+        ends = np.cumsum(counts)
+        for q in np.flatnonzero(counts > k):
+            segment = scores[ends[q] - counts[q]: ends[q]]
+            kth = -np.partition(-segment, k - 1)[k - 1]
+            keep[ends[q] - counts[q]: ends[q]] = segment >= kth
+        query, place, scores = query[keep], place[keep], scores[keep]
+    # Positive float32 scores order as their bit patterns (31 bits) do; (query, -score, place) fit
+    # in one int64, since queries x documents in a block is below 2**23: one plain sort.
+    place_bits = max(int(n_docs - 1).bit_length(), 1)
+    score_key = (0x7FFFFFFF - scores.view(np.int32)).astype(np.int64)
+    keys = np.sort((query << (31 + place_bits)) | (score_key << place_bits) | place)
+    query = keys >> (31 + place_bits)
+    scores = (0x7FFFFFFF - ((keys >> place_bits) & 0x7FFFFFFF)).astype(np.int32).view(np.float32)
+    return query, impacts.docs_by_rank[keys & ((1 << place_bits) - 1)], scores
 
 
 def adjust_ties(scores: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Anserini's `ScoreTiesAdjusterReranker` over many queries' hits at once, in float.
 
     Within a query (hits from `starts[q]`, score descending): each score is rounded to 4 decimals
-    in double (Anserini 1.7's rounding; 0.94285f, which is 0.9428499..., becomes 0.9428), then, going down the list, a score that is not more than
-    1e-4 below the previous adjusted score is lowered by 1e-6 times its place in that run of ties.
-    Each adjusted score depends on the one before it; the runs are found by iterating to the fixed
-    point, which the sequential rule determines uniquely (each pass fixes at least the first wrong
-    place and leaves those before it right).
+    in double (Anserini 1.7's rounding; 0.94285f, which is 0.9428499..., becomes 0.9428), then,
+    going down the list, a score that is not more than 1e-4 below the previous adjusted score is
+    lowered by 1e-6 times its place in that run of ties. Each adjusted score depends on the one
+    before it; the runs are found by iterating to the fixed point, which the sequential rule
+    determines uniquely (each pass fixes at least the first wrong place and leaves those before
+    it right), over the places that can be tied at all and the place before each.
     """
     f = np.float32
     # (float) (Math.round(score * 1e4) / 1e4), in double; Math.round(x) is floor(x + 0.5), exact here
@@ -241,17 +310,38 @@ def adjust_ties(scores: np.ndarray, starts: np.ndarray) -> np.ndarray:
     n = len(rounded)
     first = np.zeros(n, dtype=bool)
     first[starts[starts < n]] = True
-    tied = np.zeros(n, dtype=bool)
-    adjusted = rounded
+    if n < 2:
+        return rounded
+    # A place can be tied only if its score is within 1e-4 of the one before, lowered by at most
+    # 1e-6 per place since its query's first (with room for float rounding).
     place = np.arange(n)
+    since_first = place - np.maximum.accumulate(np.where(first, place, 0))
+    gap = rounded[:-1].astype(np.float64) - rounded[1:]
+    slack = 1.1e-4 + 1.01e-6 * since_first[1:] + 8 * np.spacing(np.abs(rounded[:-1]))
+    maybe = np.zeros(n, dtype=bool)
+    maybe[1:] = (gap <= slack) & ~first[1:]
+    if not maybe.any():
+        return rounded
+    chosen = maybe.copy()
+    chosen[:-1] |= maybe[1:]  # each with the place before it
+    where = np.flatnonzero(chosen)
+    adjusted = rounded.copy()
+    adjusted[where] = _adjust_runs(rounded[where], ~maybe[where])
+    return adjusted
+
+
+def _adjust_runs(rounded: np.ndarray, untied: np.ndarray) -> np.ndarray:
+    """The tie rule over consecutive places, the `untied` ones known to start anew."""
+    f = np.float32
+    n = len(rounded)
+    place = np.arange(n)
+    tied = np.zeros(n, dtype=bool)
     while True:
-        # dup: how many tied places since the last untied one
-        last_untied = np.maximum.accumulate(np.where(~tied, place, 0))
-        dup = place - last_untied
+        dup = place - np.maximum.accumulate(np.where(tied, 0, place))  # tied places since the last untied
         adjusted = np.where(tied, rounded - f(1e-6) * dup.astype(f), rounded).astype(f)
         new_tied = np.zeros(n, dtype=bool)
         new_tied[1:] = ~((adjusted[:-1] - rounded[1:]) > f(1e-4))
-        new_tied &= ~first
+        new_tied &= ~untied
         if np.array_equal(new_tied, tied):
             return adjusted
         tied = new_tied

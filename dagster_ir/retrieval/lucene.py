@@ -280,9 +280,8 @@ def search(
     with _open_index(Path(index_dir)) as index:
         texts = queries["text"].to_list()
         if isinstance(model, Bm25Config) and 0 < index.postings <= impact_max_postings:
-            hits = _impact_search(index, model, texts, k)
-        else:
-            hits = _search_all(index.searcher(model), texts, k, threads)
+            return _impact_search(index, model, queries, k, run_name)
+        hits = _search_all(index.searcher(model), texts, k, threads)
         return _run_frame(queries["query_id"], hits, index, k, run_name)
 
 
@@ -307,6 +306,7 @@ class _Hits:
 
 
 _ID_FIELD = "id"  # Anserini's Constants.ID: stored, indexed and binary doc values
+_SEPARATOR = "qqsepqq0"  # one token that analysis leaves as it is (lower case, no stem, no stop word)
 _CONTENTS_FIELD = "contents"  # Anserini's Constants.CONTENTS
 
 
@@ -357,8 +357,16 @@ class _OpenIndex:
         when it was computed from this commit, or computed from the index and written there."""
         with self._lock:
             if model not in self._impacts:
-                self._impacts[model] = self._load_or_build_impacts(model)
+                found = self._load_or_build_impacts(model)
+                self._impacts[model] = impact.with_id_order(found, self._all_ids()[1])
             return self._impacts[model]
+
+    def _all_ids(self) -> tuple[pl.Series, np.ndarray]:
+        """Every document's `id` and its rank in byte order (called with `_lock` held)."""
+        missing = np.flatnonzero(~self._known)
+        if missing.size or len(self._id_column) != self.max_doc:
+            self._read_ids(missing)
+        return self._id_column, self._id_order
 
     def _load_or_build_impacts(self, model: Bm25Config) -> impact.ImpactIndex:
         path = impact.impact_path(self.index_dir, model.k1, model.b)
@@ -374,8 +382,26 @@ class _OpenIndex:
         return built
 
     def analyze(self, texts: list[str]) -> list[list[str]]:
-        """Each text's terms as Anserini's query generator gets them (Lucene's English analyzer)."""
-        return [list(self._analyze(self._analyzer, text).toArray()) for text in texts]
+        """Each text's terms as Anserini's query generator gets them (Anserini's English analyzer).
+
+        All texts go through the analyzer in one call, one line each, a line holding only
+        `_SEPARATOR` between them: the tokenizer always breaks at a line break and no filter looks
+        beyond its token, so each text's terms are what it alone gives. Texts that hold the
+        separator are analyzed one by one.
+        """
+        if not texts:
+            return []
+        if any(_SEPARATOR in text.lower() for text in texts):
+            return [list(self._analyze(self._analyzer, text).toArray()) for text in texts]
+        terms: list[list[str]] = [[]]
+        for term in self._analyze(self._analyzer, f"\n{_SEPARATOR}\n".join(texts)).toArray():
+            if term == _SEPARATOR:
+                terms.append([])
+            else:
+                terms[-1].append(term)
+        if len(terms) != len(texts):
+            raise RuntimeError(f"analyzing {len(texts)} queries at once gave {len(terms)}")
+        return terms
 
     def external_ids(self, lucene_docids: np.ndarray) -> tuple[pl.Series, np.ndarray]:
         """The `id` of each Lucene doc number, and a number per doc that orders those ids as
@@ -578,15 +604,18 @@ def _run_frame(
 # --- BM25 from impacts (see impact.py) ------------------------------------------------------------
 
 
-def _impact_search(index: _OpenIndex, model: Bm25Config, texts: list[str], k: int) -> list[_Hits]:
-    """Every query's hits as `_Searcher.top_k` gives them, scored from the index's impacts."""
+def _impact_search(index: _OpenIndex, model: Bm25Config, queries: pl.DataFrame, k: int, run_name: str) -> pl.DataFrame:
+    """The RUN frame `_run_frame` makes of Lucene's hits, scored from the index's impacts."""
     impacts = index.impacts(model)
-    found = [impact.score_query(impacts, terms, k) for terms in index.analyze(texts)]
-    counts = np.array([len(h.docs) for h in found], dtype=np.int64)
-    raw = np.concatenate([h.scores for h in found]) if found else np.empty(0, np.float32)
-    adjusted = impact.adjust_ties(raw, np.cumsum(counts) - counts)
-    bounds = np.cumsum(counts)[:-1]
-    return [_Hits(h.docs, h.scores, a) for h, a in zip(found, np.split(adjusted, bounds))]
+    found = impact.search_impacts(impacts, index.analyze(queries["text"].to_list()), k)
+    columns = {
+        "query_id": queries["query_id"].gather(found.query),
+        "doc_id": index.external_ids(found.docs)[0],
+        "score": found.scores.astype(np.float64),
+        "rank": found.rank,
+    }
+    frame = pl.DataFrame(columns, schema={name: RUN[name] for name in columns})
+    return frame.with_columns(pl.lit(run_name, dtype=pl.String).alias("run_name"))
 
 
 def _read_postings(index: _OpenIndex) -> impact.Postings:
