@@ -24,7 +24,8 @@ k-th are all kept, which is what `lucene._run_frame` expects of Lucene's hits; A
 adjustment (`ScoreTiesAdjusterReranker`) is reproduced by `adjust_ties`.
 
 The impacts are kept next to the index as one `.npz` file per (k1, b), tagged with the index's
-commit (a hash of its `segments_N` file): a rebuilt index gets its impacts computed anew.
+commit (a hash of its `segments_N` file): a rebuilt index gets its impacts computed anew. Each
+file also holds the postings they came from, so another (k1, b) is computed without Lucene.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 from dagster_ir.storage.atomic import atomic_path
 
 IMPACT_FORMAT = 1  # bump when the file's arrays change meaning
+_FILE_GLOB = ".bm25-*.impacts.npz"  # after the index folder's name
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class ImpactIndex:
     norms: np.ndarray  # uint8
     idf: np.ndarray  # float32
     cache: np.ndarray  # float32, 256: 1 / (k1 ((1 - b) + b dl / avgdl)) per norm byte
+    length_table: np.ndarray  # float32, 256 (see `Postings`)
+    doc_count: int
+    sum_total_term_freq: int
     # Set by `with_id_order` (not stored): each posting's document as its rank in the order of
     # the doc ids, and the documents in that order.
     doc_ranks: np.ndarray | None = None  # int32, one per posting
@@ -99,6 +104,19 @@ def impact_path(index_dir: str | os.PathLike[str], k1: float, b: float) -> Path:
     """Where the impacts of `index_dir` for (k1, b) are kept: a file beside the index folder."""
     index_dir = Path(index_dir)
     return index_dir.parent / f"{index_dir.name}.bm25-k1={float(k1)!r}-b={float(b)!r}.impacts.npz"
+
+
+def sibling_impacts(index_dir: str | os.PathLike[str], key: str) -> ImpactIndex | None:
+    """Impacts of `index_dir` for any (k1, b), computed from commit `key`, if a readable file has them."""
+    index_dir = Path(index_dir)
+    for path in sorted(index_dir.parent.glob(index_dir.name + _FILE_GLOB)):
+        try:
+            found = load_impacts(path)
+        except (ValueError, OSError):
+            continue  # that one is reported when its own (k1, b) is searched
+        if found.key == key:
+            return found
+    return None
 
 
 def bm25_cache(k1: float, b: float, postings: Postings) -> np.ndarray:
@@ -124,8 +142,17 @@ def build_impacts(postings: Postings, k1: float, b: float, key: str) -> ImpactIn
     return ImpactIndex(
         key=key, k1=float(k1), b=float(b), term_rows={t: i for i, t in enumerate(postings.terms)},
         indptr=postings.indptr, docs=postings.docs, impacts=impacts.astype(np.float32), freqs=postings.freqs,
-        norms=postings.norms, idf=postings.idf, cache=cache,
+        norms=postings.norms, idf=postings.idf, cache=cache, length_table=postings.length_table,
+        doc_count=postings.doc_count, sum_total_term_freq=postings.sum_total_term_freq,
     )
+
+
+def postings_of(impacts: ImpactIndex) -> Postings:
+    """The index's postings that `impacts` were computed from: for other (k1, b) without Lucene."""
+    terms = sorted(impacts.term_rows, key=impacts.term_rows.__getitem__)
+    return Postings(terms=terms, indptr=impacts.indptr, docs=impacts.docs, freqs=impacts.freqs,
+                    norms=impacts.norms, length_table=impacts.length_table, idf=impacts.idf,
+                    doc_count=impacts.doc_count, sum_total_term_freq=impacts.sum_total_term_freq)
 
 
 def with_id_order(impacts: ImpactIndex, id_order: np.ndarray) -> ImpactIndex:
@@ -141,7 +168,7 @@ def with_id_order(impacts: ImpactIndex, id_order: np.ndarray) -> ImpactIndex:
 
 _ARRAYS = {  # name: dtype, in the file
     "indptr": np.int64, "docs": np.int32, "impacts": np.float32, "freqs": np.float32,
-    "norms": np.uint8, "idf": np.float32, "cache": np.float32,
+    "norms": np.uint8, "idf": np.float32, "cache": np.float32, "length_table": np.float32,
 }
 
 
@@ -150,8 +177,9 @@ def save_impacts(impacts: ImpactIndex, path: str | os.PathLike[str]) -> Path:
     terms = "\n".join(impacts.term_rows).encode("utf-8")
     header = np.array([IMPACT_FORMAT], dtype=np.int64)
     params = np.array([impacts.k1, impacts.b], dtype=np.float64)
+    counts = np.array([impacts.doc_count, impacts.sum_total_term_freq], dtype=np.int64)
     with atomic_path(path) as tmp, open(tmp, "wb") as out:
-        np.savez(out, format=header, params=params, key=np.frombuffer(impacts.key.encode(), dtype=np.uint8),
+        np.savez(out, format=header, params=params, counts=counts, key=np.frombuffer(impacts.key.encode(), dtype=np.uint8),
                  terms=np.frombuffer(terms, dtype=np.uint8),
                  **{name: getattr(impacts, name) for name in _ARRAYS})
     return Path(path)
@@ -162,7 +190,7 @@ def load_impacts(path: str | os.PathLike[str]) -> ImpactIndex:
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in ("format", "params", "key", "terms", *_ARRAYS)}
+            arrays = {name: npz[name] for name in ("format", "params", "counts", "key", "terms", *_ARRAYS)}
     except FileNotFoundError:
         raise
     except (KeyError, ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
@@ -178,12 +206,15 @@ def load_impacts(path: str | os.PathLike[str]) -> ImpactIndex:
     n_postings = len(docs)
     if (len(indptr) != len(terms) + 1 or indptr[0] != 0 or indptr[-1] != n_postings
             or np.any(np.diff(indptr) < 0) or len(arrays["idf"]) != len(terms) or len(arrays["cache"]) != 256
+            or len(arrays["length_table"]) != 256 or arrays["counts"].shape != (2,)
             or len(arrays["impacts"]) != n_postings or len(arrays["freqs"]) != n_postings
             or (n_postings and (docs.min() < 0 or docs.max() >= len(arrays["norms"])))):
         raise ValueError(f"{path}: impacts arrays do not fit together (terms, postings, documents)")
     k1, b = arrays["params"].tolist()
+    doc_count, sum_total_term_freq = arrays["counts"].tolist()
     return ImpactIndex(
         key=bytes(arrays["key"]).decode("utf-8"), k1=k1, b=b, term_rows={t: i for i, t in enumerate(terms)},
+        doc_count=doc_count, sum_total_term_freq=sum_total_term_freq,
         **{name: arrays[name] for name in _ARRAYS},
     )
 

@@ -17,6 +17,11 @@ see `_open_index`): importing
 `pyserini.search.lucene` would import `pyserini.encode`, which builds an OpenAI client at import
 time and pulls in every dense encoder.
 
+BM25 over an index that fits in memory (`IMPACT_MAX_POSTINGS`) does not search with Lucene: each
+term's BM25 impact per document is read and computed once from the index, as Lucene computes it,
+kept in a file beside the index, and queries are scored by summing impacts in numpy (`impact.py`);
+the run is the one Lucene's searcher gives, scores to the float.
+
 Anserini's analyzer is Lucene's English analyzer (Porter stemming, the 33 English stop words
 removed) on both index and query side. Anserini rounds every score to 4 decimals and breaks ties
 by doc id ascending, lowering each later tied score by 1e-6, so scores within a query are distinct
@@ -264,7 +269,8 @@ def search(
 
     BM25 over an index of at most `impact_max_postings` postings (term-document pairs) is scored
     from precomputed impacts (`impact.py`: the same run, Lucene's scores to the bit), kept in a file
-    beside the index and in memory; 0 always searches with Lucene.
+    beside the index and in memory; 0 always searches with Lucene. That path runs in this thread
+    (`threads` is for Lucene's).
     """
     if k < 1 or threads < 1:
         raise ValueError(f"k and threads must be >= 1, got k={k}, threads={threads}")
@@ -377,7 +383,9 @@ class _OpenIndex:
                 if loaded.max_doc != self.max_doc:
                     raise ValueError(f"{path}: impacts of {loaded.max_doc} documents, the index has {self.max_doc}")
                 return loaded
-        built = impact.build_impacts(_read_postings(self), model.k1, model.b, key)
+        sibling = impact.sibling_impacts(self.index_dir, key)
+        postings = impact.postings_of(sibling) if sibling else _read_postings(self)
+        built = impact.build_impacts(postings, model.k1, model.b, key)
         impact.save_impacts(built, path)
         return built
 
@@ -623,8 +631,10 @@ def _read_postings(index: _OpenIndex) -> impact.Postings:
     Lucene's BM25Similarity computes from the index's statistics (idf per term, length table).
 
     A term's postings come back as one search of the term with Anserini's `ImpactSimilarity`
-    (score = frequency), whose hits cross into Python as primitive arrays; the norms one call per
-    document; idf through Java's own `Math.log`, once per distinct document frequency.
+    (score = frequency), whose hits cross into Python as primitive arrays, or, for a term in few
+    documents, posting by posting; the norms one call per document; idf through Java's own
+    `Math.log`, once per distinct document frequency. (Documents deleted from the index would be
+    in the postings; `build_index` never deletes any.)
     """
     from jnius import cast
 
@@ -640,13 +650,23 @@ def _read_postings(index: _OpenIndex) -> impact.Postings:
     terms, dfs, docs, freqs = [], [], [], []
     while (term_bytes := terms_enum.next()) is not None:
         term, df = term_bytes.utf8ToString(), int(terms_enum.docFreq())
-        top = scored_docs.fromTopDocs(searcher.search(term_query(term_class(_CONTENTS_FIELD, term)), df), searcher)
-        term_docs = np.asarray(top.lucene_docids, dtype=np.int32)
-        order = np.argsort(term_docs, kind="stable")
+        if df <= _FEW_POSTINGS:  # two calls a posting cost less than one search
+            postings = terms_enum.postings(None, _POSTINGS_FREQS)
+            term_docs, term_freqs = [], []
+            while (doc := postings.nextDoc()) != _NO_MORE_DOCS:
+                term_docs.append(doc)
+                term_freqs.append(postings.freq())
+            docs.append(np.asarray(term_docs, dtype=np.int32))
+            freqs.append(np.asarray(term_freqs, dtype=np.float32))
+        else:
+            query = term_query(term_class(_CONTENTS_FIELD, term))
+            top = scored_docs.fromTopDocs(searcher.search(query, df), searcher)
+            term_docs = np.asarray(top.lucene_docids, dtype=np.int32)
+            order = np.argsort(term_docs, kind="stable")
+            docs.append(term_docs[order])
+            freqs.append(np.asarray(top.scores, dtype=np.float32)[order])
         terms.append(term)
         dfs.append(df)
-        docs.append(term_docs[order])
-        freqs.append(np.asarray(top.scores, dtype=np.float32)[order])
     doc_count = int(reader.getDocCount(_CONTENTS_FIELD))
     return impact.Postings(
         terms=terms,
@@ -661,10 +681,15 @@ def _read_postings(index: _OpenIndex) -> impact.Postings:
     )
 
 
+_NO_MORE_DOCS = 2**31 - 1  # DocIdSetIterator.NO_MORE_DOCS
+_POSTINGS_FREQS = 8  # PostingsEnum.FREQS
+_FEW_POSTINGS = 32  # terms in at most this many documents are read posting by posting
+
+
 def _read_norms(index: _OpenIndex) -> np.ndarray:
     """Each document's encoded length in `contents` (0 where it has no term there)."""
     norms = np.zeros(index.max_doc, dtype=np.uint8)
-    no_more_docs = 2**31 - 1  # DocIdSetIterator.NO_MORE_DOCS
+    no_more_docs = _NO_MORE_DOCS
     for leaf in index._leaves:
         values = leaf.reader().getNormValues(_CONTENTS_FIELD)
         if values is None:

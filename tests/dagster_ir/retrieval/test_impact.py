@@ -144,8 +144,13 @@ def test_a_saved_impacts_file_loads_as_it_was(tmp_path: Path) -> None:
     built = impact.build_impacts(postings, 0.9, 0.4, "segments_1:abc")
     loaded = impact.load_impacts(impact.save_impacts(built, tmp_path / "x.npz"))
     assert (loaded.key, loaded.k1, loaded.b, loaded.term_rows) == ("segments_1:abc", 0.9, 0.4, {"flow": 0, "jet": 1})
-    for name in ("indptr", "docs", "impacts", "freqs", "norms", "idf", "cache"):
+    for name in ("indptr", "docs", "impacts", "freqs", "norms", "idf", "cache", "length_table"):
         assert np.array_equal(getattr(loaded, name), getattr(built, name)), name
+    again = impact.postings_of(loaded)  # what another (k1, b) is computed from
+    assert again.terms == postings.terms
+    assert (again.doc_count, again.sum_total_term_freq) == (2, 5)
+    assert np.array_equal(impact.build_impacts(again, 1.2, 0.75, "k").impacts,
+                          impact.build_impacts(postings, 1.2, 0.75, "k").impacts)
     # impact = idf - idf / (1 + tf / (k1 (1 - b + b dl / avgdl))), avgdl = 2.5, here in float64
     tf, dl, idf = 2.0, 2.0, 0.25  # "jet" in doc 0: norm byte 2, which the table here decodes to 2
     expected = idf - idf / (1 + tf / (0.9 * (0.6 + 0.4 * dl / 2.5)))
