@@ -95,7 +95,7 @@ class CandidateRunsConfig(dg.Config):
     depth: int = 1000
     threads: int = 2
     query_block: int = 2_000  # queries searched and written at once: memory does not grow with the queries
-    # BM25 of an index with at most this many postings runs from impacts in memory (~12 bytes a
+    # BM25 of an index with at most this many postings runs from impacts in memory (~16 bytes a
     # posting; the same run as Lucene's searcher); 0: always Lucene's searcher
     bm25_impact_max_postings: int = IMPACT_MAX_POSTINGS
     dense: DenseEncodingConfig = DenseEncodingConfig()

@@ -18,10 +18,13 @@ its count). Impacts of boost 1 are stored; a term repeated in a query has its im
 at query time from the stored frequencies, since `c * idf - c * idf / t` is not, in float,
 `c` times the impact of boost 1. numpy's float32 operations round as Java's float operations do,
 one operation at a time, so the impacts are Lucene's bit for bit. The double sum of a query's
-few float impacts is exact, so its order does not matter. Documents are then ranked as Lucene's
-top-n collector ranks them (score descending, Lucene doc number ascending) and the ties with the
-k-th are all kept, which is what `lucene._run_frame` expects of Lucene's hits; Anserini's tie
-adjustment (`ScoreTiesAdjusterReranker`) is reproduced by `adjust_ties`.
+few float impacts is exact, so its order does not matter. Documents are then ranked as Anserini
+ranks Lucene's hits (score descending, tied documents by doc id in byte order, cut at k) and
+their scores adjusted as Anserini's `ScoreTiesAdjusterReranker` does (`adjust_ties`).
+
+Where this deviates: nothing in the run, which `tests/dagster_ir/retrieval/test_impact.py` checks
+against Lucene's searcher (and the Cranfield regression against Pyserini's command line). The
+impacts take memory (about 16 bytes a posting), hence the threshold in `lucene.search`.
 
 The impacts are kept next to the index as one `.npz` file per (k1, b), tagged with the index's
 commit (a hash of its `segments_N` file): a rebuilt index gets its impacts computed anew. Each
@@ -33,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import os
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -236,28 +240,38 @@ class ImpactRun:
     rank: np.ndarray  # int32, 1..n per query
 
 
-def search_impacts(impacts: ImpactIndex, query_terms: list[list[str]], k: int) -> ImpactRun:
+def search_impacts(impacts: ImpactIndex, query_terms: list[list[str]], k: int, threads: int = 1) -> ImpactRun:
     """Lucene's BM25 top `k` of every analyzed query (its terms, repeated as often as they occur),
     ranked as Anserini ranks them: score descending, tied documents by doc id (byte order, see
-    `with_id_order`), scores adjusted as `adjust_ties` says."""
+    `with_id_order`), scores adjusted as `adjust_ties` says. Blocks of queries are scored
+    `threads` at a time (numpy lets go of the GIL in its larger operations)."""
     if impacts.doc_ranks is None or impacts.docs_by_rank is None:
         raise ValueError("impacts without the order of their doc ids: see with_id_order")
     pair_query, pair_row, pair_count = _query_rows(impacts, query_terms)
     per_block = max(1, _BLOCK_CELLS // max(impacts.max_doc, 1))
-    parts = []
-    for first in range(0, len(query_terms), per_block):
+    if threads > 1:
+        per_block = max(1, min(per_block, -(-len(query_terms) // threads)))
+
+    def block(first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         last = min(first + per_block, len(query_terms))
         lo, hi = np.searchsorted(pair_query, [first, last])
-        parts.append(_score_block(impacts, pair_query[lo:hi] - first, pair_row[lo:hi], pair_count[lo:hi],
-                                  last - first, k))
-        parts[-1] = (parts[-1][0] + first, *parts[-1][1:])
+        query, docs, scores = _score_block(impacts, pair_query[lo:hi] - first, pair_row[lo:hi],
+                                           pair_count[lo:hi], last - first, k)
+        return query + first, docs, scores
+
+    firsts = range(0, len(query_terms), per_block)
+    if threads > 1 and len(firsts) > 1:
+        with ThreadPoolExecutor(min(threads, len(firsts))) as pool:
+            parts = list(pool.map(block, firsts))
+    else:
+        parts = [block(first) for first in firsts]
     query = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
     docs = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int32)
     raw = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float32)
     counts = np.bincount(query, minlength=len(query_terms))
     starts = np.cumsum(counts) - counts
     rank = np.arange(len(query), dtype=np.int64) - np.repeat(starts, counts) + 1
-    scores = adjust_ties(raw, starts)
+    scores = adjust_ties(raw, starts, rank - 1)
     top = rank <= k
     return ImpactRun(query[top], docs[top], raw[top], scores[top], rank[top].astype(np.int32))
 
@@ -324,7 +338,7 @@ def _score_block(
     return query, impacts.docs_by_rank[keys & ((1 << place_bits) - 1)], scores
 
 
-def adjust_ties(scores: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def adjust_ties(scores: np.ndarray, starts: np.ndarray, since_first: np.ndarray | None = None) -> np.ndarray:
     """Anserini's `ScoreTiesAdjusterReranker` over many queries' hits at once, in float.
 
     Within a query (hits from `starts[q]`, score descending): each score is rounded to 4 decimals
@@ -334,6 +348,7 @@ def adjust_ties(scores: np.ndarray, starts: np.ndarray) -> np.ndarray:
     before it; the runs are found by iterating to the fixed point, which the sequential rule
     determines uniquely (each pass fixes at least the first wrong place and leaves those before
     it right), over the places that can be tied at all and the place before each.
+    `since_first[i]` (optional) is place i's distance from its query's first place.
     """
     f = np.float32
     # (float) (Math.round(score * 1e4) / 1e4), in double; Math.round(x) is floor(x + 0.5), exact here
@@ -345,10 +360,11 @@ def adjust_ties(scores: np.ndarray, starts: np.ndarray) -> np.ndarray:
         return rounded
     # A place can be tied only if its score is within 1e-4 of the one before, lowered by at most
     # 1e-6 per place since its query's first (with room for float rounding).
-    place = np.arange(n)
-    since_first = place - np.maximum.accumulate(np.where(first, place, 0))
-    gap = rounded[:-1].astype(np.float64) - rounded[1:]
-    slack = 1.1e-4 + 1.01e-6 * since_first[1:] + 8 * np.spacing(np.abs(rounded[:-1]))
+    if since_first is None:
+        place = np.arange(n)
+        since_first = place - np.maximum.accumulate(np.where(first, place, 0))
+    gap = rounded[:-1] - rounded[1:]  # float, off by at most an ulp of the scores: in the slack
+    slack = f(1.2e-4) + f(1.02e-6) * since_first[1:].astype(f) + f(1e-6) * np.abs(rounded[:-1])
     maybe = np.zeros(n, dtype=bool)
     maybe[1:] = (gap <= slack) & ~first[1:]
     if not maybe.any():

@@ -245,7 +245,7 @@ def _run_indexer(collection_dir: Path, index_dir: Path, *, threads: int) -> Inde
 
 # --- search -------------------------------------------------------------------------------------
 
-# BM25 over an index of at most this many postings is scored from impacts in memory (about 12
+# BM25 over an index of at most this many postings is scored from impacts in memory (about 16
 # bytes a posting, plus a transient copy while they are computed); above it, Lucene searches.
 IMPACT_MAX_POSTINGS = 100_000_000
 
@@ -269,8 +269,7 @@ def search(
 
     BM25 over an index of at most `impact_max_postings` postings (term-document pairs) is scored
     from precomputed impacts (`impact.py`: the same run, Lucene's scores to the bit), kept in a file
-    beside the index and in memory; 0 always searches with Lucene. That path runs in this thread
-    (`threads` is for Lucene's).
+    beside the index and in memory; 0 always searches with Lucene.
     """
     if k < 1 or threads < 1:
         raise ValueError(f"k and threads must be >= 1, got k={k}, threads={threads}")
@@ -286,7 +285,7 @@ def search(
     with _open_index(Path(index_dir)) as index:
         texts = queries["text"].to_list()
         if isinstance(model, Bm25Config) and 0 < index.postings <= impact_max_postings:
-            return _impact_search(index, model, queries, k, run_name)
+            return _impact_search(index, model, queries, k, run_name, threads)
         hits = _search_all(index.searcher(model), texts, k, threads)
         return _run_frame(queries["query_id"], hits, index, k, run_name)
 
@@ -295,9 +294,9 @@ def _check_queries(queries: pl.DataFrame) -> None:
     validate(queries, QUERIES, "queries")
     if queries["query_id"].null_count() or queries["text"].null_count():
         raise ValueError("queries: null query_id or text")
-    duplicated = queries.filter(pl.col("query_id").is_duplicated())
-    if duplicated.height:
-        raise ValueError(f"queries: duplicate query_id {duplicated['query_id'][0]!r}")
+    if queries["query_id"].n_unique() != queries.height:
+        duplicated = queries["query_id"].filter(queries["query_id"].is_duplicated())
+        raise ValueError(f"queries: duplicate query_id {duplicated[0]!r}")
 
 
 @dataclass(frozen=True)
@@ -410,6 +409,11 @@ class _OpenIndex:
         if len(terms) != len(texts):
             raise RuntimeError(f"analyzing {len(texts)} queries at once gave {len(terms)}")
         return terms
+
+    def ids_of(self, lucene_docids: np.ndarray) -> pl.Series:
+        """The `id` of each Lucene doc number (all read already: see `impacts`)."""
+        with self._lock:
+            return self._id_column.gather(lucene_docids)
 
     def external_ids(self, lucene_docids: np.ndarray) -> tuple[pl.Series, np.ndarray]:
         """The `id` of each Lucene doc number, and a number per doc that orders those ids as
@@ -612,13 +616,15 @@ def _run_frame(
 # --- BM25 from impacts (see impact.py) ------------------------------------------------------------
 
 
-def _impact_search(index: _OpenIndex, model: Bm25Config, queries: pl.DataFrame, k: int, run_name: str) -> pl.DataFrame:
+def _impact_search(
+    index: _OpenIndex, model: Bm25Config, queries: pl.DataFrame, k: int, run_name: str, threads: int = 1
+) -> pl.DataFrame:
     """The RUN frame `_run_frame` makes of Lucene's hits, scored from the index's impacts."""
     impacts = index.impacts(model)
-    found = impact.search_impacts(impacts, index.analyze(queries["text"].to_list()), k)
+    found = impact.search_impacts(impacts, index.analyze(queries["text"].to_list()), k, threads)
     columns = {
         "query_id": queries["query_id"].gather(found.query),
-        "doc_id": index.external_ids(found.docs)[0],
+        "doc_id": index.ids_of(found.docs),
         "score": found.scores.astype(np.float64),
         "rank": found.rank,
     }
