@@ -225,7 +225,7 @@ def load_impacts(path: str | os.PathLike[str]) -> ImpactIndex:
 
 # --- scoring ------------------------------------------------------------------------------------
 
-_BLOCK_CELLS = 4_000_000  # queries scored at once: (queries x documents) float64 sums, 32 MB;
+_BLOCK_CELLS = 1_000_000  # queries x documents scored at once (an int32 marker per cell, 4 MB);
 # below 2**23, as `_score_block`'s sort keys need
 
 
@@ -300,8 +300,8 @@ def _score_block(
     """(query, doc, raw score) of a block of queries: each query's documents scoring at least its
     k-th, score descending, then by doc id.
 
-    The sums are laid out with the documents in the order of their ids, so a document's place in
-    the sums says where it goes among tied ones: one sort of (query, score, place) keys ranks them.
+    Documents are numbered by their place in the order of their ids, which says where each goes
+    among tied ones: one sort of (query, score, place) keys ranks them.
     """
     n_docs = impacts.max_doc
     starts = impacts.indptr[pair_row]
@@ -314,10 +314,20 @@ def _score_block(
         weights = np.repeat(pair_count.astype(np.float32) * impacts.idf[pair_row], lengths)[repeated]
         values[repeated] = term_impacts(weights, impacts.freqs[postings[repeated]],
                                         impacts.cache[impacts.norms[impacts.docs[postings[repeated]]]])
+    # One cell per (query, document), numbered by the document's place in id order. A cell's
+    # postings are summed without a (queries x documents) array of sums: `marker` (never
+    # cleared: only cells written here are read) names one posting per cell, and the cells are
+    # numbered in the order of those postings, so they stay grouped by query.
     cells = np.repeat(pair_query * n_docs, lengths) + impacts.doc_ranks[postings]
-    sums = np.bincount(cells, weights=values, minlength=n_queries * n_docs)  # in double, as Lucene
-    matched = np.flatnonzero(sums)  # every impact is > 0; query-major, then id order
-    scores = sums[matched].astype(np.float32)
+    here = np.arange(len(cells), dtype=np.int32 if len(cells) < 2**31 else np.int64)
+    marker = np.empty(n_queries * n_docs, dtype=np.int32 if len(cells) < 2**31 else np.int64)
+    marker[cells] = here
+    named = marker[cells]
+    first = named == here
+    number = np.cumsum(first) - 1
+    sums = np.bincount(number[named], weights=values, minlength=int(first.sum()))  # in double, as Lucene
+    matched = cells[first]
+    scores = sums.astype(np.float32)
     query, place = np.divmod(matched, n_docs)
     counts = np.bincount(query, minlength=n_queries)
     if counts.max(initial=0) > k:
