@@ -28,7 +28,7 @@ from dagster_ir.retrieval.dense import (
     encode_corpus_to,
     load_corpus_embeddings,
 )
-from dagster_ir.retrieval.lucene import Bm25Config, QlConfig, build_index, search
+from dagster_ir.retrieval.lucene import IMPACT_MAX_POSTINGS, Bm25Config, QlConfig, build_index, search
 from dagster_ir.retrieval.blocks import write_runs_in_blocks
 from dagster_ir.retrieval.runs import import_run
 from dagster_ir.storage.atomic import remove, temp_name
@@ -104,6 +104,9 @@ class CandidateRunsConfig(dg.Config):
     depth: int = 1000
     threads: int = 2
     query_block: int = 2_000  # queries searched and written at once: memory does not grow with the queries
+    # BM25 of an index with at most this many postings runs from impacts in memory (~16 bytes a
+    # posting; the same run as Lucene's searcher); 0: always Lucene's searcher
+    bm25_impact_max_postings: int = IMPACT_MAX_POSTINGS
     dense: DenseEncodingConfig = DenseEncodingConfig()
 
 
@@ -125,7 +128,8 @@ def candidate_runs(
     doc_emb, doc_ids = load_corpus_embeddings(embeddings)
 
     def lucene(name, model):
-        return lambda block: search(index, block, k=config.depth, model=model, threads=config.threads, run_name=name)
+        return lambda block: search(index, block, k=config.depth, model=model, threads=config.threads, run_name=name,
+                                    impact_max_postings=config.bm25_impact_max_postings)
 
     def dense(block):
         query_emb = encode(block["text"].to_list(), query_encoder)

@@ -1,17 +1,22 @@
-"""Speed of BM25 top-k search: ours (`lucene.search`, Anserini's batch search) against `bm25s`.
+"""Speed of BM25 top-k search: ours (`lucene.search`) against `bm25s`.
 
-Two collections, each searched by both systems in this process with the same k1, b, k and threads:
+Ours runs two ways: from precomputed impacts (the default for an index that fits in memory, see
+`dagster_ir/retrieval/impact.py`) and with Lucene's searcher (`impact_max_postings=0`, the path
+of larger indexes); both give the same run, which is checked here on every collection.
+
+Two collections, each searched by all three in this process with the same k1, b, k and threads:
 Cranfield (1,400 abstracts, 225 queries; skipped when its folder is absent) and a seeded synthetic
 one (100k documents of 50-200 words drawn from a Zipfian vocabulary, 500 queries of 2-6 words).
 Search speed is queries per second, end to end: query text in, RUN frame out. Each side first
 runs `--warmup` untimed searches (ours: the JVM's compiler warms up and `search` opens the index,
-which then stays open in the process; bm25s: nothing to warm, but it gets the same rounds), whose
-first time is printed as "cold"; then each is timed `--repeat` times, the two alternating which
-goes first, and the best time is kept (the machine is shared). Index time is reported
-separately: `build_index` (JSON collection + Anserini, `--threads`) against bm25s's tokenizer
-plus `BM25.index`.
+which then stays open in the process, and the impacts path computes its impacts and writes them
+beside the index; bm25s: nothing to warm, but it gets the same rounds), whose first time is
+printed as "cold"; then each is timed `--repeat` times, taking turns at going first, and the best
+time is kept (the machine is shared). Index time is reported separately: `build_index` (JSON
+collection + Anserini, `--threads`) and the impacts (read from the index, computed, written)
+against bm25s's tokenizer plus `BM25.index`.
 
-Each collection also prints where ours spends a one-thread search, stage by stage (query
+Each collection also prints where Lucene's searcher spends a one-thread search, stage by stage (query
 building, Lucene's top-n search, the hits' crossing into Python, the tie adjustment, the run
 frame), beside bm25s's whole search: what bounds the ratio.
 
@@ -47,7 +52,7 @@ from dagster_ir.collections.cranfield import read_cranfield
 from dagster_ir.evaluation import aggregate, evaluate_run
 from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
 from dagster_ir.schemas import CORPUS, QUERIES, RUN
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
+from ratios import GOALS, print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 MEASURES = ["nDCG@10", "R@1000", "AP"]
@@ -209,24 +214,25 @@ def timed(function: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def best_of_alternating(
-    first: Callable[[], object], second: Callable[[], object], repeat: int, warmup: int = 0
-) -> tuple[tuple[float, object], tuple[float, object], tuple[float, float]]:
-    """Best time (and last result) of each function over `repeat` rounds, alternating who goes first,
-    after `warmup` untimed rounds of each; and the time of each one's first (cold) call."""
-    best = [(float("inf"), None), (float("inf"), None)]
-    functions = [first, second]
-    cold = [float("nan"), float("nan")]
+def best_of_rotating(
+    functions: list[Callable[[], object]], repeat: int, warmup: int = 0
+) -> tuple[Any, ...]:
+    """Best time (and last result) of each function over `repeat` rounds, each round starting with
+    the next one, after `warmup` untimed rounds of each; then the times of their first (cold) calls."""
+    n = len(functions)
+    best: list[tuple[float, object]] = [(float("inf"), None)] * n
+    cold = [float("nan")] * n
     for round_no in range(warmup):
-        for which in (0, 1):
+        for which in range(n):
             seconds, _ = timed(functions[which])
             if round_no == 0:
                 cold[which] = seconds
     for round_no in range(repeat):
-        for which in (0, 1) if round_no % 2 == 0 else (1, 0):
+        for step in range(n):
+            which = (round_no + step) % n
             seconds, result = timed(functions[which])
             best[which] = (min(best[which][0], seconds), result)
-    return best[0], best[1], (cold[0], cold[1])
+    return (*best, tuple(cold))
 
 
 @dataclass(frozen=True)
@@ -241,8 +247,12 @@ class Comparison:
     bm25s_index_s: float
     ours_search_s: float
     bm25s_search_s: float
+    lucene_search_s: float  # ours with Lucene's searcher
     ours_cold_s: float
     bm25s_cold_s: float
+    lucene_cold_s: float
+    impacts_s: float  # reading the postings and computing and writing the impacts
+    same_run: bool  # the impacts' run equals Lucene's searcher's, scores and order
     ours_run: pl.DataFrame
     bm25s_run: pl.DataFrame
     ours_stages: dict[str, float]  # `stages`: one thread of ours, by stage
@@ -258,9 +268,14 @@ def compare(
         index_dir = Path(tmp) / "index"
         ours_index_s, stats = timed(lambda: build_index(corpus, index_dir, threads=args.threads))
         bm25s_index_s, index = timed(lambda: bm25s_index(corpus, model, stemmer))
-        (ours_s, ours_run), (theirs_s, theirs_run), cold = best_of_alternating(
-            lambda: search(index_dir, queries, k=args.k, model=model, threads=args.threads, run_name="ours"),
-            lambda: bm25s_search(index, queries, k=args.k, threads=args.threads, run_name="bm25s"),
+        impacts_s, _ = timed(lambda: search(index_dir, queries.head(1), k=1, model=model, run_name="ours"))
+        (ours_s, ours_run), (theirs_s, theirs_run), (lucene_s, lucene_run), cold = best_of_rotating(
+            [
+                lambda: search(index_dir, queries, k=args.k, model=model, threads=args.threads, run_name="ours"),
+                lambda: bm25s_search(index, queries, k=args.k, threads=args.threads, run_name="bm25s"),
+                lambda: search(index_dir, queries, k=args.k, model=model, threads=args.threads, run_name="ours",
+                               impact_max_postings=0),
+            ],
             args.repeat,
             args.warmup,
         )
@@ -274,7 +289,10 @@ def compare(
         bm25s_index_s,
         ours_s,
         theirs_s,
+        lucene_s,
         *cold,
+        impacts_s,
+        ours_run.equals(lucene_run),
         ours_run,
         theirs_run,
         spent,
@@ -283,7 +301,7 @@ def compare(
 
 
 def stages(index_dir: Path, queries: pl.DataFrame, k: int, model: Bm25Config, repeat: int) -> dict[str, float]:
-    """Where one thread of ours spends its search time, per stage over every query (best of `repeat`):
+    """Where one thread of ours with Lucene's searcher spends its search time, per stage over every query (best of `repeat`):
     Anserini's query building, Lucene's `IndexSearcher.search` (top-n collection in Java), the hits'
     copy into arrays and their crossing into Python, Anserini's tie adjustment, and the run frame.
     Uses `lucene`'s private searcher: a breakdown for this benchmark, not an API."""
@@ -327,14 +345,21 @@ def print_stages(name: str, spent: dict[str, float], bm25s_s: float, threads: in
 
 def print_comparison(c: Comparison) -> None:
     ours_qps, theirs_qps = c.n_queries / c.ours_search_s, c.n_queries / c.bm25s_search_s
+    lucene_qps = c.n_queries / c.lucene_search_s
+    goal = GOALS.get(f"BM25 q/s, ours / bm25s, {c.name}")
+    goal_text = f" (goal {goal[0]} {goal[1]:g})" if goal else ""
     print(f"{c.name}: {c.n_docs:,} docs ({c.ours_indexed:,} indexed by ours), {c.n_queries} queries")
-    print(f"  index   ours {c.ours_index_s:8.2f} s        bm25s {c.bm25s_index_s:8.2f} s")
+    print(f"  index   ours {c.ours_index_s:8.2f} s + impacts {c.impacts_s:.2f} s   bm25s {c.bm25s_index_s:8.2f} s")
     print(
-        f"  search  ours {ours_qps:8.1f} q/s ({c.ours_search_s:.2f} s)   "
-        f"bm25s {theirs_qps:8.1f} q/s ({c.bm25s_search_s:.2f} s)   "
-        f"ours/bm25s (q/s) = {ours_qps / theirs_qps:.2f}"
+        f"  search  ours (impacts) {ours_qps:8.1f} q/s ({c.ours_search_s:.3f} s)   "
+        f"ours (Lucene) {lucene_qps:8.1f} q/s ({c.lucene_search_s:.3f} s)   "
+        f"bm25s {theirs_qps:8.1f} q/s ({c.bm25s_search_s:.3f} s)"
     )
-    print(f"  cold    ours {c.ours_cold_s:8.2f} s (first search)   bm25s {c.bm25s_cold_s:8.2f} s")
+    print(f"  ratios  impacts/bm25s = {ours_qps / theirs_qps:.2f}{goal_text}   "
+          f"Lucene/bm25s = {lucene_qps / theirs_qps:.2f}   impacts/Lucene = {ours_qps / lucene_qps:.2f}")
+    print(f"  same run (impacts vs Lucene's searcher: documents, order, scores): {c.same_run}")
+    print(f"  cold    ours (impacts) {c.ours_cold_s:8.2f} s   ours (Lucene) {c.lucene_cold_s:8.2f} s   "
+          f"bm25s {c.bm25s_cold_s:8.2f} s (first search)")
     print(
         f"  hits    ours {c.ours_run.height:,}   bm25s {c.bm25s_run.height:,} (score > 0)   "
         f"top-10 overlap {top_overlap(c.ours_run, c.bm25s_run, 10):.3f}"
@@ -392,6 +417,7 @@ def main() -> None:
     print_comparison(comparisons[-1])
     for c in comparisons:
         print_ratio(f"BM25 q/s, ours / bm25s, {c.name}", c.bm25s_search_s / c.ours_search_s)
+        print_ratio(f"BM25 q/s, ours with Lucene's searcher / bm25s, {c.name}", c.bm25s_search_s / c.lucene_search_s)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,11 @@ see `_open_index`): importing
 `pyserini.search.lucene` would import `pyserini.encode`, which builds an OpenAI client at import
 time and pulls in every dense encoder.
 
+BM25 over an index that fits in memory (`IMPACT_MAX_POSTINGS`) does not search with Lucene: each
+term's BM25 impact per document is read and computed once from the index, as Lucene computes it,
+kept in a file beside the index, and queries are scored by summing impacts in numpy (`impact.py`);
+the run is the one Lucene's searcher gives, scores to the float.
+
 Anserini's analyzer is Lucene's English analyzer (Porter stemming, the 33 English stop words
 removed) on both index and query side. Anserini rounds every score to 4 decimals and breaks ties
 by doc id ascending, lowering each later tied score by 1e-6, so scores within a query are distinct
@@ -39,6 +44,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dagster_ir.retrieval import impact
 from dagster_ir.schemas import CORPUS, QUERIES, RUN, empty, validate
 from dagster_ir.storage.atomic import atomic_path, writer_tag
 
@@ -239,6 +245,10 @@ def _run_indexer(collection_dir: Path, index_dir: Path, *, threads: int) -> Inde
 
 # --- search -------------------------------------------------------------------------------------
 
+# BM25 over an index of at most this many postings is scored from impacts in memory (about 16
+# bytes a posting, plus a transient copy while they are computed); above it, Lucene searches.
+IMPACT_MAX_POSTINGS = 100_000_000
+
 
 def search(
     index_dir: str | os.PathLike[str],
@@ -248,6 +258,7 @@ def search(
     model: Bm25Config | QlConfig,
     threads: int = 2,
     run_name: str,
+    impact_max_postings: int = IMPACT_MAX_POSTINGS,
 ) -> pl.DataFrame:
     """Retrieve the top `k` documents of `index_dir` for every query; returns a RUN frame.
 
@@ -255,6 +266,10 @@ def search(
     scores set 1e-6 apart). A query whose terms are all stop words or absent from the index has no
     rows. `threads` queries are searched at a time. The index stays open in this process for the
     next call (see `_open_index`).
+
+    BM25 over an index of at most `impact_max_postings` postings (term-document pairs) is scored
+    from precomputed impacts (`impact.py`: the same run, Lucene's scores to the bit), kept in a file
+    beside the index and in memory; 0 always searches with Lucene.
     """
     if k < 1 or threads < 1:
         raise ValueError(f"k and threads must be >= 1, got k={k}, threads={threads}")
@@ -265,8 +280,13 @@ def search(
         raise FileNotFoundError(f"no Lucene index at {index_dir}")
     if queries.height == 0:
         return empty(RUN)
+    if impact_max_postings < 0:
+        raise ValueError(f"impact_max_postings must be >= 0, got {impact_max_postings}")
     with _open_index(Path(index_dir)) as index:
-        hits = _search_all(index.searcher(model), queries["text"].to_list(), k, threads)
+        texts = queries["text"].to_list()
+        if isinstance(model, Bm25Config) and 0 < index.postings <= impact_max_postings:
+            return _impact_search(index, model, queries, k, run_name, threads)
+        hits = _search_all(index.searcher(model), texts, k, threads)
         return _run_frame(queries["query_id"], hits, index, k, run_name)
 
 
@@ -274,9 +294,9 @@ def _check_queries(queries: pl.DataFrame) -> None:
     validate(queries, QUERIES, "queries")
     if queries["query_id"].null_count() or queries["text"].null_count():
         raise ValueError("queries: null query_id or text")
-    duplicated = queries.filter(pl.col("query_id").is_duplicated())
-    if duplicated.height:
-        raise ValueError(f"queries: duplicate query_id {duplicated['query_id'][0]!r}")
+    if queries["query_id"].n_unique() != queries.height:
+        duplicated = queries["query_id"].filter(queries["query_id"].is_duplicated())
+        raise ValueError(f"queries: duplicate query_id {duplicated[0]!r}")
 
 
 @dataclass(frozen=True)
@@ -291,6 +311,7 @@ class _Hits:
 
 
 _ID_FIELD = "id"  # Anserini's Constants.ID: stored, indexed and binary doc values
+_SEPARATOR = "qqsepqq0"  # one token that analysis leaves as it is (lower case, no stem, no stop word)
 _CONTENTS_FIELD = "contents"  # Anserini's Constants.CONTENTS
 
 
@@ -321,7 +342,11 @@ class _OpenIndex:
         self._known = np.zeros(self.max_doc, dtype=bool)
         self._id_column = pl.Series("doc_id", [], dtype=pl.String)  # _ids as Polars, nulls unknown
         self._id_order = np.zeros(self.max_doc, dtype=np.int64)  # rank of each known id, byte order
+        self.postings = int(self.reader.getSumDocFreq(_CONTENTS_FIELD))  # -1 without the field
         self._searchers: dict[Bm25Config | QlConfig, _Searcher] = {}
+        self._impacts: dict[Bm25Config, impact.ImpactIndex] = {}
+        self._analyze = autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+        self._analyzer = autoclass("io.anserini.index.IndexCollection").DEFAULT_ANALYZER
         self._lock = threading.Lock()
         self.users = 0  # calls using it now (guarded by _index_cache_lock)
         self.retired = False  # out of the cache: closed when the last user is done
@@ -331,6 +356,64 @@ class _OpenIndex:
             if model not in self._searchers:
                 self._searchers[model] = _Searcher(self._autoclass, self, model)
             return self._searchers[model]
+
+    def impacts(self, model: Bm25Config) -> impact.ImpactIndex:
+        """The BM25 impacts of this index for `model`: from memory, from the file beside the index
+        when it was computed from this commit, or computed from the index and written there."""
+        with self._lock:
+            if model not in self._impacts:
+                found = self._load_or_build_impacts(model)
+                self._impacts[model] = impact.with_id_order(found, self._all_ids()[1])
+            return self._impacts[model]
+
+    def _all_ids(self) -> tuple[pl.Series, np.ndarray]:
+        """Every document's `id` and its rank in byte order (called with `_lock` held)."""
+        missing = np.flatnonzero(~self._known)
+        if missing.size or len(self._id_column) != self.max_doc:
+            self._read_ids(missing)
+        return self._id_column, self._id_order
+
+    def _load_or_build_impacts(self, model: Bm25Config) -> impact.ImpactIndex:
+        path = impact.impact_path(self.index_dir, model.k1, model.b)
+        key = impact.index_commit(self.index_dir)
+        if path.exists():
+            loaded = impact.load_impacts(path)
+            if loaded.key == key and (loaded.k1, loaded.b) == (float(model.k1), float(model.b)):
+                if loaded.max_doc != self.max_doc:
+                    raise ValueError(f"{path}: impacts of {loaded.max_doc} documents, the index has {self.max_doc}")
+                return loaded
+        sibling = impact.sibling_impacts(self.index_dir, key)
+        postings = impact.postings_of(sibling) if sibling else _read_postings(self)
+        built = impact.build_impacts(postings, model.k1, model.b, key)
+        impact.save_impacts(built, path)
+        return built
+
+    def analyze(self, texts: list[str]) -> list[list[str]]:
+        """Each text's terms as Anserini's query generator gets them (Anserini's English analyzer).
+
+        All texts go through the analyzer in one call, one line each, a line holding only
+        `_SEPARATOR` between them: the tokenizer always breaks at a line break and no filter looks
+        beyond its token, so each text's terms are what it alone gives. Texts that hold the
+        separator are analyzed one by one.
+        """
+        if not texts:
+            return []
+        if any(_SEPARATOR in text.lower() for text in texts):
+            return [list(self._analyze(self._analyzer, text).toArray()) for text in texts]
+        terms: list[list[str]] = [[]]
+        for term in self._analyze(self._analyzer, f"\n{_SEPARATOR}\n".join(texts)).toArray():
+            if term == _SEPARATOR:
+                terms.append([])
+            else:
+                terms[-1].append(term)
+        if len(terms) != len(texts):
+            raise RuntimeError(f"analyzing {len(texts)} queries at once gave {len(terms)}")
+        return terms
+
+    def ids_of(self, lucene_docids: np.ndarray) -> pl.Series:
+        """The `id` of each Lucene doc number (all read already: see `impacts`)."""
+        with self._lock:
+            return self._id_column.gather(lucene_docids)
 
     def external_ids(self, lucene_docids: np.ndarray) -> tuple[pl.Series, np.ndarray]:
         """The `id` of each Lucene doc number, and a number per doc that orders those ids as
@@ -528,3 +611,113 @@ def _run_frame(
     }
     frame = pl.DataFrame(columns, schema={name: RUN[name] for name in columns})
     return frame.with_columns(pl.lit(run_name, dtype=pl.String).alias("run_name"))
+
+
+# --- BM25 from impacts (see impact.py) ------------------------------------------------------------
+
+
+def _impact_search(
+    index: _OpenIndex, model: Bm25Config, queries: pl.DataFrame, k: int, run_name: str, threads: int = 1
+) -> pl.DataFrame:
+    """The RUN frame `_run_frame` makes of Lucene's hits, scored from the index's impacts."""
+    impacts = index.impacts(model)
+    found = impact.search_impacts(impacts, index.analyze(queries["text"].to_list()), k, threads)
+    columns = {
+        "query_id": queries["query_id"].gather(found.query),
+        "doc_id": index.ids_of(found.docs),
+        "score": found.scores.astype(np.float64),
+        "rank": found.rank,
+    }
+    frame = pl.DataFrame(columns, schema={name: RUN[name] for name in columns})
+    return frame.with_columns(pl.lit(run_name, dtype=pl.String).alias("run_name"))
+
+
+def _read_postings(index: _OpenIndex) -> impact.Postings:
+    """Every term of the `contents` field with its postings, each document's length norm, and what
+    Lucene's BM25Similarity computes from the index's statistics (idf per term, length table).
+
+    A term's postings come back as one search of the term with Anserini's `ImpactSimilarity`
+    (score = frequency), whose hits cross into Python as primitive arrays, or, for a term in few
+    documents, posting by posting; the norms one call per document; idf through Java's own
+    `Math.log`, once per distinct document frequency. (Documents deleted from the index would be
+    in the postings; `build_index` never deletes any.)
+    """
+    from jnius import cast
+
+    autoclass = index._autoclass
+    reader = index.reader
+    searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
+        cast("org.apache.lucene.index.IndexReader", index.no_stored_fields))
+    searcher.setSimilarity(autoclass("io.anserini.search.similarity.ImpactSimilarity")())
+    term_query, term_class = autoclass("org.apache.lucene.search.TermQuery"), autoclass("org.apache.lucene.index.Term")
+    scored_docs = autoclass("io.anserini.search.ScoredDocs")
+    terms_enum = autoclass("org.apache.lucene.index.MultiTerms").getTerms(
+        cast("org.apache.lucene.index.IndexReader", reader), _CONTENTS_FIELD).iterator()
+    terms, dfs, docs, freqs = [], [], [], []
+    while (term_bytes := terms_enum.next()) is not None:
+        term, df = term_bytes.utf8ToString(), int(terms_enum.docFreq())
+        if df <= _FEW_POSTINGS:  # two calls a posting cost less than one search
+            postings = terms_enum.postings(None, _POSTINGS_FREQS)
+            term_docs, term_freqs = [], []
+            while (doc := postings.nextDoc()) != _NO_MORE_DOCS:
+                term_docs.append(doc)
+                term_freqs.append(postings.freq())
+            docs.append(np.asarray(term_docs, dtype=np.int32))
+            freqs.append(np.asarray(term_freqs, dtype=np.float32))
+        else:
+            query = term_query(term_class(_CONTENTS_FIELD, term))
+            top = scored_docs.fromTopDocs(searcher.search(query, df), searcher)
+            term_docs = np.asarray(top.lucene_docids, dtype=np.int32)
+            order = np.argsort(term_docs, kind="stable")
+            docs.append(term_docs[order])
+            freqs.append(np.asarray(top.scores, dtype=np.float32)[order])
+        terms.append(term)
+        dfs.append(df)
+    doc_count = int(reader.getDocCount(_CONTENTS_FIELD))
+    return impact.Postings(
+        terms=terms,
+        indptr=np.concatenate([[0], np.cumsum([len(d) for d in docs], dtype=np.int64)]).astype(np.int64),
+        docs=np.concatenate(docs) if docs else np.empty(0, np.int32),
+        freqs=np.concatenate(freqs) if freqs else np.empty(0, np.float32),
+        norms=_read_norms(index),
+        length_table=_length_table(autoclass),
+        idf=_lucene_idf(autoclass, np.array(dfs, dtype=np.int64), doc_count),
+        doc_count=doc_count,
+        sum_total_term_freq=int(reader.getSumTotalTermFreq(_CONTENTS_FIELD)),
+    )
+
+
+_NO_MORE_DOCS = 2**31 - 1  # DocIdSetIterator.NO_MORE_DOCS
+_POSTINGS_FREQS = 8  # PostingsEnum.FREQS
+_FEW_POSTINGS = 32  # terms in at most this many documents are read posting by posting
+
+
+def _read_norms(index: _OpenIndex) -> np.ndarray:
+    """Each document's encoded length in `contents` (0 where it has no term there)."""
+    norms = np.zeros(index.max_doc, dtype=np.uint8)
+    no_more_docs = _NO_MORE_DOCS
+    for leaf in index._leaves:
+        values = leaf.reader().getNormValues(_CONTENTS_FIELD)
+        if values is None:
+            continue
+        docs, lengths = [], []
+        while (doc := values.nextDoc()) != no_more_docs:
+            docs.append(doc)
+            lengths.append(values.longValue())
+        norms[np.asarray(docs, dtype=np.int64) + leaf.docBase] = np.asarray(lengths, dtype=np.int64) & 0xFF
+    return norms
+
+
+def _length_table(autoclass: Callable[[str], Any]) -> np.ndarray:
+    """`SmallFloat.byte4ToInt` of every byte, as float: Lucene's BM25 `LENGTH_TABLE`."""
+    small_float = autoclass("org.apache.lucene.util.SmallFloat")
+    lengths = [small_float.byte4ToInt(i - 256 if i > 127 else i) for i in range(256)]
+    return np.asarray(lengths, dtype=np.int64).astype(np.float32)
+
+
+def _lucene_idf(autoclass: Callable[[str], Any], dfs: np.ndarray, doc_count: int) -> np.ndarray:
+    """`(float) Math.log(1 + (docCount - docFreq + 0.5D) / (docFreq + 0.5D))` per term, Java's log."""
+    log = autoclass("java.lang.Math").log
+    distinct, where = np.unique(dfs, return_inverse=True)
+    values = [log(1 + (doc_count - int(df) + 0.5) / (int(df) + 0.5)) for df in distinct]
+    return np.asarray(values, dtype=np.float64).astype(np.float32)[where]

