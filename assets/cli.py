@@ -31,6 +31,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -40,11 +41,12 @@ from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
 
-def _instance(root: Path) -> dg.DagsterInstance:
+def _instance(root: Path, log: Callable[[str], None] | None = None) -> dg.DagsterInstance:
     from assets.instance import open_instance
 
-    # a persistent local instance: no telemetry, the training pool's limit; see assets.instance
-    return open_instance(os.environ.get("DAGSTER_HOME") or root / "dagster_home")
+    # a persistent local instance: no telemetry, the training pool's limit, the runs of dead processes
+    # released (reported to `log`); see assets.instance
+    return open_instance(os.environ.get("DAGSTER_HOME") or root / "dagster_home", log)
 
 
 def _defs_and_resources(root: Path):
@@ -107,15 +109,24 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     return removed
 
 
-def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1) -> int:
-    from assets.updates import mark_dead_runs_failed, update_all
+def prepare_update(root: Path, log: Callable[[str], None] = print) -> dg.DagsterInstance:
+    """The instance, with what killed runs left behind cleared (the start of `update` and `reproduce`).
+
+    Runs whose process is gone are marked failed and their pool slots and queue entries freed;
+    temporary files of dead writers are removed.
+    """
     from dagster_ir.storage.atomic import clean_orphans
 
-    instance = _instance(root)
-    for run_id in mark_dead_runs_failed(instance):
-        print(f"run {run_id}: its process is gone; marked failed")
+    instance = _instance(root, log)
     for leftover in clean_orphans(root):
-        print(f"removed {leftover} (left by a killed run)")
+        log(f"removed {leftover} (left by a killed run)")
+    return instance
+
+
+def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1) -> int:
+    from assets.updates import update_all
+
+    instance = prepare_update(root)
     if demo or not DumpRegistry(root).entries():
         key = add_dump(root, str(sample_dump_path()), instance)
         print(f"dump: {key} (gensim's bundled enwiki sample)")
@@ -199,18 +210,13 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int
     """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times."""
     from assets.project import collection_specs
     from assets.reproduce import asset_times, format_times, reproduction_plan, summary_path
-    from assets.updates import mark_dead_runs_failed, update_all
+    from assets.updates import update_all
     from dagster_ir.evaluation.summary import format_summary, read_summary
-    from dagster_ir.storage.atomic import clean_orphans
 
     if collection not in collection_specs():
         raise ValueError(f"--collection: {collection!r} is not a configured collection (have {sorted(collection_specs())}; "
                          "set DAGSTER_IR_CONFIG)")
-    instance = _instance(root)
-    for run_id in mark_dead_runs_failed(instance):
-        print(f"run {run_id}: its process is gone; marked failed")
-    for leftover in clean_orphans(root):
-        print(f"removed {leftover} (left by a killed run)")
+    instance = prepare_update(root)
     if not DumpRegistry(root).entries():  # PHP pre-trains on Wikipedia links, whatever the collection
         print(f"dump: {add_dump(root, str(sample_dump_path()), instance)} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)

@@ -16,7 +16,10 @@ upstream asset, so a failing dump does not block the collections that do not use
 
 Concurrency: a run first takes the file locks of its asset partitions (in one global order, so two
 processes never deadlock), then reads their status again: a second `update` on the same data
-directory waits for the first and then finds the work done instead of doing it twice.
+directory waits for the first and then finds the work done instead of doing it twice. A run with
+a step in a pool (`training`) then waits for a free slot in `assets.instance.wait_for_pool_slots`,
+saying who holds it; the runs of dead processes are released before and while it waits, so a killed
+update's slot or place in the queue never blocks the next one.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +41,14 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._core.definitions.observe import observe
 from dagster._time import get_current_datetime
 
-from dagster_ir.storage.atomic import host_tag, pid_alive
+from assets.instance import (  # noqa: F401 (mark_dead_runs_failed re-exported)
+    HOST_TAG,
+    PID_TAG,
+    mark_dead_runs_failed,
+    releasing_dead_runs,
+    wait_for_pool_slots,
+)
+from dagster_ir.storage.atomic import host_tag
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.locks import file_lock, partition_lock_path
 from dagster_ir.storage.parquet import table_path
@@ -46,7 +56,6 @@ from dagster_ir.storage.parquet import table_path
 # Asset metadata {upstream asset: [partitions of this asset that read it]}: the other partitions
 # do not wait for, and are not blocked by, that upstream asset.
 UPSTREAM_READ_BY = "dagster_ir/upstream_read_by"
-PID_TAG, HOST_TAG = "dagster_ir/pid", "dagster_ir/host"
 # What a run launched by `dagster-ir` is (shown in the UI's Runs page, which names them all
 # `__ephemeral_asset_job__`): the command and the assets it materializes.
 COMMAND_TAG, ASSETS_TAG = "dagster_ir/command", "dagster_ir/assets"
@@ -259,6 +268,14 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             return
         names = [k.to_user_string() for k in stale]
         log(f"materializing {', '.join(names)}" + (f" [{partition}]" if partition else ""))
+        pools = {pool for key in stale for pool in state.graph.get(key).pools or ()}
+        try:
+            wait_for_pool_slots(state.instance, pools, log)
+        except KeyboardInterrupt:  # Ctrl-C while waiting for a slot: nothing was started
+            report.interrupted = True
+            log(f"INTERRUPTED {', '.join(names)} while waiting for a pool slot")
+            return
+        stack.enter_context(releasing_dead_runs(state.instance, log) if pools else nullcontext())
         result = dg.materialize(
             definitions,
             # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
@@ -387,19 +404,6 @@ def observe_sources(
                          run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         if not result.success:
             log(f"observing {source.key.to_user_string()} failed: {failure_message(result)}")
-
-
-def mark_dead_runs_failed(instance: dg.DagsterInstance) -> list[str]:
-    """Runs of `update` on this host still marked started whose process is gone become failed."""
-    runs = instance.get_runs(filters=dg.RunsFilter(
-        statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING], tags={HOST_TAG: host_tag()}))
-    marked = []
-    for run in runs:
-        pid = run.tags.get(PID_TAG, "")
-        if pid.isdigit() and not pid_alive(int(pid)):
-            instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed or crashed")
-            marked.append(run.run_id)
-    return marked
 
 
 def _downstream_of(failed: set[Key], todo: set[Key], state: _State) -> set[Key]:
