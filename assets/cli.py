@@ -123,10 +123,27 @@ def prepare_update(root: Path, log: Callable[[str], None] = print) -> dg.Dagster
     return instance
 
 
+def sync_catalog(root: Path, rejected_before: set[Path]) -> bool:
+    """Fold the journal into the catalog; say on stderr which records were rejected since
+    `rejected_before` was taken, and when the catalog is busy. Whether it synced."""
+    catalog = Catalog(root)
+    synced = catalog.sync()
+    rejected = [path for path in catalog.rejected() if path not in rejected_before]
+    if rejected:
+        print(f"catalog: {len(rejected)} journal records could not be folded ({', '.join(p.name for p in rejected[:3])}"
+              f"{', ...' if len(rejected) > 3 else ''}); moved to {catalog.rejected_dir}, each with its reason beside it",
+              file=sys.stderr)
+    if not synced:
+        print(f"catalog: not synced ({catalog.last_sync_error}); {len(catalog.pending())} records still pending, "
+              "`dagster-ir catalog sync` folds them", file=sys.stderr)
+    return synced
+
+
 def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1) -> int:
     from assets.updates import update_all
 
     instance = prepare_update(root)
+    rejected_before = set(Catalog(root).rejected())
     if demo or not DumpRegistry(root).entries():
         key = add_dump(root, str(sample_dump_path()), instance)
         print(f"dump: {key} (gensim's bundled enwiki sample)")
@@ -137,7 +154,7 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
     report = update_all(defs, instance, resources=resources,
                         selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel,
                         command="demo" if demo else "update")
-    Catalog(root).sync()
+    sync_catalog(root, rejected_before)
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {report.runs.__len__()} runs, "
           f"{report.fresh} up to date, {took:.0f} s")
@@ -217,6 +234,7 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int
         raise ValueError(f"--collection: {collection!r} is not a configured collection (have {sorted(collection_specs())}; "
                          "set DAGSTER_IR_CONFIG)")
     instance = prepare_update(root)
+    rejected_before = set(Catalog(root).rejected())
     if not DumpRegistry(root).entries():  # PHP pre-trains on Wikipedia links, whatever the collection
         print(f"dump: {add_dump(root, str(sample_dump_path()), instance)} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)
@@ -224,7 +242,7 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: bool = False) -> int
     started_at, started = time.time(), time.monotonic()
     report = update_all(defs, instance, resources=resources, only=plan,
                         selection=dg.AssetSelection.assets(*{key for key, _ in plan}))
-    Catalog(root).sync()
+    sync_catalog(root, rejected_before)
     print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
           f"{time.monotonic() - started:.0f} s\n")
     tables = summary_path(root, collection)

@@ -89,3 +89,21 @@ def test_runs_whose_process_died_are_marked_failed(tmp_path):
         status = {run_id: instance.get_run_by_id(run_id).status for run_id in (killed, alive, elsewhere)}
     assert status == {killed: dg.DagsterRunStatus.FAILURE, alive: dg.DagsterRunStatus.STARTED,
                       elsewhere: dg.DagsterRunStatus.STARTED}
+
+
+def test_update_says_which_journal_records_it_rejected(tmp_path, capsys):
+    from assets.cli import sync_catalog
+
+    catalog = Catalog(tmp_path)
+    catalog.pending_dir.mkdir(parents=True)
+    (catalog.pending_dir / "00000000000000000001-old.json").write_text("")
+    catalog.sync()
+    before = set(catalog.rejected())
+    (catalog.pending_dir / "00000000000000000002-torn.json").write_text('{"asset_key": "t", "partit')
+    (catalog.pending_dir / "stray.txt").write_text("x")
+    assert sync_catalog(tmp_path, before)
+    err = capsys.readouterr().err
+    assert "catalog: 2 journal records could not be folded (00000000000000000002-torn.json, stray.txt)" in err
+    assert "old.json" not in err and str(catalog.rejected_dir) in err
+    assert sync_catalog(tmp_path, set(catalog.rejected()))
+    assert capsys.readouterr().err == ""
