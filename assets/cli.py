@@ -84,7 +84,8 @@ def add_dump_partitions(root: Path, path: str, instance: dg.DagsterInstance, par
 
 
 def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path]:
-    """Unregister dump `key`: its dynamic partition, its tables and its extraction parts go.
+    """Unregister dump `key`: its dynamic partition, its tables, its extraction parts and the lock
+    files of its partitions (those no process holds) go.
 
     Assets that read it (wiki_links, the wiki-car collection, PHP) become stale: their catalog
     records name a partition that no longer exists, so the next `update` rebuilds them without it.
@@ -94,18 +95,21 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     from assets.definitions import defs
     from assets.partitions import wiki_dump_partitions
     from dagster_ir.storage.atomic import remove
+    from dagster_ir.storage.locks import partition_lock_path, remove_lock
     from dagster_ir.storage.parquet import table_path
 
     DumpRegistry(root).remove(key)
     if instance.has_dynamic_partition(wiki_dump_partitions.name, key):
         instance.delete_dynamic_partition(wiki_dump_partitions.name, key)
     graph = defs.resolve_asset_graph()
-    folders = [table_path(root, list(k.path), key).parent for k in graph.materializable_asset_keys
-               if graph.get(k).partitions_def == wiki_dump_partitions]
+    dump_assets = [k for k in graph.materializable_asset_keys if graph.get(k).partitions_def == wiki_dump_partitions]
+    folders = [table_path(root, list(k.path), key).parent for k in dump_assets]
     folders.append(root / "files" / "wiki_extract" / quote(key, safe=""))
     removed = [folder for folder in folders if folder.exists()]
     for folder in removed:
         remove(folder)
+    for asset in dump_assets:
+        remove_lock(partition_lock_path(root, asset.to_user_string(), key))
     return removed
 
 

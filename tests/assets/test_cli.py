@@ -9,6 +9,7 @@ import pytest
 from assets.cli import main
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+from dagster_ir.storage.locks import partition_lock_path
 from dagster_ir.storage.parquet import table_path, table_root, write_table
 
 
@@ -58,7 +59,13 @@ def test_remove_dump_unregisters_it_and_drops_its_partitions(data, capsys):
         write_table(pl.DataFrame({"x": [1]}), table_path(data, [asset], key), partition=key)
     extract = data / "files" / "wiki_extract" / key
     extract.mkdir(parents=True)
+    locks = [partition_lock_path(data, asset, key) for asset in ("wiki_dump", "wiki_articles")]
+    kept = partition_lock_path(data, "wiki_links", None)
+    for lock in [*locks, kept]:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
     assert main(["--data", str(data), "remove-dump", key]) == 0
+    assert not any(lock.exists() for lock in locks) and kept.exists()  # its partitions' locks go, no other
     assert DumpRegistry(data).entries() == {}
     with dg.DagsterInstance.get() as instance:
         assert instance.get_dynamic_partitions("wiki_dump") == []
