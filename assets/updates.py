@@ -273,7 +273,10 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             wait_for_pool_slots(state.instance, pools, log)
         except KeyboardInterrupt:  # Ctrl-C while waiting for a slot: nothing was started
             report.interrupted = True
-            log(f"INTERRUPTED {', '.join(names)} while waiting for a pool slot")
+            message = "interrupted while waiting for a pool slot"
+            log(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
+            report.failures.append((partition, names, message))
+            failed.update((k, partition) for k in together)
             return
         stack.enter_context(releasing_dead_runs(state.instance, log) if pools else nullcontext())
         result = dg.materialize(

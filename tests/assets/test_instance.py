@@ -113,3 +113,24 @@ def test_waiting_for_a_slot_says_who_holds_it_and_ends_when_the_holder_dies(tmp_
     assert lines[0] == f"waiting for a slot of pool `training`, held by run {holder[:8]} (pid {sleeper.pid}: php_hp)"
     assert f"run {holder}: its process is gone; marked failed" in lines
     assert storage.get_concurrency_info("training").claimed_slots == []
+
+
+def test_ctrl_c_while_waiting_for_a_slot_ends_the_update_as_interrupted(tmp_path, monkeypatch):
+    import dagster as dg
+
+    import assets.updates as updates
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    @dg.asset(pool="training")
+    def trained() -> int:
+        """A pooled step."""
+        return 1
+
+    monkeypatch.setattr(updates, "wait_for_pool_slots", interrupted)
+    instance = open_instance(tmp_path / "home")
+    lines = []
+    report = updates.update_all(dg.Definitions(assets=[trained]), instance, resources={}, log=lines.append)
+    assert report.interrupted and report.failures == [(None, ["trained"], "interrupted while waiting for a pool slot")]
+    assert lines[-1] == "interrupted: the update stops here" and not instance.get_runs()
