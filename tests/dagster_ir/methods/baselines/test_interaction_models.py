@@ -153,7 +153,7 @@ def test_learns_exact_match(name, tmp_path):
     untrained (or unchanged) model cannot give, whatever its start, so the margins can leave room for
     the spread across CPUs: nDCG@10 measured over seeds 42, 0-3 (training on one thread) under
     torch's AVX-512, AVX2 and default kernels (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA=AVX2), shuffled
-    0.648: every model but Conv-KNRM learned 1.0 and unlearned 0.362; Conv-KNRM learned 0.831-0.980,
+    0.648: every model but Conv-KNRM learned 0.99-1.0 and unlearned 0.362; Conv-KNRM learned 0.831-0.980,
     unlearned 0.365-0.418 (one more CPU measured 0.817, below the former margin of +0.2)."""
     queries, docs, qrels, run = exact_match_collection()
     train_ids, test_ids = sorted(queries)[:16], sorted(queries)[16:]
