@@ -41,6 +41,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,11 +58,12 @@ if TYPE_CHECKING:
 _DEFAULT_DATA = data_dir(None)
 
 
-def _instance(root: Path) -> dg.DagsterInstance:
+def _instance(root: Path, log: Callable[[str], None] | None = None) -> dg.DagsterInstance:
     from assets.instance import open_instance
 
-    # a persistent local instance: no telemetry, the training pool's limit; see assets.instance
-    return open_instance(os.environ.get("DAGSTER_HOME") or root / "dagster_home")
+    # a persistent local instance: no telemetry, the training pool's limit, the runs of dead processes
+    # released (reported to `log`); see assets.instance
+    return open_instance(os.environ.get("DAGSTER_HOME") or root / "dagster_home", log)
 
 
 PROFILE_CHOICES = ("demo", "paper")  # dagster_ir.collections.config.PROFILE_NAMES (not imported: the CLI starts fast)
@@ -106,7 +108,8 @@ def add_dump_partitions(root: Path, path: str, instance: dg.DagsterInstance, par
 
 
 def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path]:
-    """Unregister dump `key`: its dynamic partition, its tables and its extraction parts go.
+    """Unregister dump `key`: its dynamic partition, its tables, its extraction parts and the lock
+    files of its partitions (those no process holds) go.
 
     Assets that read it (wiki_links, the wiki-car collection, PHP) become stale: their catalog
     records name a partition that no longer exists, so the next `update` rebuilds them without it.
@@ -117,18 +120,21 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     from assets.partitions import wiki_dump_partitions
     from dagster_ir.storage.atomic import remove
     from dagster_ir.storage.dumps import DumpRegistry
+    from dagster_ir.storage.locks import partition_lock_path, remove_lock
     from dagster_ir.storage.parquet import table_path
 
     DumpRegistry(root).remove(key)
     if instance.has_dynamic_partition(wiki_dump_partitions.name, key):
         instance.delete_dynamic_partition(wiki_dump_partitions.name, key)
     graph = defs.resolve_asset_graph()
-    folders = [table_path(root, list(k.path), key).parent for k in graph.materializable_asset_keys
-               if graph.get(k).partitions_def == wiki_dump_partitions]
+    dump_assets = [k for k in graph.materializable_asset_keys if graph.get(k).partitions_def == wiki_dump_partitions]
+    folders = [table_path(root, list(k.path), key).parent for k in dump_assets]
     folders.append(root / "files" / "wiki_extract" / quote(key, safe=""))
     removed = [folder for folder in folders if folder.exists()]
     for folder in removed:
         remove(folder)
+    for asset in dump_assets:
+        remove_lock(partition_lock_path(root, asset.to_user_string(), key))
     return removed
 
 
@@ -143,20 +149,48 @@ def use_profile(profile: str | None) -> dict[str, str]:
     return {PROFILE_TAG: profile}
 
 
+def prepare_update(root: Path, log: Callable[[str], None] = print) -> dg.DagsterInstance:
+    """The instance, with what killed runs left behind cleared (the start of `update` and `reproduce`).
+
+    Runs whose process is gone are marked failed and their pool slots and queue entries freed;
+    temporary files of dead writers are removed.
+    """
+    from dagster_ir.storage.atomic import clean_orphans
+
+    instance = _instance(root, log)
+    for leftover in clean_orphans(root):
+        log(f"removed {leftover} (left by a killed run)")
+    return instance
+
+
+def sync_catalog(root: Path, rejected_before: set[Path]) -> bool:
+    """Fold the journal into the catalog; say on stderr which records were rejected since
+    `rejected_before` was taken, and when the catalog is busy. Whether it synced."""
+    from dagster_ir.storage.catalog import Catalog
+
+    catalog = Catalog(root)
+    synced = catalog.sync()
+    rejected = [path for path in catalog.rejected() if path not in rejected_before]
+    if rejected:
+        print(f"catalog: {len(rejected)} journal records could not be folded ({', '.join(p.name for p in rejected[:3])}"
+              f"{', ...' if len(rejected) > 3 else ''}); moved to {catalog.rejected_dir}, each with its reason beside it",
+              file=sys.stderr)
+    if not synced:
+        print(f"catalog: not synced ({catalog.last_sync_error}); {len(catalog.pending())} records still pending, "
+              "`dagster-ir catalog sync` folds them", file=sys.stderr)
+    return synced
+
+
 def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1,
                profile: str | None = None, verbose: bool = False) -> int:
     from assets.progress import format_seconds
-    from assets.updates import mark_dead_runs_failed, update_all
-    from dagster_ir.storage.atomic import clean_orphans
+    from assets.updates import update_all
     from dagster_ir.storage.catalog import Catalog
     from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
     tags = use_profile(profile)
-    instance = _instance(root)
-    for run_id in mark_dead_runs_failed(instance):
-        print(f"run {run_id}: its process is gone; marked failed")
-    for leftover in clean_orphans(root):
-        print(f"removed {leftover} (left by a killed run)")
+    instance = prepare_update(root)
+    rejected_before = set(Catalog(root).rejected())
     if demo or not DumpRegistry(root).entries():
         key = add_dump(root, str(sample_dump_path()), instance)
         print(f"dump: {key} (gensim's bundled enwiki sample)")
@@ -167,7 +201,7 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
     report = update_all(defs, instance, resources=resources,
                         selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel,
                         command="demo" if demo else "update", tags=tags, traces=verbose)
-    Catalog(root).sync()
+    sync_catalog(root, rejected_before)
     took = time.monotonic() - started
     print(f"\n{report.materialized} asset partitions materialized in {len(report.runs)} runs, "
           f"{report.fresh} were already up to date; {format_seconds(took)}")
@@ -322,9 +356,9 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     from assets.project import collection_specs, config_path
     from assets.reproduce import (asset_times, format_times, markdown_page, reproduction_plan, settings_of,
                                   summary_path)
-    from assets.updates import mark_dead_runs_failed, update_all
+    from assets.updates import update_all
     from dagster_ir.evaluation.summary import format_summary, read_summary
-    from dagster_ir.storage.atomic import clean_orphans, write_text_atomic
+    from dagster_ir.storage.atomic import write_text_atomic
     from dagster_ir.storage.catalog import Catalog
     from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
@@ -336,11 +370,8 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     if page is not None and not page.parent.is_dir():
         raise FileNotFoundError(f"--markdown: the folder of {page} does not exist")
     tags = use_profile(profile)
-    instance = _instance(root)
-    for run_id in mark_dead_runs_failed(instance):
-        print(f"run {run_id}: its process is gone; marked failed")
-    for leftover in clean_orphans(root):
-        print(f"removed {leftover} (left by a killed run)")
+    instance = prepare_update(root)
+    rejected_before = set(Catalog(root).rejected())
     if not DumpRegistry(root).entries():  # PHP pre-trains on Wikipedia links, whatever the collection
         print(f"dump: {add_dump(root, str(sample_dump_path()), instance)} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)
@@ -349,7 +380,7 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     report = update_all(defs, instance, resources=resources, only=plan,
                         selection=dg.AssetSelection.assets(*{key for key, _ in plan}), command="reproduce", tags=tags,
                         traces=verbose)
-    Catalog(root).sync()
+    sync_catalog(root, rejected_before)
     print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
           f"{time.monotonic() - started:.0f} s\n")
     tables = summary_path(root, collection)

@@ -22,7 +22,10 @@ upstream asset, so a failing dump does not block the collections that do not use
 
 Concurrency: a run first takes the file locks of its asset partitions (in one global order, so two
 processes never deadlock), then reads their status again: a second `update` on the same data
-directory waits for the first and then finds the work done instead of doing it twice.
+directory waits for the first and then finds the work done instead of doing it twice. A run with
+a step in a pool (`training`) then waits for a free slot in `assets.instance.wait_for_pool_slots`,
+saying who holds it; the runs of dead processes are released before and while it waits, so a killed
+update's slot or place in the queue never blocks the next one.
 """
 
 from __future__ import annotations
@@ -42,8 +45,15 @@ import dagster as dg
 # Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
 # assets.dagster_private wraps it, with the in-process `observe`.
 from assets.dagster_private import FRESH, MISSING, STALE, StaleResolver, observe
+from assets.instance import (  # noqa: F401 (mark_dead_runs_failed re-exported)
+    HOST_TAG,
+    PID_TAG,
+    mark_dead_runs_failed,
+    releasing_dead_runs,
+    wait_for_pool_slots,
+)
 from assets.progress import Progress
-from dagster_ir.storage.atomic import host_tag, pid_alive
+from dagster_ir.storage.atomic import host_tag
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.locks import file_lock, partition_lock_path
 from dagster_ir.storage.parquet import table_path
@@ -51,7 +61,6 @@ from dagster_ir.storage.parquet import table_path
 # Asset metadata {upstream asset: [partitions of this asset that read it]}: the other partitions
 # do not wait for, and are not blocked by, that upstream asset.
 UPSTREAM_READ_BY = "dagster_ir/upstream_read_by"
-PID_TAG, HOST_TAG = "dagster_ir/pid", "dagster_ir/host"
 # What a run launched by `dagster-ir` is (shown in the UI's Runs page, which names them all
 # `__ephemeral_asset_job__`): the command and the assets it materializes.
 COMMAND_TAG, ASSETS_TAG = "dagster_ir/command", "dagster_ir/assets"
@@ -328,6 +337,18 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
         names = [k.to_user_string() for k in stale]
         started = progress.start(names, partition)
         stack.enter_context(nullcontext() if traces else without_failure_events())
+        pools = {pool for key in stale for pool in state.graph.get(key).pools or ()}
+        try:
+            wait_for_pool_slots(state.instance, pools, progress.note)
+        except KeyboardInterrupt:  # Ctrl-C while waiting for a slot: nothing was started
+            report.interrupted = True
+            message = "interrupted while waiting for a pool slot"
+            progress.finished(names, partition, started, 0.0, ok=False)
+            progress.note(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
+            report.failures.append((partition, names, message))
+            failed.update((k, partition) for k in together)
+            return
+        stack.enter_context(releasing_dead_runs(state.instance, progress.note) if pools else nullcontext())
         result = dg.materialize(
             definitions,
             # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
@@ -511,19 +532,6 @@ def observe_sources(
                              run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         if not result.success:
             log(f"observing {source.key.to_user_string()} failed: {failure_message(result)}")
-
-
-def mark_dead_runs_failed(instance: dg.DagsterInstance) -> list[str]:
-    """Runs of `update` on this host still marked started whose process is gone become failed."""
-    runs = instance.get_runs(filters=dg.RunsFilter(
-        statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING], tags={HOST_TAG: host_tag()}))
-    marked = []
-    for run in runs:
-        pid = run.tags.get(PID_TAG, "")
-        if pid.isdigit() and not pid_alive(int(pid)):
-            instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed or crashed")
-            marked.append(run.run_id)
-    return marked
 
 
 def _downstream_of(failed: set[Key], todo: set[Key], state: _State) -> set[Key]:

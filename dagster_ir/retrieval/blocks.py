@@ -21,7 +21,7 @@ import polars as pl
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.retrieval.trec import write_run
 from dagster_ir.schemas import QRELS, RUN, validate
-from dagster_ir.storage.atomic import atomic_path
+from dagster_ir.storage.atomic import atomic_path, temp_name
 
 Searcher = Callable[[pl.DataFrame], pl.DataFrame]  # a block of QUERIES -> its RUN rows
 
@@ -100,9 +100,13 @@ def _write_block(rows: pl.DataFrame, name: str, parts_dir: Path, part: int, outp
     rows = rows.with_columns(run_name=pl.lit(name)).select(list(RUN))
     validate(rows, RUN, name)
     rows.write_parquet(parts_dir / f"part-{part:06d}.parquet")
-    block_file = write_run(rows, trec_dir / f".{name}.block.trec")  # validated, ranked, sorted lines
-    output.write(block_file.read_bytes())
-    block_file.unlink()
+    # validated, ranked, sorted lines, through a file named for this process (two writers of one folder
+    # never share it; a killed writer's is removed by `clean_orphans`), gone whatever happens
+    block_file = temp_name(trec_dir / f"{name}.block.trec")
+    try:
+        output.write(write_run(rows, block_file).read_bytes())
+    finally:
+        block_file.unlink(missing_ok=True)
     if relevant is not None:
         judged = relevant.join(rows.select("query_id").unique(), on="query_id", how="semi")
         for k in ks:

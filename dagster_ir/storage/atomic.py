@@ -165,14 +165,18 @@ def _fsync(path: Path) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host."""
+    """Whether a process with this id runs on this host (a zombie, killed but not yet waited for by
+    its parent, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # Linux: the state after the command's closing parenthesis; Z is a zombie
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 _AT_FDCWD = -100

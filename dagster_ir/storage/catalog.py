@@ -137,7 +137,15 @@ class Catalog:
         """Journal files that could not be folded (each beside a `.reason.txt`)."""
         if not self.rejected_dir.is_dir():
             return []
-        return sorted(self.rejected_dir.glob("*.json"))
+        return sorted(p for p in self.rejected_dir.iterdir() if p.is_file() and not p.name.endswith(".reason.txt"))
+
+    def _strays(self) -> list[Path]:
+        """Files in the journal folder that no writer makes (not `.json`; temporary files, named with a
+        leading dot, belong to `clean_orphans`): folded never, so rejected rather than kept for ever."""
+        if not self.pending_dir.is_dir():
+            return []
+        return sorted(p for p in self.pending_dir.iterdir()
+                      if p.is_file() and not p.name.startswith(".") and p.suffix != ".json")
 
     def sync(self, *, lock_timeout: float = 10.0, open_timeout: float = 5.0) -> bool:
         """Fold pending records into DuckDB and refresh views; False if the catalog is busy."""
@@ -145,6 +153,8 @@ class Catalog:
             if not locked:
                 self.last_sync_error = "another process is folding the journal"
                 return False
+            for stray in self._strays():
+                self._reject(stray, _Unfoldable("not a journal record (records are .json files written by the IO manager)"))
             files = self.pending()
             con = _connect(self.path, open_timeout, self.data_dir)
             if con is None:

@@ -43,6 +43,21 @@ def file_lock(path: str | os.PathLike[str], timeout: float | None) -> Iterator[b
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def remove_lock(path: str | os.PathLike[str]) -> bool:
+    """Remove the lock file at `path` unless a process holds it (then it stays); whether it went.
+
+    For the lock of something that no longer exists (a removed dump's partitions): taken first, so
+    a holder keeps a file it still uses.
+    """
+    path = Path(path)
+    if not path.exists():
+        return False
+    with file_lock(path, 0) as acquired:
+        if acquired:
+            path.unlink(missing_ok=True)
+        return acquired
+
+
 def is_locked(path: str | os.PathLike[str]) -> bool:
     """Whether another process holds the lock at `path` right now."""
     if not Path(path).exists():

@@ -14,6 +14,7 @@ import pytest
 from assets.cli import main
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+from dagster_ir.storage.locks import partition_lock_path
 from dagster_ir.storage.parquet import table_path, table_root, write_table
 
 
@@ -63,7 +64,13 @@ def test_remove_dump_unregisters_it_and_drops_its_partitions(data, capsys):
         write_table(pl.DataFrame({"x": [1]}), table_path(data, [asset], key), partition=key)
     extract = data / "files" / "wiki_extract" / key
     extract.mkdir(parents=True)
+    locks = [partition_lock_path(data, asset, key) for asset in ("wiki_dump", "wiki_articles")]
+    kept = partition_lock_path(data, "wiki_links", None)
+    for lock in [*locks, kept]:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
     assert main(["--data", str(data), "remove-dump", key]) == 0
+    assert not any(lock.exists() for lock in locks) and kept.exists()  # its partitions' locks go, no other
     assert DumpRegistry(data).entries() == {}
     with dg.DagsterInstance.get() as instance:
         assert instance.get_dynamic_partitions("wiki_dump") == []
@@ -176,3 +183,21 @@ def test_catalog_query_cannot_turn_external_access_back_on(data):
     with pytest.raises(Exception, match="locked|only read statements"):
         catalog.query("select * from read_text('/etc/passwd'); set enable_external_access = true")
     assert catalog.query("select current_setting('enable_external_access') as on").item() is False
+
+
+def test_update_says_which_journal_records_it_rejected(tmp_path, capsys):
+    from assets.cli import sync_catalog
+
+    catalog = Catalog(tmp_path)
+    catalog.pending_dir.mkdir(parents=True)
+    (catalog.pending_dir / "00000000000000000001-old.json").write_text("")
+    catalog.sync()
+    before = set(catalog.rejected())
+    (catalog.pending_dir / "00000000000000000002-torn.json").write_text('{"asset_key": "t", "partit')
+    (catalog.pending_dir / "stray.txt").write_text("x")
+    assert sync_catalog(tmp_path, before)
+    err = capsys.readouterr().err
+    assert "catalog: 2 journal records could not be folded (00000000000000000002-torn.json, stray.txt)" in err
+    assert "old.json" not in err and str(catalog.rejected_dir) in err
+    assert sync_catalog(tmp_path, set(catalog.rejected()))
+    assert capsys.readouterr().err == ""

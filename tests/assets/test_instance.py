@@ -3,7 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from assets.instance import CONCURRENCY, ensure_instance_config
+from assets.instance import CONCURRENCY, ensure_instance_config, open_instance
 
 OPEN = """
 import sys
@@ -55,3 +55,82 @@ def test_opening_the_instance_frees_the_slots_of_runs_that_ended(tmp_path):
     reopened = open_instance(tmp_path / "home")
     assert "ended" not in {s.run_id for s in reopened.event_log_storage.get_concurrency_info("training").pending_steps}
     assert [s.run_id for s in reopened.event_log_storage.get_concurrency_info("training").claimed_slots] == ["alive"]
+
+
+def _run(instance, status, pid=None):
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from assets.instance import HOST_TAG, PID_TAG
+    from dagster_ir.storage.atomic import host_tag
+
+    tags = {PID_TAG: str(pid), HOST_TAG: host_tag(), "dagster_ir/assets": "php_hp"} if pid else {}
+    return instance.add_run(DagsterRun(job_name="__ASSET_JOB", status=getattr(dg.DagsterRunStatus, status),
+                                       tags=tags)).run_id
+
+
+def _dead_pid() -> int:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return dead.pid
+
+
+def test_a_killed_holder_and_a_killed_run_first_in_the_queue_are_both_released(tmp_path):
+    """The state two killed updates leave: the first (already marked failed) holds the slot, the
+    second, killed while it waited, is first in the queue and still marked started. Freeing the first
+    before marking the second hands the slot to the dead second, and the next update waited for ever."""
+    from assets.instance import open_instance, release_dead_runs
+
+    instance = open_instance(tmp_path / "home")
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots("training", 1)
+    holder, queued = _run(instance, "FAILURE", _dead_pid()), _run(instance, "STARTED", _dead_pid())
+    assert storage.claim_concurrency_slot("training", holder, "php_hp").is_claimed
+    assert not storage.claim_concurrency_slot("training", queued, "word2vec").is_claimed
+    lines = []
+    assert release_dead_runs(instance, lines.append) == [queued]
+    assert f"run {queued}: its process is gone; marked failed" in lines
+    info = storage.get_concurrency_info("training")
+    assert (info.claimed_slots, info.pending_steps) == ([], [])
+    assert storage.claim_concurrency_slot("training", _run(instance, "STARTED", os.getpid()), "php_hp").is_claimed
+
+
+def test_waiting_for_a_slot_says_who_holds_it_and_ends_when_the_holder_dies(tmp_path):
+    import threading
+
+    from assets.instance import wait_for_pool_slots
+
+    instance = open_instance(tmp_path / "home")
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots("training", 1)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    holder = _run(instance, "STARTED", sleeper.pid)
+    assert storage.claim_concurrency_slot("training", holder, "php_hp").is_claimed
+    wait_for_pool_slots(instance, {"other"}, print, poll=0.1)  # a pool with no slots yet: no wait
+    lines = []
+    threading.Timer(1.0, sleeper.kill).start()
+    wait_for_pool_slots(instance, {"training"}, lines.append, poll=0.1)
+    assert lines[0] == f"waiting for a slot of pool `training`, held by run {holder[:8]} (pid {sleeper.pid}: php_hp)"
+    assert f"run {holder}: its process is gone; marked failed" in lines
+    assert storage.get_concurrency_info("training").claimed_slots == []
+
+
+def test_ctrl_c_while_waiting_for_a_slot_ends_the_update_as_interrupted(tmp_path, monkeypatch):
+    import dagster as dg
+
+    import assets.updates as updates
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    @dg.asset(pool="training")
+    def trained() -> int:
+        """A pooled step."""
+        return 1
+
+    monkeypatch.setattr(updates, "wait_for_pool_slots", interrupted)
+    instance = open_instance(tmp_path / "home")
+    lines = []
+    report = updates.update_all(dg.Definitions(assets=[trained]), instance, resources={}, log=lines.append)
+    assert report.interrupted and report.failures == [(None, ["trained"], "interrupted while waiting for a pool slot")]
+    assert lines[-1] == "interrupted: the update stops here" and not instance.get_runs()

@@ -50,3 +50,25 @@ def test_blocks_give_the_whole_runs(tmp_path, block_size):
 def test_bad_block_size_is_refused(tmp_path):
     with pytest.raises(ValueError, match="block_size"):
         write_runs_in_blocks(QUERIES, {}, tmp_path / "p", tmp_path / "t", block_size=0)
+
+
+def test_a_failing_block_leaves_no_block_file_and_block_files_are_per_writer(tmp_path, monkeypatch):
+    from dagster_ir.retrieval import blocks
+    from dagster_ir.storage.atomic import clean_orphans
+
+    written = []
+    real = blocks.write_run
+    monkeypatch.setattr(blocks, "write_run", lambda rows, path: written.append(path) or real(rows, path))
+    write_runs_in_blocks(QUERIES, {"a": _searcher(1)}, tmp_path / "parts", tmp_path / "trec", block_size=5)
+    assert len(set(written)) == len(written) == 3  # a name of its own per block, as temp_name gives
+    assert written[0].name.startswith(".a.block.trec.") and written[0].name.endswith(".tmp")
+    assert clean_orphans(tmp_path) == []  # a live writer's names are not orphans
+
+    def failing(rows, path):
+        real(rows, path)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(blocks, "write_run", failing)
+    with pytest.raises(OSError, match="disk full"):
+        write_runs_in_blocks(QUERIES, {"a": _searcher(1)}, tmp_path / "parts", tmp_path / "trec2", block_size=5)
+    assert sorted(p.name for p in (tmp_path / "trec2").iterdir()) == []

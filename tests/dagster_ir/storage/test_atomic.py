@@ -136,3 +136,22 @@ def test_file_and_folder_are_fsynced_before_and_after_the_rename(tmp_path, monke
         (tmp / "inner").write_text("y")
     assert str(tmp / "inner") in synced and str(tmp) in synced and synced[-1] == str(tmp_path)
     assert target.read_text() == "x"
+
+
+def test_a_killed_child_not_yet_waited_for_is_not_alive():
+    import signal
+
+    from dagster_ir.storage.atomic import pid_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert pid_alive(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(child.pid) and time.monotonic() < deadline:  # a zombie until waited for
+            time.sleep(0.05)
+        assert not pid_alive(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert pid_alive(os.getpid())

@@ -72,6 +72,8 @@ def test_a_poisoned_journal_blocks_nothing(tmp_path):
     (catalog.pending_dir / "00000000000000000001-empty.json").write_text("")
     (catalog.pending_dir / "00000000000000000002-torn.json").write_text('{"asset_key": "t", "partit')
     (catalog.pending_dir / "00000000000000000003-nokey.json").write_text('{"path": "x"}')
+    (catalog.pending_dir / "notes.txt").write_text("copied here by hand")  # never folded: rejected, not kept
+    (catalog.pending_dir / ".x.json.0000abcd-1-ff.tmp").write_text("")  # a writer's temporary file: left alone
     assert catalog.record(_write(tmp_path, "good", None, [1, 2])) == "synced"
     assert catalog.query("select asset_key from materializations").rows() == [("good",)]
     assert catalog.query("select sum(x) from good").item() == 3
@@ -81,7 +83,11 @@ def test_a_poisoned_journal_blocks_nothing(tmp_path):
         "00000000000000000001-empty.json", "00000000000000000001-empty.json.reason.txt",
         "00000000000000000002-torn.json", "00000000000000000002-torn.json.reason.txt",
         "00000000000000000003-nokey.json", "00000000000000000003-nokey.json.reason.txt",
+        "notes.txt", "notes.txt.reason.txt",
     ]
+    assert [p.name for p in catalog.rejected()][-1] == "notes.txt"
+    assert "not a journal record" in (catalog.rejected_dir / "notes.txt.reason.txt").read_text()
+    assert [p.name for p in catalog.pending_dir.iterdir()] == [".x.json.0000abcd-1-ff.tmp"]
     reason = (catalog.rejected_dir / "00000000000000000002-torn.json.reason.txt").read_text()
     assert "00000000000000000002-torn.json" in reason and "not valid JSON" in reason
     assert "asset_key" in (catalog.rejected_dir / "00000000000000000003-nokey.json.reason.txt").read_text()

@@ -2,7 +2,7 @@ import subprocess
 import sys
 import time
 
-from dagster_ir.storage.locks import file_lock, folder_lock, is_locked, remove_unlocked_siblings
+from dagster_ir.storage.locks import file_lock, folder_lock, is_locked, remove_lock, remove_unlocked_siblings
 
 
 def test_file_lock_times_out_while_another_process_holds_it(tmp_path):
@@ -40,6 +40,17 @@ def test_folder_lock_is_held_for_the_duration(tmp_path):
     with folder_lock(folder):
         assert is_locked(folder / ".lock")
     assert not is_locked(folder / ".lock")
+
+
+def test_a_lock_file_is_removed_only_when_no_process_holds_it(tmp_path):
+    lock = tmp_path / "locks" / "wiki_articles@old.xml.bz2.lock"
+    holder = _hold(lock)
+    try:
+        assert remove_lock(lock) is False and lock.exists()
+    finally:
+        _release(holder)
+    assert remove_lock(lock) is True and not lock.exists()
+    assert remove_lock(lock) is False  # already gone
 
 
 _HOLD = """

@@ -17,8 +17,8 @@ from dagster_ir.methods.baselines.pacrr import context_similarity, kmax_position
 from dagster_ir.methods.baselines.inputs import frozen_embedding
 
 DIM, V = 8, 40
-# tiny sizes so that every model trains in a few seconds on a CPU
-TINY = replace(reranker.profile("demo"), query_words=4, doc_words=24, sizes={
+# tiny sizes so that every model trains in a few seconds on a CPU; one torch thread, whatever the machine
+TINY = replace(reranker.profile("demo"), query_words=4, doc_words=24, threads=1, sizes={
     "conv-knrm": {"filters": 8}, "pacrr": {"filters": 4, "combine": 8}, "co-pacrr": {"filters": 4, "combine": 8},
     "duet": {"filters": 8, "hidden": 8, "pool": 8}, "matchpyramid": {"filters": 4, "hidden": 8}})
 
@@ -148,8 +148,13 @@ def train_and_rank(name, examples, tmp_path, queries, docs, run, test_ids):
 
 @pytest.mark.parametrize("name", reranker.WORD_MODELS)
 def test_learns_exact_match(name, tmp_path):
-    """Trained on the exact-match labels a model ranks well above a shuffled order; trained on the
-    labels swapped, well below it (so a model that starts out right by chance cannot pass unlearned)."""
+    """Trained on the exact-match labels a model ranks the held-out queries' candidates above a
+    shuffled order; trained on the labels swapped, below it. Together the two need a gap that an
+    untrained (or unchanged) model cannot give, whatever its start, so the margins can leave room for
+    the spread across CPUs: nDCG@10 measured over seeds 42, 0-3 (training on one thread) under
+    torch's AVX-512, AVX2 and default kernels (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA=AVX2), shuffled
+    0.648: every model but Conv-KNRM learned 0.99-1.0 and unlearned 0.362; Conv-KNRM learned 0.831-0.980,
+    unlearned 0.365-0.418 (one more CPU measured 0.817, below the former margin of +0.2)."""
     queries, docs, qrels, run = exact_match_collection()
     train_ids, test_ids = sorted(queries)[:16], sorted(queries)[16:]
     examples = [(q, f"{q}d{p}", (f"{q}d{n}",)) for q in train_ids for p in (0, 1) for n in range(2, 10)]
@@ -159,7 +164,7 @@ def test_learns_exact_match(name, tmp_path):
     unlearned = reranker.mean_measure(train_and_rank(name, swapped, tmp_path / "swapped", queries, docs, run, test_ids),
                                       qrels, test_ids, "nDCG@10")
     shuffled = reranker.mean_measure(run, qrels, test_ids, "nDCG@10")
-    assert learned > shuffled + 0.2, (name, learned, shuffled)
+    assert learned > shuffled + 0.1, (name, learned, shuffled)
     assert unlearned < shuffled - 0.15, (name, unlearned, shuffled)
 
 
