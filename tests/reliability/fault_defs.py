@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.automation import automate
+from assets.automation import TRAINING_POOL, automate
 
 STEPS = 6
 STEP_SECONDS = float(os.environ.get("FAULT_STEP_SECONDS", "0.1"))
@@ -40,13 +40,13 @@ def docs() -> pl.DataFrame:
     return _work("docs", pl.DataFrame({"doc": [f"d{i}" for i in range(20)]}))
 
 
-@dg.asset(group_name="php", code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name="php", code_version="1")
 def php_hp(docs: pl.DataFrame) -> pl.DataFrame:
     """A training step (pool `training`)."""
     return _work("php_hp", docs)
 
 
-@dg.asset(group_name="ghrm", code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name="ghrm", code_version="1")
 def word2vec(docs: pl.DataFrame) -> pl.DataFrame:
     """Another training step (pool `training`)."""
     return _work("word2vec", docs)
