@@ -52,7 +52,7 @@ from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_l
 from dagster_ir.methods.ghrm.inputs import GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
 from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
-from dagster_ir.retrieval.runs import top_k
+from dagster_ir.retrieval.runs import strictly_decreasing, top_k
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN, validate
 from dagster_ir.storage.atomic import write_text_atomic
 
@@ -133,7 +133,8 @@ def rerank(
 ) -> pl.DataFrame:
     """The candidates' top `depth` of `query_ids`, rescored by `model` and re-ranked (RUN frame).
 
-    Batches hold documents of similar graph size (less padding). Ties keep the first-stage order.
+    Batches hold documents of similar graph size (less padding). Ties keep the first-stage order
+    (`strictly_decreasing`: tied scores move down a few float64 steps, so evaluators keep it too).
     """
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
     candidates = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), depth)
@@ -150,11 +151,11 @@ def rerank(
     finally:
         model.train(was_training)
     rescored = candidates.select("query_id", "doc_id", pl.Series("score", scores), first_rank=pl.col("rank"))
-    return (
+    return strictly_decreasing(
         rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
         .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
         .select(list(RUN))
-    )
+    ).sort(["query_id", "rank"])
 
 
 def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str], measure: str) -> float:
