@@ -7,6 +7,9 @@ as `cross_encoder`/`reranked_runs` are: each unit trains every model on its trai
 `negatives`, chooses the epoch on its validation queries and reranks its test queries' candidates
 (BM25's top 20 in the demo). Run names are the models' (`dagster_ir.methods.baselines.MODELS`:
 drmm, knrm, conv-knrm, matchpyramid, pacrr, co-pacrr, duet, bert-firstp, bert-maxp, cedr-knrm).
+With `interpolate` (default on) each model also gives a row `<model>+bm25`: its scores
+interpolated with the candidates' (min-max per query), the weight chosen on the unit's validation
+queries (`dagster_ir.fusion.interpolate`; beyond the papers).
 The interaction models read the `word2vec` asset's vectors through GHRM's text preprocessing (the
 settings the vectors were trained with). The demo trains the seven interaction models; the BERT
 ones are configuration (`models: [..., bert-firstp, bert-maxp, cedr-knrm]`, see the README), per run
@@ -27,14 +30,14 @@ from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS, BaselineConfig, profile
-from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
+from dagster_ir.methods.baselines.protocol import first_stage_interpolations, run_baselines, run_rotations
 from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import RUN
 
 GROUP = "baselines"
-CODE_VERSION = "2"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile)
+CODE_VERSION = "3"  # 3: <model>+<candidates> rows (first-stage interpolation), strictly decreasing scores
 
 
 class NeuralBaselinesConfig(dg.Config):
@@ -63,6 +66,7 @@ class NeuralBaselinesConfig(dg.Config):
     bf16: Optional[bool] = None
     backbone: Optional[str] = None
     rotate_folds: bool = False  # fixed protocol: rotate the k folds over every query as ghrm_runs does
+    interpolate: bool = True  # also the rows <model>+<candidate_run>: interpolated with the candidates, weight on validation
 
     def to_domain(self) -> BaselineConfig:
         values = {k: v for k, v in self.model_dump().items()
@@ -115,6 +119,14 @@ def neural_baselines(
         results = run_baselines(config.models, domain, train_queries=roles.train, validation_queries=roles.validation,
                                 test_queries=roles.test, checkpoint_root=root, **common)
         output = tag_unit(pl.concat([r.run for r in results]), unit)
+    weights = {}
+    if config.interpolate:
+        mixed, weights = first_stage_interpolations(results, run, qrels, domain.selection_measure, config.candidate_run)
+        if mixed:
+            mixed = pl.concat(mixed, how="diagonal_relaxed").with_columns(seed=pl.lit(unit.seed, dtype=pl.Int64))
+            if "fold" not in mixed.columns:
+                mixed = tag_unit(mixed, unit)
+            output = pl.concat([output, mixed.select(output.columns).cast(output.schema)])
     metadata = {"train_examples": results[0].examples, "train_queries": len(roles.train),
                 "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
                 "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
@@ -125,6 +137,8 @@ def neural_baselines(
         metadata[f"{name} validation {domain.selection_measure}"] = [r.validation_best for r in mine if r.validation_best is not None]
         metadata[f"{name} best epoch"] = [r.result.best_epoch for r in mine]
         metadata[f"{name} seconds"] = round(sum(r.seconds for r in mine), 1)
+    for name, chosen in weights.items():  # the candidates' weight chosen on validation, per rotation
+        metadata[f"{name} weight"] = chosen
     context.add_output_metadata(metadata)
     return output
 

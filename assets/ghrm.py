@@ -4,7 +4,9 @@ the paper's hyperparameter sweeps (Figures 3-5) chosen on validation folds.
 corpus -> word2vec (CBOW vectors over the preprocessed text, word2vec binary file + manifest)
 corpus, queries, qrels, query_splits, candidate_runs, word2vec -> ghrm_runs, ghrm_sweeps
 
-`ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft") and seed over
+`ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft"; with
+`interpolate`, also "<variant>+bm25": interpolated with BM25's scores under a weight chosen on each
+rotation's validation fold, beyond the paper) and seed over
 every query: each query is reranked by the model of the rotation whose test fold holds it (column
 `fold`; select `list(dagster_ir.schemas.RUN)` before concatenating with other runs). The seeds are
 the collection's `seeds` (offsets, as for the unit-partitioned methods; column `seed`). The report's
@@ -38,6 +40,7 @@ from dagster_ir.methods.ghrm.protocol import (
     fingerprint,
     fold_means,
     fold_run,
+    interpolated_fold_run,
     mean_measure,
     prepare_data,
     run_folds,
@@ -52,7 +55,7 @@ from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
 
 GROUP = "ghrm"
-CODE_VERSION = "3"  # 3: ghrm_runs per seed of the collection
+CODE_VERSION = "4"  # 4: <variant>+<candidates> rows (first-stage interpolation), strictly decreasing scores
 CHECKPOINTS = "v2"  # names the checkpoint roots: bump when training changes, so old checkpoints are not resumed
 
 
@@ -154,6 +157,7 @@ class GHRMAssetConfig(GHRMSettings):
     variants: list[str] = list(VARIANTS)
     folds: Optional[list[int]] = None
     seeds: Optional[list[int]] = None  # None: the collection's `seeds`
+    interpolate: bool = True  # also <variant>+<candidate_run>: interpolated with the candidates, weight on validation
 
     def to_domain(self) -> GHRMConfig:
         unknown = sorted(set(self.variants) - set(VARIANTS))
@@ -207,6 +211,12 @@ def ghrm_runs(
             results = run_folds(inputs, query_splits, domain, variant, root / variant, folds=config.folds)
             variant_run = fold_run(results)
             runs.append(variant_run.with_columns(seed=pl.lit(seed, dtype=pl.Int64)))
+            if config.interpolate:
+                mixed, weights = interpolated_fold_run(results, inputs.candidates, qrels,
+                                                       domain.training.selection_measure,
+                                                       f"{variant}+{config.candidate_run}")
+                runs.append(mixed.with_columns(seed=pl.lit(seed, dtype=pl.Int64)).select(runs[-1].columns))
+                metadata[f"{variant}+{config.candidate_run} weight (seed {seed})"] = weights
             if seed == seeds[0]:
                 metadata.update(_variant_metadata(variant, results, variant_run, run, qrels))
                 curves[variant] = _mean_curve([r.result.dev_scores for r in results])

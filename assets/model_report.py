@@ -50,6 +50,8 @@ from dagster_ir.methods.cet.report import dev_best_baseline, pool_units, sweeps_
 from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
 from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
 from dagster_ir.methods.model1 import BERT_SHORT_RUN, PAPER_PAIRS
+from dagster_ir.retrieval.runs import append_candidates
+from dagster_ir.schemas import RUN
 
 GROUP = "methods_report"
 TABLE_MEASURES = ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]  # the PHP and CET papers' columns
@@ -71,15 +73,32 @@ class Section:
     fallback: str = ""  # the baseline when `baseline` is absent; the title then names the one used
 
 
-# The neural baselines (`neural_baselines`) each paper's table lists, shown as rows of its section.
+FIRST_STAGE = "bm25"  # the candidate run the rerankers read by default (their `candidate_run` settings)
+
+
+def with_first_stage(*names: str) -> tuple[str, ...]:
+    """Each name followed by its interpolation with the first stage (`<name>+bm25`)."""
+    return tuple(n for name in names for n in (name, f"{name}+{FIRST_STAGE}"))
+
+
+# The neural baselines (`neural_baselines`) each paper's table lists, shown as rows of its section,
+# each beside its interpolation with BM25.
 BASELINE_ROWS = {
-    "php": ("drmm", "duet", "knrm", "conv-knrm"),  # PHP Table 3
-    "ghrm": ("matchpyramid", "drmm", "knrm", "pacrr", "co-pacrr", "bert-maxp"),  # GHRM Table 2
-    "model1": ("cedr-knrm",),  # Model 1 Table 2
+    "php": with_first_stage("drmm", "duet", "knrm", "conv-knrm"),  # PHP Table 3
+    "ghrm": with_first_stage("matchpyramid", "drmm", "knrm", "pacrr", "co-pacrr", "bert-maxp"),  # GHRM Table 2
+    "model1": with_first_stage("cedr-knrm"),  # Model 1 Table 2
 }
 
-TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper): "
-              "measures deeper than k count the documents below k as not retrieved, so compare them at depths up to k.")
+# Inputs whose runs rerank BM25's top k: BM25's other candidates are appended below each of their rankings.
+RERANKING_INPUTS = ("reranked_runs", "fusion_runs", "ghrm_runs", "neural_baselines")
+
+TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper); below k "
+              "BM25's other candidates follow in BM25's order, so a measure deeper than k (RR@100, nDCG@100, AP) "
+              "reads the reranked top k over BM25's own list, as BM25's row does.")
+
+INTERPOLATION_NOTE = ("Rows <model>+bm25 go beyond the papers, which report none: the model's and BM25's scores are "
+                      "min-max normalised per query and mixed as w * BM25 + (1 - w) * model, w in 0, 0.1, ..., 1 chosen "
+                      "on each training unit's validation queries (never on test); w = 1 is BM25's order.")
 
 MODEL1_NOTE = ("bm25(words|wp): BM25 over the Model 1 vocabularies (the paper's BM25 (word) and BM25 (bwps)); "
                "bert: the cross-encoder on the first 512 tokens (the paper's BERT-vanilla (short)); bert-vanilla: "
@@ -89,21 +108,23 @@ MODEL1_NOTE = ("bm25(words|wp): BM25 over the Model 1 vocabularies (the paper's 
 SECTIONS = (
     Section("First-stage retrieval", ("candidate_runs",), "bm25", tuple(DEFAULT_MEASURES)),
     Section("PHP: BERT and PHP rerankers of BM25's top-k", ("reranked_runs",), "bert", tuple(TABLE_MEASURES),
-            ("bm25", *BASELINE_ROWS["php"]), TOP_K_NOTE),
+            ("bm25", *BASELINE_ROWS["php"]), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
     Section("PHP: the pre-training baselines (Table 3) and ablations, against PHP", ("reranked_runs",), "php",
-            tuple(TABLE_MEASURES), ("bm25",), TOP_K_NOTE),
+            tuple(TABLE_MEASURES), ("bm25",), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
     Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"),
-            ("bm25", BERT_SHORT_RUN, *BASELINE_ROWS["model1"]), MODEL1_NOTE, pairs=tuple(PAPER_PAIRS.items())),
+            ("bm25", *with_first_stage(BERT_SHORT_RUN), *BASELINE_ROWS["model1"]),
+            f"{MODEL1_NOTE} {TOP_K_NOTE} {INTERPOLATION_NOTE}", pairs=tuple(PAPER_PAIRS.items())),
     Section("GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
-            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert", *BASELINE_ROWS["ghrm"]), every_query=True),
+            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", *with_first_stage("bert"), *BASELINE_ROWS["ghrm"]),
+            INTERPOLATION_NOTE, every_query=True),
     Section("CET: pooling bias (Table 1)", ("cet_runs",), "dml", tuple(TABLE_MEASURES), ("dense",),
             TOP_K_NOTE, fallback="naive"),
-    Section("Neural ranking baselines of BM25's top-k", ("neural_baselines",), "bm25", tuple(TABLE_MEASURES), ("bm25", "bert"),
-            TOP_K_NOTE),
+    Section("Neural ranking baselines of BM25's top-k", ("neural_baselines",), "bm25", tuple(TABLE_MEASURES),
+            ("bm25", *with_first_stage("bert")), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="5",
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="6",  # 6: +bm25 rows, BM25 below k
           deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
           ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet"))
 def model_report(
@@ -124,7 +145,9 @@ def model_report(
     """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
     inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
               "ghrm_runs": ghrm_runs, "cet_runs": cet_runs, "neural_baselines": neural_baselines}
-    runs = pl.concat([_with_seed(run) for run in inputs.values()])
+    first_stage = candidate_runs.filter(pl.col("run_name") == FIRST_STAGE).select(list(RUN))
+    runs = pl.concat([complete_below_k(_with_seed(run), first_stage) if name in RERANKING_INPUTS else _with_seed(run)
+                      for name, run in inputs.items()])
     if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
         clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
         raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
@@ -158,6 +181,13 @@ def model_report(
         }
     )
     return per_query
+
+
+def complete_below_k(run: pl.DataFrame, first_stage: pl.DataFrame) -> pl.DataFrame:
+    """`run` (RUN plus seed) with the first stage's other candidates below each (run, seed, query) ranking."""
+    if first_stage.height == 0 or run.height == 0:
+        return run
+    return append_candidates(run, first_stage, keys=("seed",)).select(run.columns)
 
 
 def _explanations_file(data: DataDirResource, collection: str):

@@ -60,7 +60,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     runs = ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
                      corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits,
                      candidate_runs=run, word2vec=manifest)
-    assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm-nopool"]
+    assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm+bm25", "ghrm-nopool", "ghrm-nopool+bm25"]
     assert runs.select(list(RUN)).schema == pl.Schema(RUN)
     # rotations 0 and 1 test folds 0 and 1: queries q0, q5 and q1, q6, six candidates each
     assert sorted(runs["query_id"].unique()) == ["q0", "q1", "q5", "q6"]

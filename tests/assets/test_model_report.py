@@ -182,3 +182,20 @@ def test_the_cet_section_gets_figure4_from_the_dev_sweeps_of_the_manifest():
     assert figure.name == "cet_sweeps" and "dev" in figure.caption
     assert cet_figures(manifest.with_columns(sweep=pl.lit(""))) == {}  # no sweep, no figure
     assert cet_figures(manifest.drop("sweep")) == {}  # an older manifest
+
+
+def test_reranked_runs_read_bm25_below_their_top_k_and_their_interpolations_are_shown():
+    from assets.model_report import BASELINE_ROWS, complete_below_k
+
+    bm25 = pl.DataFrame([("q1", d, 5.0 - r, r, "bm25") for r, d in enumerate("abcd", start=1)],
+                        schema=["query_id", "doc_id", "score", "rank", "run_name"], orient="row").cast({"rank": pl.Int32})
+    reranked = bm25.head(2).reverse().with_columns(rank=pl.Series([1, 2], dtype=pl.Int32), run_name=pl.lit("knrm"),
+                                                   seed=pl.lit(None, dtype=pl.Int64))
+    qrels = pl.DataFrame({"query_id": ["q1"], "doc_id": ["d"], "relevance": [1]}).cast({"relevance": pl.Int32})
+    assert evaluate_run(reranked, qrels, ["AP"])["value"].item() == 0.0  # depth 2: d never retrieved
+    full = complete_below_k(reranked, bm25)
+    assert full["doc_id"].to_list() == ["b", "a", "c", "d"] and full.columns == reranked.columns
+    assert evaluate_run(full, qrels, ["AP"])["value"].item() == pytest.approx(1 / 4)  # as BM25's own AP
+    assert "knrm+bm25" in BASELINE_ROWS["php"] and "cedr-knrm+bm25" in BASELINE_ROWS["model1"]
+    notes = [s.note for s in SECTIONS if s.inputs in (("neural_baselines",), ("ghrm_runs",), ("reranked_runs",))]
+    assert all("beyond the papers" in note for note in notes)

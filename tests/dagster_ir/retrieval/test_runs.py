@@ -89,3 +89,5 @@ def test_append_candidates_continues_below_the_reranked_top_in_first_stage_order
     assert full["doc_id"].to_list() == ["b", "a", "c", "d", "e"]  # q2 is not the reranker's: nothing added
     assert full["rank"].to_list() == [1, 2, 3, 4, 5] and full["score"].is_sorted(descending=True)
     assert full["seed"].to_list() == [3] * 5 and set(full["run_name"]) == {"m"}
+    untrained = append_candidates(reranked.with_columns(seed=pl.lit(None, dtype=pl.Int64)), candidates, keys=("seed",))
+    assert untrained["doc_id"].to_list() == ["b", "a", "c", "d", "e"]  # a null seed is a key like any other
