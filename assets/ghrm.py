@@ -24,6 +24,7 @@ import io
 import json
 import time
 from dataclasses import asdict, replace
+from functools import partial
 from typing import Optional
 
 import dagster as dg
@@ -33,6 +34,8 @@ import polars as pl
 from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.project import collection_specs
 from assets.resources import DataDirResource
+from assets.settings import with_settings
+from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
 from dagster_ir.methods.ghrm.protocol import (
     GHRMData,
@@ -47,7 +50,7 @@ from dagster_ir.methods.ghrm.protocol import (
 )
 from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
 from dagster_ir.methods.ghrm.sweeps import SweepConfig, choose, run_sweep, sweep_figure, sweep_means
-from dagster_ir.methods.ghrm.text import TextConfig
+from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
 from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
@@ -55,7 +58,8 @@ from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
 
 GROUP = "ghrm"
-CODE_VERSION = "4"  # 4: <variant>+<candidates> rows (first-stage interpolation), strictly decreasing scores
+CODE_VERSION = "4"  # 4: <variant>+<candidates> rows (first-stage interpolation), strictly decreasing scores,
+# query and document words read off the collection
 CHECKPOINTS = "v2"  # names the checkpoint roots: bump when training changes, so old checkpoints are not resumed
 
 
@@ -111,14 +115,18 @@ class GHRMSettings(dg.Config):
     """Maps onto `dagster_ir.methods.ghrm.model.GHRMConfig`: a profile ("demo" | "paper") plus overrides.
 
     None keeps the profile's value. `doc_words`/`query_words` are the per-collection truncation
-    (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B). `remove_stopwords`/`lemmatize` must match the
-    word2vec asset's.
+    (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B): None reads them off the collection with
+    `lengths: collection` (the default; the `length_percentile` of its query and document lengths in
+    GHRM's words, `dagster_ir.collections.lengths`) or keeps the profile's with `lengths: profile`.
+    `remove_stopwords`/`lemmatize` must match the word2vec asset's.
     """
 
     profile: str = "demo"
     candidate_run: str = "bm25"
     doc_words: Optional[int] = None
     query_words: Optional[int] = None
+    lengths: str = "collection"  # "collection" | "profile": where query_words/doc_words left None come from
+    length_percentile: float = 90.0
     min_count: Optional[int] = None
     window: Optional[int] = None
     self_loop: Optional[float] = None
@@ -166,6 +174,23 @@ class GHRMAssetConfig(GHRMSettings):
         return super().to_domain()
 
 
+def fit_lengths(config: GHRMSettings, domain: GHRMConfig, queries: pl.DataFrame, corpus) -> tuple[GHRMConfig, dict]:
+    """`domain` with the query and document words read off the collection where the config left them None
+    (`lengths: collection`); and metadata saying which lengths were used and where they came from."""
+    if config.lengths not in ("collection", "profile"):
+        raise ValueError(f"GHRM lengths: {config.lengths!r} is neither 'collection' nor 'profile'")
+    inputs = domain.inputs
+    source = {"query_words": "config" if config.query_words is not None else config.lengths,
+              "doc_words": "config" if config.doc_words is not None else config.lengths}
+    if config.lengths == "collection" and "collection" in source.values():
+        found = collection_lengths(queries["text"].to_list(), corpus_texts(corpus),
+                                   partial(tokens, config=inputs.text), config.length_percentile)
+        inputs = replace(inputs, **{k: getattr(found, k) for k, v in source.items() if v == "collection"})
+    domain = replace(domain, inputs=inputs)
+    return domain, {"query_words": inputs.query_words, "doc_words": inputs.doc_words,
+                    "lengths from": dg.MetadataValue.json(source), "length percentile": config.length_percentile}
+
+
 def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, candidate_runs, word2vec) -> tuple:
     """(the candidate run, GHRMData) after checking the vectors were trained on text read as GHRM reads it."""
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
@@ -184,8 +209,10 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
     return run, data
 
 
-# collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION, deps=["collection_config"])
+# collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM;
+# collection_settings: its `assets: {ghrm_runs: ...}` settings (e.g. query_words)
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION,
+          deps=["collection_config", "collection_settings"])
 def ghrm_runs(
     context: dg.AssetExecutionContext,
     config: GHRMAssetConfig,
@@ -198,11 +225,13 @@ def ghrm_runs(
     word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
-    base = config.to_domain()
+    config = with_settings(config, "ghrm_runs", context.partition_key)
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
     started = time.monotonic()
+    base, lengths = fit_lengths(config, config.to_domain(), queries, corpus)
     run, inputs = _prepare(config, base, corpus, queries, qrels, candidate_runs, word2vec)
-    runs, metadata, curves, roots = [], {"vocabulary": len(inputs.vocabulary), "seeds": seeds}, {}, []
+    runs, curves, roots = [], {}, []
+    metadata = {"vocabulary": len(inputs.vocabulary), "seeds": seeds, "vectors": word2vec["source"][0], **lengths}
     for seed in seeds:
         domain = offset_seeds(base, seed)
         root = data.files("ghrm", context.partition_key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
@@ -325,8 +354,9 @@ def ghrm_sweeps(
     """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
-    domain, sweep = offset_seeds(config.to_domain(), unit.seed), config.to_sweep()
     started = time.monotonic()
+    domain, lengths = fit_lengths(config, config.to_domain(), queries, corpus)
+    domain, sweep = offset_seeds(domain, unit.seed), config.to_sweep()
     _, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
     root = data.files("ghrm_sweeps", unit.key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
     results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root)
@@ -338,7 +368,7 @@ def ghrm_sweeps(
         "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
         "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
         "train_queries": len(roles.train), "validation_queries": len(roles.validation),
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": round(time.monotonic() - started, 1), **lengths,
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
         "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
         "checkpoints": dg.MetadataValue.path(str(root)),

@@ -18,7 +18,7 @@ from assets.resources import DataDirResource
 from dagster_ir.methods.ghrm.model import PROFILES
 from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
 from dagster_ir.methods.ghrm.sweeps import SWEEP_RESULTS
-from dagster_ir.methods.ghrm.text import TextConfig
+from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
 
@@ -140,3 +140,24 @@ def test_paper_profile_trains_as_the_authors():
     training = paper.training
     assert (training.lr, training.schedule, training.epochs, training.batches_per_epoch, training.pairs_per_batch) == (
         1e-3, "constant", 300, 32, 16)
+
+
+def test_query_and_document_words_come_from_the_collection_unless_given():
+    from assets.ghrm import fit_lengths
+
+    corpus, queries, *_ = _collection()
+    base = GHRMAssetConfig()
+    domain, metadata = fit_lengths(base, base.to_domain(), queries, corpus.lazy())
+    words = [len(tokens(t, TextConfig())) for t in queries["text"]]
+    assert domain.inputs.query_words == int(np.ceil(np.percentile(words, 90)))  # not the profile's 4
+    assert metadata["query_words"] == domain.inputs.query_words
+    given = GHRMAssetConfig(query_words=2)
+    domain, metadata = fit_lengths(given, given.to_domain(), queries, corpus.lazy())
+    assert domain.inputs.query_words == 2 and metadata["lengths from"].data["query_words"] == "config"  # the override wins
+    doc_words = [len(tokens(t, TextConfig())) for t in corpus["text"]]
+    assert domain.inputs.doc_words == int(np.ceil(np.percentile(doc_words, 90)))
+    kept = GHRMAssetConfig(lengths="profile")
+    assert fit_lengths(kept, kept.to_domain(), queries, corpus.lazy())[0].inputs == kept.to_domain().inputs
+    with pytest.raises(ValueError, match="neither 'collection' nor 'profile'"):
+        bad = GHRMAssetConfig(lengths="robust04")
+        fit_lengths(bad, bad.to_domain(), queries, corpus.lazy())
