@@ -1,7 +1,8 @@
 """GHRM assets: word2vec vectors per collection, GHRM's reranked runs under the fold protocol, and
 the paper's hyperparameter sweeps (Figures 3-5) chosen on validation folds.
 
-corpus -> word2vec (CBOW vectors over the preprocessed text, word2vec binary file + manifest)
+corpus -> word2vec (vectors of the preprocessed text's words: MiniLM's input embeddings by default,
+          or CBOW trained here, or a file; word2vec binary file + manifest, `source` says which)
 corpus, queries, qrels, query_splits, candidate_runs, word2vec -> ghrm_runs, ghrm_sweeps
 
 `ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft"; with
@@ -52,7 +53,14 @@ from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
 from dagster_ir.methods.ghrm.sweeps import SweepConfig, choose, run_sweep, sweep_figure, sweep_means
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
-from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
+from dagster_ir.methods.ghrm.word2vec import (
+    Word2VecConfig,
+    collection_words,
+    load_vectors,
+    save_vectors,
+    train_word2vec,
+)
+from dagster_ir.neural.word_vectors import embedding_vectors
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
@@ -67,9 +75,21 @@ def _given(**values) -> dict:
     return {k: v for k, v in values.items() if v is not None}
 
 
-class Word2VecAssetConfig(dg.Config):
-    """Maps onto `dagster_ir.methods.ghrm.word2vec.Word2VecConfig` (profile + overrides); `path` loads a file instead."""
+VECTOR_SOURCES = ("minilm", "trained", "file")
 
+
+class Word2VecAssetConfig(dg.Config):
+    """Where the word vectors come from (`source`), and for "trained" the settings of
+    `dagster_ir.methods.ghrm.word2vec.Word2VecConfig` (profile + overrides).
+
+    "minilm" (default): the bundled MiniLM's input embeddings, each word's word pieces mean-pooled
+    (`dagster_ir.neural.word_vectors`; `backbone` names another model), for the collection's words
+    seen `min_count`+ times; "trained": CBOW word2vec trained on the collection; "file": `path`, a
+    word2vec binary or text file or a GloVe text file (a `path` alone implies "file").
+    """
+
+    source: str = "minilm"
+    backbone: str = ""  # "minilm" source: "" = the bundled all-MiniLM-L6-v2
     profile: str = "demo"
     dim: Optional[int] = None
     window: Optional[int] = None
@@ -93,13 +113,21 @@ class Word2VecAssetConfig(dg.Config):
 def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> pl.DataFrame:
-    """CBOW word2vec vectors trained on the collection's documents (or loaded from a file), for GHRM."""
+    """Word vectors for GHRM and the interaction baselines: MiniLM's input embeddings, word2vec trained here, or a file."""
     domain = config.to_domain()
+    source = "file" if config.path and config.source == "minilm" and "source" not in config.model_fields_set \
+        else config.source
+    if source not in VECTOR_SOURCES:
+        raise ValueError(f"word2vec: source {source!r} is not one of {VECTOR_SOURCES}")
+    if source == "file" and not config.path:
+        raise ValueError("word2vec: source 'file' needs a path")
     started = time.monotonic()
-    if config.path:
+    if source == "file":
         vectors, source = load_vectors(config.path), config.path
+    elif source == "trained":
+        vectors = train_word2vec(lambda: corpus_texts(corpus), domain)
     else:
-        vectors, source = train_word2vec(lambda: corpus_texts(corpus), domain), "trained"
+        vectors = embedding_vectors(collection_words(corpus_texts(corpus), domain), config.backbone)
     seconds = time.monotonic() - started
     path = save_vectors(vectors, data.files("word2vec", context.partition_key) / "vectors.bin")
     context.add_output_metadata({
@@ -197,7 +225,7 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
     if run.height == 0:
         raise ValueError(f"ghrm: no candidate run {config.candidate_run!r} "
                          f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
-    if word2vec["source"][0] == "trained":
+    if word2vec["source"][0] in ("trained", "minilm"):  # vectors of the collection's words as read then
         if "lemmatize" not in word2vec.columns:
             raise ValueError("ghrm: the word2vec manifest predates text preprocessing; materialize word2vec again")
         trained = TextConfig(bool(word2vec["remove_stopwords"][0]), bool(word2vec["lemmatize"][0]))

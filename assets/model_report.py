@@ -141,6 +141,7 @@ def model_report(
     qrels: pl.DataFrame,
     neural_baselines: pl.DataFrame,
     query_splits: pl.DataFrame,
+    word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
     """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
     inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
@@ -164,7 +165,7 @@ def model_report(
     cet = pool_units(cet)  # one row per ranker, dev scores averaged over the units
     figures.update(cet_figures(cet))
     sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures,
-                         cet_best=dev_best_baseline(cet))
+                         cet_best=dev_best_baseline(cet), vectors=vectors_note(word2vec))
     explained = _explanations_file(data, context.partition_key)
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
     book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
@@ -181,6 +182,20 @@ def model_report(
         }
     )
     return per_query
+
+
+VECTOR_SOURCES = {"minilm": "the bundled MiniLM's input embeddings, each word's word pieces mean-pooled",
+                  "trained": "CBOW word2vec trained on this collection"}
+WORD_INPUTS = ("ghrm_runs", "neural_baselines", "reranked_runs", "fusion_runs")  # sections that show word-based models
+
+
+def vectors_note(word2vec: pl.DataFrame) -> str:
+    """A sentence naming the word vectors the word-based models (GHRM, KNRM, DRMM, ...) read."""
+    if word2vec.height == 0 or "source" not in word2vec.columns:
+        return ""
+    source = str(word2vec["source"][0])
+    described = VECTOR_SOURCES.get(source, f"the file {source}")
+    return f"Word vectors of GHRM and the interaction baselines: {described} ({int(word2vec['dim'][0])}-d)."
 
 
 def complete_below_k(run: pl.DataFrame, first_stage: pl.DataFrame) -> pl.DataFrame:
@@ -261,13 +276,14 @@ def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
 
 def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure,
               spread: pl.DataFrame | None = None, *, every: tuple[pl.DataFrame, pl.DataFrame] | None = None,
-              figures: dict | None = None, cet_best: str | None = None) -> list:
+              figures: dict | None = None, cet_best: str | None = None, vectors: str = "") -> list:
     """One report per section whose runs are present, plus CET against `cet_best`, its best baseline
     chosen on dev; `spread` (mean and sd over seeds) adds a seed table to a section whose runs have
     several seeds.
 
     `every` (runs with `seed`, qrels, of all queries) feeds the `every_query` sections; without it they
-    use `per_query`. `figures` maps a section title to extra figures shown with it.
+    use `per_query`. `figures` maps a section title to extra figures shown with it; `vectors` (a
+    sentence naming the word vectors) joins the notes of the sections that show word-based models.
     """
     reports = []
     config = ReportConfig(significance=significance)
@@ -287,6 +303,8 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
         rows = table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
         notes = f"Paired two-sided t-test against {baseline}; {significance.correction} correction."
         notes = f"{notes} {fold_note} {section.note}".strip()
+        if vectors and any(i in WORD_INPUTS for i in section.inputs):
+            notes = f"{notes} {vectors}"
         extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
         reports.append(build_report(rows, baseline, list(section.measures), title, notes,
                                     config, extra_figures=extra, spread=section_spread))

@@ -50,7 +50,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     corpus, queries, qrels, splits, run = _collection()
     data = DataDirResource(path=str(tmp_path))
     context = dg.build_asset_context(partition_key="wiki-car")
-    manifest = word2vec(context=context, config=Word2VecAssetConfig(dim=8, epochs=2, min_count=1), data=data,
+    manifest = word2vec(context=context, config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data,
                         corpus=corpus.lazy())
     assert manifest["dim"].item() == 8 and manifest["words"].item() > 20
     assert len(load_vectors(manifest["path"].item())) == manifest["words"].item()
@@ -96,7 +96,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     assert len(list((tmp_path / "files" / "ghrm_sweeps" / "wiki-car" / "seed-0").glob("v*/*/best/model.safetensors"))) == 3
 
     # vectors trained on other text settings than GHRM reads are refused, naming both
-    raw = word2vec(context=context, config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1, lemmatize=False), data=data,
+    raw = word2vec(context=context, config=Word2VecAssetConfig(source="trained", dim=8, epochs=1, min_count=1, lemmatize=False), data=data,
                    corpus=corpus.lazy())
     with pytest.raises(ValueError, match="lemmatize"):
         ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
@@ -161,3 +161,19 @@ def test_query_and_document_words_come_from_the_collection_unless_given():
     with pytest.raises(ValueError, match="neither 'collection' nor 'profile'"):
         bad = GHRMAssetConfig(lengths="robust04")
         fit_lengths(bad, bad.to_domain(), queries, corpus.lazy())
+
+
+def test_word_vectors_come_from_minilm_by_default_and_the_manifest_says_so(tmp_path):
+    corpus, *_ = _collection()
+    data = DataDirResource(path=str(tmp_path))
+    context = dg.build_asset_context(partition_key="wiki-car")
+    manifest = word2vec(context=context, config=Word2VecAssetConfig(min_count=1), data=data, corpus=corpus.lazy())
+    assert manifest["source"].item() == "minilm" and manifest["dim"].item() == 384
+    vectors = load_vectors(manifest["path"].item())
+    assert "volcano" in vectors.key_to_index and vectors.similarity("volcano", "lava") > vectors.similarity("volcano", "chess")
+    glove = tmp_path / "mine.txt"
+    glove.write_text("volcano 1 0\nlava 0.9 0.1\n", encoding="utf-8")
+    loaded = word2vec(context=context, config=Word2VecAssetConfig(path=str(glove)), data=data, corpus=corpus.lazy())
+    assert loaded["source"].item() == str(glove) and loaded["words"].item() == 2  # a path alone: that file
+    with pytest.raises(ValueError, match="source 'glove' is not one of"):
+        word2vec(context=context, config=Word2VecAssetConfig(source="glove"), data=data, corpus=corpus.lazy())

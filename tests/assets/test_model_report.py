@@ -199,3 +199,22 @@ def test_reranked_runs_read_bm25_below_their_top_k_and_their_interpolations_are_
     assert "knrm+bm25" in BASELINE_ROWS["php"] and "cedr-knrm+bm25" in BASELINE_ROWS["model1"]
     notes = [s.note for s in SECTIONS if s.inputs in (("neural_baselines",), ("ghrm_runs",), ("reranked_runs",))]
     assert all("beyond the papers" in note for note in notes)
+
+
+def test_the_sections_of_word_based_models_name_their_word_vectors():
+    from assets.model_report import vectors_note
+
+    note = vectors_note(pl.DataFrame({"source": ["minilm"], "dim": [384]}))
+    assert "MiniLM's input embeddings" in note and "384-d" in note
+    assert "word2vec trained on this collection" in vectors_note(pl.DataFrame({"source": ["trained"], "dim": [50]}))
+    assert "/data/glove.txt" in vectors_note(pl.DataFrame({"source": ["/data/glove.txt"], "dim": [300]}))
+    names = ["bm25", "knrm", "knrm+bm25"]
+    rows = [(run, f"q{i}", m, 0.1 * k + 0.01 * i) for k, run in enumerate(names) for i in range(5)
+            for m in ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]]
+    per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
+    inputs = {"candidate_runs": _runs("bm25"), "neural_baselines": _runs("knrm", "knrm+bm25")}
+    recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
+    reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall, vectors=note)
+    baselines = next(r for r in reports if r.title.startswith("Neural ranking baselines"))
+    assert note in baselines.notes and "beyond the papers" in baselines.notes
+    assert sorted(baselines.comparison["run_name"].unique()) == names  # the interpolation beside the pure row
