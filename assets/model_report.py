@@ -198,6 +198,20 @@ def vectors_note(word2vec: pl.DataFrame) -> str:
     return f"Word vectors of GHRM and the interaction baselines: {described} ({int(word2vec['dim'][0])}-d)."
 
 
+def beside_pure(names: list[str]) -> list[str]:
+    """`names` with every `<model>+bm25` moved right after `<model>` (when that is among them)."""
+    suffix = f"+{FIRST_STAGE}"
+    mixed = {n for n in names if n.endswith(suffix) and n[: -len(suffix)] in names}
+    ordered = []
+    for name in names:
+        if name in mixed:
+            continue
+        ordered.append(name)
+        if f"{name}{suffix}" in mixed:
+            ordered.append(f"{name}{suffix}")
+    return ordered
+
+
 def complete_below_k(run: pl.DataFrame, first_stage: pl.DataFrame) -> pl.DataFrame:
     """`run` (RUN plus seed) with the first stage's other candidates below each (run, seed, query) ranking."""
     if first_stage.height == 0 or run.height == 0:
@@ -300,7 +314,11 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
             title = f"{title}, against {baseline}"
         if not own or baseline not in names or len(names) < 2:
             continue  # a method whose runs are absent gets no section
-        rows = table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+        names = beside_pure(names)
+        rows = (table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+                .with_columns(_order=pl.col("run_name").replace_strict(names, list(range(len(names))),
+                                                                       return_dtype=pl.Int64))
+                .sort("_order", maintain_order=True).drop("_order"))
         notes = f"Paired two-sided t-test against {baseline}; {significance.correction} correction."
         notes = f"{notes} {fold_note} {section.note}".strip()
         if vectors and any(i in WORD_INPUTS for i in section.inputs):

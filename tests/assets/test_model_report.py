@@ -209,7 +209,7 @@ def test_the_sections_of_word_based_models_name_their_word_vectors():
     assert "word2vec trained on this collection" in vectors_note(pl.DataFrame({"source": ["trained"], "dim": [50]}))
     assert "/data/glove.txt" in vectors_note(pl.DataFrame({"source": ["/data/glove.txt"], "dim": [300]}))
     names = ["bm25", "knrm", "knrm+bm25"]
-    rows = [(run, f"q{i}", m, 0.1 * k + 0.01 * i) for k, run in enumerate(names) for i in range(5)
+    rows = [(run, f"q{i}", m, 0.1 * k + 0.01 * i) for k, run in enumerate(reversed(names)) for i in range(5)
             for m in ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
     inputs = {"candidate_runs": _runs("bm25"), "neural_baselines": _runs("knrm", "knrm+bm25")}
@@ -217,4 +217,8 @@ def test_the_sections_of_word_based_models_name_their_word_vectors():
     reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall, vectors=note)
     baselines = next(r for r in reports if r.title.startswith("Neural ranking baselines"))
     assert note in baselines.notes and "beyond the papers" in baselines.notes
-    assert sorted(baselines.comparison["run_name"].unique()) == names  # the interpolation beside the pure row
+    assert baselines.comparison["run_name"].unique(maintain_order=True).to_list() == names  # beside the pure row
+    from assets.model_report import beside_pure
+
+    assert beside_pure(["bm25", "knrm", "drmm", "drmm+bm25", "knrm+bm25", "x+bm25"]) == [
+        "bm25", "knrm", "knrm+bm25", "drmm", "drmm+bm25", "x+bm25"]
