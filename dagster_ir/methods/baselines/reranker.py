@@ -10,7 +10,8 @@ Losses: "hinge" = mean over the negatives of max(0, 1 - s(q, d+) + s(q, d-)) (DR
 Conv-KNRM, MatchPyramid: pairwise hinge in their papers); "softmax" = cross-entropy of the
 positive among itself and the negatives (LCE; PACRR, Co-PACRR, DUET, BERT-FirstP/MaxP, CEDR).
 
-PROFILES: "demo" keeps every interaction model tiny (8 query words, 120 document words, small
+PROFILES: "demo" keeps every interaction model tiny (8 query words and 120 document words, which
+the `neural_baselines` asset replaces by the collection's own lengths unless told otherwise, small
 filter counts, 4 epochs of at most 24 steps of 16 examples, lr 1e-3 constant) so all seven train
 and rerank in under 2 minutes per training unit on 2 loaded CPU cores (wiki-car: 106 s, Conv-KNRM
 the longest); "paper" uses the papers' sizes (Lq 10, Ld 1000, full filter counts, 10 epochs of 64
