@@ -7,6 +7,9 @@ as `cross_encoder`/`reranked_runs` are: each unit trains every model on its trai
 `negatives`, chooses the epoch on its validation queries and reranks its test queries' candidates
 (BM25's top 20 in the demo). Run names are the models' (`dagster_ir.methods.baselines.MODELS`:
 drmm, knrm, conv-knrm, matchpyramid, pacrr, co-pacrr, duet, bert-firstp, bert-maxp, cedr-knrm).
+With `interpolate` (default on) each model also gives a row `<model>+bm25`: its scores
+interpolated with the candidates' (min-max per query), the weight chosen on the unit's validation
+queries (`dagster_ir.fusion.interpolate`; beyond the papers).
 The interaction models read the `word2vec` asset's vectors through GHRM's text preprocessing (the
 settings the vectors were trained with). The demo trains the seven interaction models; the BERT
 ones are configuration (`models: [..., bert-firstp, bert-maxp, cedr-knrm]`, see the README), per run
@@ -28,7 +31,8 @@ from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS, BaselineConfig, profile
-from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
+from dagster_ir.collections.lengths import collection_lengths
+from dagster_ir.methods.baselines.protocol import corpus_texts, first_stage_interpolations, run_baselines, run_rotations
 from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
@@ -37,13 +41,17 @@ from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import frame_version
 
 GROUP = "baselines"
-CODE_VERSION = "2"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile)
+CODE_VERSION = "3"  # 3: <model>+<candidates> rows (first-stage interpolation), strictly decreasing scores,
+# query and document words read off the collection
 
 
 class NeuralBaselinesConfig(dg.Config):
     """Maps onto `dagster_ir.methods.baselines.BaselineConfig`: a profile ("demo" | "paper") plus overrides.
 
-    None keeps the profile's value. `models` picks the baselines to train (run names).
+    None keeps the profile's value, except `query_words`/`doc_words`: None reads them off the
+    collection with `lengths: collection` (the default; the `length_percentile` of its query and
+    document lengths in the models' words, `dagster_ir.collections.lengths`), or keeps the profile's
+    with `lengths: profile`. `models` picks the baselines to train (run names).
     """
 
     profile: str = "demo"
@@ -67,12 +75,30 @@ class NeuralBaselinesConfig(dg.Config):
     bf16: Optional[bool] = None
     backbone: Optional[str] = None
     rotate_folds: bool = False  # fixed protocol: rotate the k folds over every query as ghrm_runs does
+    lengths: str = "collection"  # "collection" | "profile": where query_words/doc_words left None come from
+    length_percentile: float = 90.0
+    interpolate: bool = True  # also the rows <model>+<candidate_run>: interpolated with the candidates, weight on validation
 
     def to_domain(self) -> BaselineConfig:
         values = {k: v for k, v in self.model_dump().items()
                   if k in BaselineConfig.__dataclass_fields__ and v is not None}
         placement = resolve_placement(self.device, self.bf16)
         return replace(profile(self.profile), **{**values, "device": placement.device, "bf16": placement.bf16})
+
+
+def fit_lengths(config: NeuralBaselinesConfig, domain: BaselineConfig, queries: pl.DataFrame, corpus: pl.LazyFrame,
+                tokenize) -> tuple[BaselineConfig, dict]:
+    """`domain` with the query and document words read off the collection where the config left them None
+    (`lengths: collection`); and metadata saying which lengths were used and where they came from."""
+    if config.lengths not in ("collection", "profile"):
+        raise ValueError(f"neural_baselines lengths: {config.lengths!r} is neither 'collection' nor 'profile'")
+    source = {"query_words": "config" if config.query_words is not None else config.lengths,
+              "doc_words": "config" if config.doc_words is not None else config.lengths}
+    if config.lengths == "collection" and "collection" in source.values():
+        found = collection_lengths(queries["text"].to_list(), corpus_texts(corpus), tokenize, config.length_percentile)
+        domain = replace(domain, **{k: getattr(found, k) for k, v in source.items() if v == "collection"})
+    return domain, {"query_words": domain.query_words, "doc_words": domain.doc_words,
+                    "lengths from": dg.MetadataValue.json(source), "length percentile": config.length_percentile}
 
 
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION, deps=[UNIT_SETTINGS],
@@ -104,6 +130,7 @@ def neural_baselines(
     text = TextConfig(bool(word2vec["remove_stopwords"][0]), bool(word2vec["lemmatize"][0])) \
         if "lemmatize" in word2vec.columns else TextConfig()
     started = time.monotonic()
+    domain, lengths = fit_lengths(config, domain, queries, corpus, partial(tokens, config=text))
 
     def log(result) -> None:
         context.log.info(f"{result.name}: {result.result.steps} steps in {result.seconds:.1f} s, "
@@ -120,7 +147,15 @@ def neural_baselines(
         results = run_baselines(config.models, domain, train_queries=roles.train, validation_queries=roles.validation,
                                 test_queries=roles.test, checkpoint_root=root, **common)
         output = tag_unit(pl.concat([r.run for r in results]), unit)
-    metadata = {"train_examples": results[0].examples, "train_queries": len(roles.train),
+    weights = {}
+    if config.interpolate:
+        mixed, weights = first_stage_interpolations(results, run, qrels, domain.selection_measure, config.candidate_run)
+        if mixed:
+            mixed = pl.concat(mixed, how="diagonal_relaxed").with_columns(seed=pl.lit(unit.seed, dtype=pl.Int64))
+            if "fold" not in mixed.columns:
+                mixed = tag_unit(mixed, unit)
+            output = pl.concat([output, mixed.select(output.columns).cast(output.schema)])
+    metadata = {**lengths, "vectors": word2vec["source"][0], "train_examples": results[0].examples, "train_queries": len(roles.train),
                 "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
                 "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
                 **Placement(domain.device, domain.bf16).metadata(),
@@ -131,6 +166,8 @@ def neural_baselines(
         metadata[f"{name} validation {domain.selection_measure}"] = [r.validation_best for r in mine if r.validation_best is not None]
         metadata[f"{name} best epoch"] = [r.result.best_epoch for r in mine]
         metadata[f"{name} seconds"] = round(sum(r.seconds for r in mine), 1)
+    for name, chosen in weights.items():  # the candidates' weight chosen on validation, per rotation
+        metadata[f"{name} weight"] = chosen
     context.add_output_metadata(metadata)
     # by content: the version Dagster records of `collection_settings` never changes (see assets.updates)
     return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))

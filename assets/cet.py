@@ -233,7 +233,8 @@ class CetConfig(dg.Config):
             strong_run=self.strong_run, basic_run=self.basic_run, dev_judgments=self.dev_judgments))
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
+# code version 4: reranked scores strictly decreasing (ties keep the candidate order)
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="4",
           ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"))
 def cet(
     context: dg.AssetExecutionContext,
@@ -308,7 +309,8 @@ class CetRunsConfig(dg.Config):
             rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size))
 
 
-@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
+# code version 4: reranked scores strictly decreasing (ties keep the candidate order)
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="4",
           ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "query_splits"))
 def cet_runs(
     context: dg.AssetExecutionContext,

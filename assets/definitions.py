@@ -16,7 +16,7 @@ from assets.checks import collection_checks
 from assets.collections import collection_assets
 from assets.evaluation import evaluation_assets
 from assets.executors import executor_definition, project_executor_settings
-from assets.ghrm import ghrm_assets, ghrm_checks
+from assets.ghrm import GHRMAssetConfig, ghrm_assets, ghrm_checks
 from assets.model1 import model1_assets, model1_checks
 from assets.model_report import model_report_assets
 from assets.php import php_assets, php_checks

@@ -1,10 +1,13 @@
 """GHRM assets: word2vec vectors per collection, GHRM's reranked runs under the fold protocol, and
 the paper's hyperparameter sweeps (Figures 3-5) chosen on validation folds.
 
-corpus -> word2vec (CBOW vectors over the preprocessed text, word2vec binary file + manifest)
+corpus -> word2vec (vectors of the preprocessed text's words: MiniLM's input embeddings by default,
+          or CBOW trained here, or a file; word2vec binary file + manifest, `source` says which)
 corpus, queries, qrels, query_splits, candidate_runs, word2vec -> ghrm_runs, ghrm_sweeps
 
-`ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft") and seed over
+`ghrm_runs` returns one run per variant (run_name "ghrm", "ghrm-nopool", "ghrm-soft"; with
+`interpolate`, also "<variant>+bm25": interpolated with BM25's scores under a weight chosen on each
+rotation's validation fold, beyond the paper) and seed over
 every query: each query is reranked by the model of the rotation whose test fold holds it (column
 `fold`; select `list(dagster_ir.schemas.RUN)` before concatenating with other runs). The seeds are
 the collection's `seeds` (offsets, as for the unit-partitioned methods; column `seed`). The report's
@@ -22,6 +25,7 @@ import io
 import json
 import time
 from dataclasses import asdict, replace
+from functools import partial
 from typing import Optional
 
 import dagster as dg
@@ -34,6 +38,7 @@ from assets.partitions import collection_partitions, training_unit, unit_ins, un
 from assets.project import collection_specs
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
+from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
 from dagster_ir.methods.ghrm.protocol import (
     GHRMData,
@@ -41,22 +46,31 @@ from dagster_ir.methods.ghrm.protocol import (
     fingerprint,
     fold_means,
     fold_run,
+    interpolated_fold_run,
     mean_measure,
     prepare_data,
     run_folds,
 )
 from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
 from dagster_ir.methods.ghrm.sweeps import SweepConfig, choose, run_sweep, sweep_figure, sweep_means
-from dagster_ir.methods.ghrm.text import TextConfig
+from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
-from dagster_ir.methods.ghrm.word2vec import Word2VecConfig, load_vectors, save_vectors, train_word2vec
+from dagster_ir.methods.ghrm.word2vec import (
+    Word2VecConfig,
+    collection_words,
+    load_vectors,
+    save_vectors,
+    train_word2vec,
+)
+from dagster_ir.neural.word_vectors import embedding_vectors
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import content_version, frame_version
 
 GROUP = "ghrm"
-CODE_VERSION = "3"  # 3: ghrm_runs per seed of the collection
+CODE_VERSION = "4"  # 4: <variant>+<candidates> rows (first-stage interpolation), strictly decreasing scores,
+# query and document words read off the collection
 CHECKPOINTS = "v2"  # names the checkpoint roots: bump when training changes, so old checkpoints are not resumed
 
 
@@ -64,9 +78,21 @@ def _given(**values) -> dict:
     return {k: v for k, v in values.items() if v is not None}
 
 
-class Word2VecAssetConfig(dg.Config):
-    """Maps onto `dagster_ir.methods.ghrm.word2vec.Word2VecConfig` (profile + overrides); `path` loads a file instead."""
+VECTOR_SOURCES = ("minilm", "trained", "file")
 
+
+class Word2VecAssetConfig(dg.Config):
+    """Where the word vectors come from (`source`), and for "trained" the settings of
+    `dagster_ir.methods.ghrm.word2vec.Word2VecConfig` (profile + overrides).
+
+    "minilm" (default): the bundled MiniLM's input embeddings, each word's word pieces mean-pooled
+    (`dagster_ir.neural.word_vectors`; `backbone` names another model), for the collection's words
+    seen `min_count`+ times; "trained": CBOW word2vec trained on the collection; "file": `path`, a
+    word2vec binary or text file or a GloVe text file (a `path` alone implies "file").
+    """
+
+    source: str = "minilm"
+    backbone: str = ""  # "minilm" source: "" = the bundled all-MiniLM-L6-v2
     profile: str = "demo"
     dim: Optional[int] = None
     window: Optional[int] = None
@@ -91,14 +117,22 @@ class Word2VecAssetConfig(dg.Config):
 def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> pl.DataFrame:
-    """CBOW word2vec vectors trained on the collection's documents (or loaded from a file), for GHRM."""
+    """Word vectors for GHRM and the interaction baselines: MiniLM's input embeddings, word2vec trained here, or a file."""
     config = with_settings(config, "word2vec", context.partition_key, context)
     domain = config.to_domain()
+    source = "file" if config.path and config.source == "minilm" and "source" not in config.model_fields_set \
+        else config.source
+    if source not in VECTOR_SOURCES:
+        raise ValueError(f"word2vec: source {source!r} is not one of {VECTOR_SOURCES}")
+    if source == "file" and not config.path:
+        raise ValueError("word2vec: source 'file' needs a path")
     started = time.monotonic()
-    if config.path:
+    if source == "file":
         vectors, source = load_vectors(config.path), config.path
+    elif source == "trained":
+        vectors = train_word2vec(lambda: corpus_texts(corpus), domain)
     else:
-        vectors, source = train_word2vec(lambda: corpus_texts(corpus), domain), "trained"
+        vectors = embedding_vectors(collection_words(corpus_texts(corpus), domain), config.backbone)
     seconds = time.monotonic() - started
     path = save_vectors(vectors, data.files("word2vec", context.partition_key) / "vectors.bin")
     context.add_output_metadata({
@@ -116,14 +150,18 @@ class GHRMSettings(dg.Config):
     """Maps onto `dagster_ir.methods.ghrm.model.GHRMConfig`: a profile ("demo" | "paper") plus overrides.
 
     None keeps the profile's value. `doc_words`/`query_words` are the per-collection truncation
-    (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B). `remove_stopwords`/`lemmatize` must match the
-    word2vec asset's.
+    (paper: 300/4 on Robust04, 500/5 on ClueWeb09-B): None reads them off the collection with
+    `lengths: collection` (the default; the `length_percentile` of its query and document lengths in
+    GHRM's words, `dagster_ir.collections.lengths`) or keeps the profile's with `lengths: profile`.
+    `remove_stopwords`/`lemmatize` must match the word2vec asset's.
     """
 
     profile: str = "demo"
     candidate_run: str = "bm25"
     doc_words: Optional[int] = None
     query_words: Optional[int] = None
+    lengths: str = "collection"  # "collection" | "profile": where query_words/doc_words left None come from
+    length_percentile: float = 90.0
     min_count: Optional[int] = None
     window: Optional[int] = None
     self_loop: Optional[float] = None
@@ -162,6 +200,7 @@ class GHRMAssetConfig(GHRMSettings):
     variants: list[str] = list(VARIANTS)
     folds: Optional[list[int]] = None
     seeds: Optional[list[int]] = None  # None: the collection's `seeds`
+    interpolate: bool = True  # also <variant>+<candidate_run>: interpolated with the candidates, weight on validation
 
     def to_domain(self) -> GHRMConfig:
         unknown = sorted(set(self.variants) - set(VARIANTS))
@@ -170,13 +209,30 @@ class GHRMAssetConfig(GHRMSettings):
         return super().to_domain()
 
 
+def fit_lengths(config: GHRMSettings, domain: GHRMConfig, queries: pl.DataFrame, corpus) -> tuple[GHRMConfig, dict]:
+    """`domain` with the query and document words read off the collection where the config left them None
+    (`lengths: collection`); and metadata saying which lengths were used and where they came from."""
+    if config.lengths not in ("collection", "profile"):
+        raise ValueError(f"GHRM lengths: {config.lengths!r} is neither 'collection' nor 'profile'")
+    inputs = domain.inputs
+    source = {"query_words": "config" if config.query_words is not None else config.lengths,
+              "doc_words": "config" if config.doc_words is not None else config.lengths}
+    if config.lengths == "collection" and "collection" in source.values():
+        found = collection_lengths(queries["text"].to_list(), corpus_texts(corpus),
+                                   partial(tokens, config=inputs.text), config.length_percentile)
+        inputs = replace(inputs, **{k: getattr(found, k) for k, v in source.items() if v == "collection"})
+    domain = replace(domain, inputs=inputs)
+    return domain, {"query_words": inputs.query_words, "doc_words": inputs.doc_words,
+                    "lengths from": dg.MetadataValue.json(source), "length percentile": config.length_percentile}
+
+
 def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, candidate_runs, word2vec) -> tuple:
     """(the candidate run, GHRMData) after checking the vectors were trained on text read as GHRM reads it."""
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
     if run.height == 0:
         raise ValueError(f"ghrm: no candidate run {config.candidate_run!r} "
                          f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
-    if word2vec["source"][0] == "trained":
+    if word2vec["source"][0] in ("trained", "minilm"):  # vectors of the collection's words as read then
         if "lemmatize" not in word2vec.columns:
             raise ValueError("ghrm: the word2vec manifest predates text preprocessing; materialize word2vec again")
         trained = TextConfig(bool(word2vec["remove_stopwords"][0]), bool(word2vec["lemmatize"][0]))
@@ -189,7 +245,7 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
 
 
 # collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM;
-# collection_settings: its profile and `assets` settings
+# collection_settings: its profile and `assets` settings (e.g. query_words)
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION,
           deps=["collection_config", "collection_settings"])
 def ghrm_runs(
@@ -205,11 +261,12 @@ def ghrm_runs(
 ) -> dg.Output[pl.DataFrame]:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
     config = with_settings(config, "ghrm_runs", context.partition_key, context)
-    base = config.to_domain()
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
     started = time.monotonic()
+    base, lengths = fit_lengths(config, config.to_domain(), queries, corpus)
     run, inputs = _prepare(config, base, corpus, queries, qrels, candidate_runs, word2vec)
-    runs, metadata, curves, roots = [], {"vocabulary": len(inputs.vocabulary), "seeds": seeds}, {}, []
+    runs, curves, roots = [], {}, []
+    metadata = {"vocabulary": len(inputs.vocabulary), "seeds": seeds, "vectors": word2vec["source"][0], **lengths}
     for seed in seeds:
         domain = offset_seeds(base, seed)
         root = data.files("ghrm", context.partition_key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
@@ -218,6 +275,12 @@ def ghrm_runs(
             results = run_folds(inputs, query_splits, domain, variant, root / variant, folds=config.folds)
             variant_run = fold_run(results)
             runs.append(variant_run.with_columns(seed=pl.lit(seed, dtype=pl.Int64)))
+            if config.interpolate:
+                mixed, weights = interpolated_fold_run(results, inputs.candidates, qrels,
+                                                       domain.training.selection_measure,
+                                                       f"{variant}+{config.candidate_run}")
+                runs.append(mixed.with_columns(seed=pl.lit(seed, dtype=pl.Int64)).select(runs[-1].columns))
+                metadata[f"{variant}+{config.candidate_run} weight (seed {seed})"] = weights
             if seed == seeds[0]:
                 metadata.update(_variant_metadata(variant, results, variant_run, run, qrels))
                 curves[variant] = _mean_curve([r.result.dev_scores for r in results])
@@ -329,8 +392,9 @@ def ghrm_sweeps(
     config = with_settings(config, "ghrm_sweeps", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
-    domain, sweep = offset_seeds(config.to_domain(), unit.seed), config.to_sweep()
     started = time.monotonic()
+    domain, lengths = fit_lengths(config, config.to_domain(), queries, corpus)
+    domain, sweep = offset_seeds(domain, unit.seed), config.to_sweep()
     _, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
     root = data.files("ghrm_sweeps", unit.key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
     results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root)
@@ -342,7 +406,7 @@ def ghrm_sweeps(
         "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
         "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
         "train_queries": len(roles.train), "validation_queries": len(roles.validation),
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": round(time.monotonic() - started, 1), **lengths,
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
         "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
         "checkpoints": dg.MetadataValue.path(str(root)),

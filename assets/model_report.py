@@ -50,6 +50,8 @@ from dagster_ir.methods.cet.report import dev_best_baseline, pool_units, sweeps_
 from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
 from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
 from dagster_ir.methods.model1 import BERT_SHORT_RUN, PAPER_PAIRS
+from dagster_ir.retrieval.runs import append_candidates
+from dagster_ir.schemas import RUN
 
 GROUP = "methods_report"
 TABLE_MEASURES = ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]  # the PHP and CET papers' columns
@@ -71,15 +73,32 @@ class Section:
     fallback: str = ""  # the baseline when `baseline` is absent; the title then names the one used
 
 
-# The neural baselines (`neural_baselines`) each paper's table lists, shown as rows of its section.
+FIRST_STAGE = "bm25"  # the candidate run the rerankers read by default (their `candidate_run` settings)
+
+
+def with_first_stage(*names: str) -> tuple[str, ...]:
+    """Each name followed by its interpolation with the first stage (`<name>+bm25`)."""
+    return tuple(n for name in names for n in (name, f"{name}+{FIRST_STAGE}"))
+
+
+# The neural baselines (`neural_baselines`) each paper's table lists, shown as rows of its section,
+# each beside its interpolation with BM25.
 BASELINE_ROWS = {
-    "php": ("drmm", "duet", "knrm", "conv-knrm"),  # PHP Table 3
-    "ghrm": ("matchpyramid", "drmm", "knrm", "pacrr", "co-pacrr", "bert-maxp"),  # GHRM Table 2
-    "model1": ("cedr-knrm",),  # Model 1 Table 2
+    "php": with_first_stage("drmm", "duet", "knrm", "conv-knrm"),  # PHP Table 3
+    "ghrm": with_first_stage("matchpyramid", "drmm", "knrm", "pacrr", "co-pacrr", "bert-maxp"),  # GHRM Table 2
+    "model1": with_first_stage("cedr-knrm"),  # Model 1 Table 2
 }
 
-TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper): "
-              "measures deeper than k count the documents below k as not retrieved, so compare them at depths up to k.")
+# Inputs whose runs rerank BM25's top k: BM25's other candidates are appended below each of their rankings.
+RERANKING_INPUTS = ("reranked_runs", "fusion_runs", "ghrm_runs", "neural_baselines")
+
+TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper); below k "
+              "BM25's other candidates follow in BM25's order, so a measure deeper than k (RR@100, nDCG@100, AP) "
+              "reads the reranked top k over BM25's own list, as BM25's row does.")
+
+INTERPOLATION_NOTE = ("Rows <model>+bm25 go beyond the papers, which report none: the model's and BM25's scores are "
+                      "min-max normalised per query and mixed as w * BM25 + (1 - w) * model, w in 0, 0.1, ..., 1 chosen "
+                      "on each training unit's validation queries (never on test); w = 1 is BM25's order.")
 
 MODEL1_NOTE = ("bm25(words|wp): BM25 over the Model 1 vocabularies (the paper's BM25 (word) and BM25 (bwps)); "
                "bert: the cross-encoder on the first 512 tokens (the paper's BERT-vanilla (short)); bert-vanilla: "
@@ -89,21 +108,23 @@ MODEL1_NOTE = ("bm25(words|wp): BM25 over the Model 1 vocabularies (the paper's 
 SECTIONS = (
     Section("First-stage retrieval", ("candidate_runs",), "bm25", tuple(DEFAULT_MEASURES)),
     Section("PHP: BERT and PHP rerankers of BM25's top-k", ("reranked_runs",), "bert", tuple(TABLE_MEASURES),
-            ("bm25", *BASELINE_ROWS["php"]), TOP_K_NOTE),
+            ("bm25", *BASELINE_ROWS["php"]), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
     Section("PHP: the pre-training baselines (Table 3) and ablations, against PHP", ("reranked_runs",), "php",
-            tuple(TABLE_MEASURES), ("bm25",), TOP_K_NOTE),
+            tuple(TABLE_MEASURES), ("bm25",), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
     Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"),
-            ("bm25", BERT_SHORT_RUN, *BASELINE_ROWS["model1"]), MODEL1_NOTE, pairs=tuple(PAPER_PAIRS.items())),
+            ("bm25", *with_first_stage(BERT_SHORT_RUN), *BASELINE_ROWS["model1"]),
+            f"{MODEL1_NOTE} {TOP_K_NOTE} {INTERPOLATION_NOTE}", pairs=tuple(PAPER_PAIRS.items())),
     Section("GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
-            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", "bert", *BASELINE_ROWS["ghrm"]), every_query=True),
+            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", *with_first_stage("bert"), *BASELINE_ROWS["ghrm"]),
+            INTERPOLATION_NOTE, every_query=True),
     Section("CET: pooling bias (Table 1)", ("cet_runs",), "dml", tuple(TABLE_MEASURES), ("dense",),
             TOP_K_NOTE, fallback="naive"),
-    Section("Neural ranking baselines of BM25's top-k", ("neural_baselines",), "bm25", tuple(TABLE_MEASURES), ("bm25", "bert"),
-            TOP_K_NOTE),
+    Section("Neural ranking baselines of BM25's top-k", ("neural_baselines",), "bm25", tuple(TABLE_MEASURES),
+            ("bm25", *with_first_stage("bert")), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="5",
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="6",  # 6: +bm25 rows, BM25 below k
           deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
           ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet"))
 def model_report(
@@ -120,11 +141,14 @@ def model_report(
     qrels: pl.DataFrame,
     neural_baselines: pl.DataFrame,
     query_splits: pl.DataFrame,
+    word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
     """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
     inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
               "ghrm_runs": ghrm_runs, "cet_runs": cet_runs, "neural_baselines": neural_baselines}
-    runs = pl.concat([_with_seed(run) for run in inputs.values()])
+    first_stage = candidate_runs.filter(pl.col("run_name") == FIRST_STAGE).select(list(RUN))
+    runs = pl.concat([complete_below_k(_with_seed(run), first_stage) if name in RERANKING_INPUTS else _with_seed(run)
+                      for name, run in inputs.items()])
     if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
         clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
         raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
@@ -141,7 +165,7 @@ def model_report(
     cet = pool_units(cet)  # one row per ranker, dev scores averaged over the units
     figures.update(cet_figures(cet))
     sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures,
-                         cet_best=dev_best_baseline(cet))
+                         cet_best=dev_best_baseline(cet), vectors=vectors_note(word2vec))
     explained = _explanations_file(data, context.partition_key)
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
     book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
@@ -157,6 +181,41 @@ def model_report(
         }
     ))
     return per_query
+
+
+VECTOR_SOURCES = {"minilm": "the bundled MiniLM's input embeddings, each word's word pieces mean-pooled",
+                  "trained": "CBOW word2vec trained on this collection"}
+WORD_INPUTS = ("ghrm_runs", "neural_baselines", "reranked_runs", "fusion_runs")  # sections that show word-based models
+
+
+def vectors_note(word2vec: pl.DataFrame) -> str:
+    """A sentence naming the word vectors the word-based models (GHRM, KNRM, DRMM, ...) read."""
+    if word2vec.height == 0 or "source" not in word2vec.columns:
+        return ""
+    source = str(word2vec["source"][0])
+    described = VECTOR_SOURCES.get(source, f"the file {source}")
+    return f"Word vectors of GHRM and the interaction baselines: {described} ({int(word2vec['dim'][0])}-d)."
+
+
+def beside_pure(names: list[str]) -> list[str]:
+    """`names` with every `<model>+bm25` moved right after `<model>` (when that is among them)."""
+    suffix = f"+{FIRST_STAGE}"
+    mixed = {n for n in names if n.endswith(suffix) and n[: -len(suffix)] in names}
+    ordered = []
+    for name in names:
+        if name in mixed:
+            continue
+        ordered.append(name)
+        if f"{name}{suffix}" in mixed:
+            ordered.append(f"{name}{suffix}")
+    return ordered
+
+
+def complete_below_k(run: pl.DataFrame, first_stage: pl.DataFrame) -> pl.DataFrame:
+    """`run` (RUN plus seed) with the first stage's other candidates below each (run, seed, query) ranking."""
+    if first_stage.height == 0 or run.height == 0:
+        return run
+    return append_candidates(run, first_stage, keys=("seed",)).select(run.columns)
 
 
 def _explanations_file(data: DataDirResource, collection: str):
@@ -230,13 +289,14 @@ def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
 
 def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure,
               spread: pl.DataFrame | None = None, *, every: tuple[pl.DataFrame, pl.DataFrame] | None = None,
-              figures: dict | None = None, cet_best: str | None = None) -> list:
+              figures: dict | None = None, cet_best: str | None = None, vectors: str = "") -> list:
     """One report per section whose runs are present, plus CET against `cet_best`, its best baseline
     chosen on dev; `spread` (mean and sd over seeds) adds a seed table to a section whose runs have
     several seeds.
 
     `every` (runs with `seed`, qrels, of all queries) feeds the `every_query` sections; without it they
-    use `per_query`. `figures` maps a section title to extra figures shown with it.
+    use `per_query`. `figures` maps a section title to extra figures shown with it; `vectors` (a
+    sentence naming the word vectors) joins the notes of the sections that show word-based models.
     """
     reports = []
     config = ReportConfig(significance=significance)
@@ -253,9 +313,15 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
             title = f"{title}, against {baseline}"
         if not own or baseline not in names or len(names) < 2:
             continue  # a method whose runs are absent gets no section
-        rows = table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+        names = beside_pure(names)
+        rows = (table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+                .with_columns(_order=pl.col("run_name").replace_strict(names, list(range(len(names))),
+                                                                       return_dtype=pl.Int64))
+                .sort("_order", maintain_order=True).drop("_order"))
         notes = f"Paired two-sided t-test against {baseline}; {significance.correction} correction."
         notes = f"{notes} {fold_note} {section.note}".strip()
+        if vectors and any(i in WORD_INPUTS for i in section.inputs):
+            notes = f"{notes} {vectors}"
         extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
         reports.append(build_report(rows, baseline, list(section.measures), title, notes,
                                     config, extra_figures=extra, spread=section_spread))

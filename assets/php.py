@@ -48,6 +48,7 @@ from dagster_ir.neural.backbone import backbone_path
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.parquet import frame_version
+from dagster_ir.schemas import RUN
 from dagster_ir.wiki import latest_articles
 
 GROUP = "php"
@@ -181,6 +182,8 @@ class RerankSettings(dg.Config):
     batch_size: int = 64
     device: str = "auto"  # as CrossEncoderSettings'
     bf16: Optional[bool] = None
+    interpolate: bool = True  # also <model>+<candidate>: interpolated with the candidates, weight chosen on validation
+    interpolation_measure: str = "nDCG@10"
 
     def rerank_depth(self) -> int:
         return self.depth or _profile({"demo": 20, "paper": 100}, self.profile)
@@ -541,8 +544,8 @@ def cross_encoder(
     return by_content(manifest)
 
 
-@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",
-          ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits"))
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",  # 3: <model>+<candidate> rows
+          ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits", "qrels"))
 def reranked_runs(
     context: dg.AssetExecutionContext,
     config: RerankSettings,
@@ -551,18 +554,23 @@ def reranked_runs(
     queries: pl.DataFrame,
     corpus: pl.LazyFrame,
     query_splits: pl.DataFrame,
+    qrels: pl.DataFrame,
 ) -> pl.DataFrame:
-    """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...)."""
+    """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...),
+    and each interpolated with the candidates (`<model>+<candidate>`, the weight chosen on validation queries)."""
+    from dagster_ir.fusion.interpolate import interpolated_run
     config = with_settings(config, "reranked_runs", training_unit(context).collection, context)
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 
-    run = candidate_runs.filter(pl.col("run_name") == config.candidate)
-    if run.height == 0:
+    candidates = candidate_runs.filter(pl.col("run_name") == config.candidate).select(list(RUN))
+    if candidates.height == 0:
         raise ValueError(f"reranked_runs: no candidate run named {config.candidate!r}")
     unit = training_unit(context)
-    run = run.filter(pl.col("query_id").is_in(unit_queries(query_splits, unit).test))
-    docs = corpus.join(run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
+    roles = unit_queries(query_splits, unit)
+    run = candidates.filter(pl.col("query_id").is_in(roles.test))
+    validation = candidates.filter(pl.col("query_id").is_in(roles.validation)) if config.interpolate else run.clear()
+    docs = corpus.join(pl.concat([run, validation]).lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
     placement = config.placement()
     runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth(), **placement.metadata()}
     for name, path in cross_encoder.select("run_name", "path").iter_rows():
@@ -571,6 +579,12 @@ def reranked_runs(
         started = time.monotonic()
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
+        if validation.height:
+            chosen = rerank(validation, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name))
+            mixed, choice = interpolated_run(chosen, runs[-1], candidates, qrels, f"{name}+{config.candidate}",
+                                             config.interpolation_measure)
+            runs.append(mixed)
+            metadata[f"{name}+{config.candidate} weight"] = choice.weight
     context.add_output_metadata(metadata)
     return by_content(tag_unit(pl.concat(runs) if runs else pl.DataFrame(schema=run.schema), unit))
 

@@ -2,7 +2,8 @@
 
 `rerank(run, queries, corpus, scorer, config) -> RUN` keeps the top `config.depth` documents of every
 query (by rank), scores each (query text, document text) pair with `scorer.score_pairs` and ranks
-them by that score (ties keep the candidate order). Every candidate of the top `depth` appears
+them by that score (ties keep the candidate order, and tied scores are nudged down by a few float64
+steps, `retrieval.runs.strictly_decreasing`, so an evaluator that re-sorts by score keeps it). Every candidate of the top `depth` appears
 exactly once: reranking only reorders. Documents below `depth` are left out of the result.
 
 `CrossEncoderScorer(model, batch_size, device, bf16, fast)` is the scorer for a `CrossEncoder`: every
@@ -30,7 +31,7 @@ import torch
 
 from dagster_ir.neural.cross_encoder import CrossEncoder, Pair, pad_pairs
 from dagster_ir.retrieval.fast_bert import FastBert, bf16_supported
-from dagster_ir.retrieval.runs import top_k
+from dagster_ir.retrieval.runs import strictly_decreasing, top_k
 from dagster_ir.schemas import RUN, validate
 
 
@@ -180,10 +181,10 @@ def _pair_texts(top: pl.DataFrame, queries: pl.DataFrame, corpus, config: Rerank
 
 def _ranked(scored: pl.DataFrame, run_name: str) -> pl.DataFrame:
     ordered = scored.sort(["query_id", "score", "candidate_rank"], descending=[False, True, False])
-    return ordered.select(
+    return strictly_decreasing(ordered.select(
         "query_id",
         "doc_id",
         "score",
         rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("query_id"),
         run_name=pl.lit(run_name, dtype=pl.String),
-    ).select(list(RUN))
+    ).select(list(RUN))).sort(["query_id", "rank"])

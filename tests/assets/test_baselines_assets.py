@@ -43,16 +43,16 @@ def test_neural_baselines_train_on_train_choose_on_dev_and_score_test(tmp_path):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(tmp_path))
     vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy())
+                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy())
     config = NeuralBaselinesConfig(models=["knrm", "drmm"], epochs=2, query_words=3, doc_words=16, rerank_depth=6,
                                    threads=1)
     context = dg.build_asset_context(partition_key="wiki-car/seed-0")
     runs = neural_baselines(context=context, config=config, data=data, corpus=corpus.lazy(), queries=queries, qrels=qrels,
                             query_splits=splits, candidate_runs=run, negatives=negatives, word2vec=vectors).value
-    assert sorted(runs["run_name"].unique()) == ["drmm", "knrm"]
+    assert sorted(runs["run_name"].unique()) == ["drmm", "drmm+bm25", "knrm", "knrm+bm25"]
     assert sorted(runs["query_id"].unique()) == ["q8", "q9"]  # the test split only
     top6 = run.filter(pl.col("query_id").is_in(["q8", "q9"]) & (pl.col("rank") <= 6))
-    for name in ("drmm", "knrm"):
+    for name in ("drmm", "knrm", "knrm+bm25"):
         mine = runs.filter(pl.col("run_name") == name)
         assert sorted(mine["doc_id"]) == sorted(top6["doc_id"])  # a reranking of the top 6, nothing else
     assert runs["seed"].unique().to_list() == [0] and runs["fold"].null_count() == runs.height
@@ -72,12 +72,13 @@ def test_rotated_folds_score_every_query_once(tmp_path):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(tmp_path))
     vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy())
+                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy())
     config = NeuralBaselinesConfig(models=["knrm"], epochs=1, query_words=3, doc_words=16, rerank_depth=6, threads=1,
                                    rotate_folds=True)
     runs = neural_baselines(context=dg.build_asset_context(partition_key="wiki-car/seed-0"), config=config, data=data,
                             corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
                             negatives=negatives, word2vec=vectors).value
+    assert sorted(runs["run_name"].unique()) == ["knrm", "knrm+bm25"]
     folds = runs.group_by("query_id").agg(pl.col("fold").unique())
     assert folds.height == 10 and folds["fold"].list.len().max() == 1  # every query, by one rotation's model
     held = dict(zip(folds["query_id"], folds["fold"].list.first()))

@@ -18,7 +18,7 @@ from assets.resources import DataDirResource
 from dagster_ir.methods.ghrm.model import PROFILES
 from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
 from dagster_ir.methods.ghrm.sweeps import SWEEP_RESULTS
-from dagster_ir.methods.ghrm.text import TextConfig
+from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN
 from dagster_ir.storage.parquet import frame_version
@@ -51,7 +51,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     corpus, queries, qrels, splits, run = _collection()
     data = DataDirResource(path=str(tmp_path))
     context = dg.build_asset_context(partition_key="wiki-car")
-    manifest = word2vec(context=context, config=Word2VecAssetConfig(dim=8, epochs=2, min_count=1), data=data,
+    manifest = word2vec(context=context, config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data,
                         corpus=corpus.lazy())
     assert manifest["dim"].item() == 8 and manifest["words"].item() > 20
     assert len(load_vectors(manifest["path"].item())) == manifest["words"].item()
@@ -62,7 +62,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
                        corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits,
                        candidate_runs=run, word2vec=manifest)
     runs = output.value
-    assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm-nopool"]
+    assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm+bm25", "ghrm-nopool", "ghrm-nopool+bm25"]
     assert output.data_version == dg.DataVersion(frame_version(runs))  # by content (see assets.updates)
     assert runs.select(list(RUN)).schema == pl.Schema(RUN)
     # rotations 0 and 1 test folds 0 and 1: queries q0, q5 and q1, q6, six candidates each
@@ -99,7 +99,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     assert len(list((tmp_path / "files" / "ghrm_sweeps" / "wiki-car" / "seed-0").glob("v*/*/best/model.safetensors"))) == 3
 
     # vectors trained on other text settings than GHRM reads are refused, naming both
-    raw = word2vec(context=context, config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1, lemmatize=False), data=data,
+    raw = word2vec(context=context, config=Word2VecAssetConfig(source="trained", dim=8, epochs=1, min_count=1, lemmatize=False), data=data,
                    corpus=corpus.lazy())
     with pytest.raises(ValueError, match="lemmatize"):
         ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
@@ -143,3 +143,40 @@ def test_paper_profile_trains_as_the_authors():
     training = paper.training
     assert (training.lr, training.schedule, training.epochs, training.batches_per_epoch, training.pairs_per_batch) == (
         1e-3, "constant", 300, 32, 16)
+
+
+def test_query_and_document_words_come_from_the_collection_unless_given():
+    from assets.ghrm import fit_lengths
+
+    corpus, queries, *_ = _collection()
+    base = GHRMAssetConfig()
+    domain, metadata = fit_lengths(base, base.to_domain(), queries, corpus.lazy())
+    words = [len(tokens(t, TextConfig())) for t in queries["text"]]
+    assert domain.inputs.query_words == int(np.ceil(np.percentile(words, 90)))  # not the profile's 4
+    assert metadata["query_words"] == domain.inputs.query_words
+    given = GHRMAssetConfig(query_words=2)
+    domain, metadata = fit_lengths(given, given.to_domain(), queries, corpus.lazy())
+    assert domain.inputs.query_words == 2 and metadata["lengths from"].data["query_words"] == "config"  # the override wins
+    doc_words = [len(tokens(t, TextConfig())) for t in corpus["text"]]
+    assert domain.inputs.doc_words == int(np.ceil(np.percentile(doc_words, 90)))
+    kept = GHRMAssetConfig(lengths="profile")
+    assert fit_lengths(kept, kept.to_domain(), queries, corpus.lazy())[0].inputs == kept.to_domain().inputs
+    with pytest.raises(ValueError, match="neither 'collection' nor 'profile'"):
+        bad = GHRMAssetConfig(lengths="robust04")
+        fit_lengths(bad, bad.to_domain(), queries, corpus.lazy())
+
+
+def test_word_vectors_come_from_minilm_by_default_and_the_manifest_says_so(tmp_path):
+    corpus, *_ = _collection()
+    data = DataDirResource(path=str(tmp_path))
+    context = dg.build_asset_context(partition_key="wiki-car")
+    manifest = word2vec(context=context, config=Word2VecAssetConfig(min_count=1), data=data, corpus=corpus.lazy())
+    assert manifest["source"].item() == "minilm" and manifest["dim"].item() == 384
+    vectors = load_vectors(manifest["path"].item())
+    assert "volcano" in vectors.key_to_index and vectors.similarity("volcano", "lava") > vectors.similarity("volcano", "chess")
+    glove = tmp_path / "mine.txt"
+    glove.write_text("volcano 1 0\nlava 0.9 0.1\n", encoding="utf-8")
+    loaded = word2vec(context=context, config=Word2VecAssetConfig(path=str(glove)), data=data, corpus=corpus.lazy())
+    assert loaded["source"].item() == str(glove) and loaded["words"].item() == 2  # a path alone: that file
+    with pytest.raises(ValueError, match="source 'glove' is not one of"):
+        word2vec(context=context, config=Word2VecAssetConfig(source="glove"), data=data, corpus=corpus.lazy())

@@ -182,3 +182,43 @@ def test_the_cet_section_gets_figure4_from_the_dev_sweeps_of_the_manifest():
     assert figure.name == "cet_sweeps" and "dev" in figure.caption
     assert cet_figures(manifest.with_columns(sweep=pl.lit(""))) == {}  # no sweep, no figure
     assert cet_figures(manifest.drop("sweep")) == {}  # an older manifest
+
+
+def test_reranked_runs_read_bm25_below_their_top_k_and_their_interpolations_are_shown():
+    from assets.model_report import BASELINE_ROWS, complete_below_k
+
+    bm25 = pl.DataFrame([("q1", d, 5.0 - r, r, "bm25") for r, d in enumerate("abcd", start=1)],
+                        schema=["query_id", "doc_id", "score", "rank", "run_name"], orient="row").cast({"rank": pl.Int32})
+    reranked = bm25.head(2).reverse().with_columns(rank=pl.Series([1, 2], dtype=pl.Int32), run_name=pl.lit("knrm"),
+                                                   seed=pl.lit(None, dtype=pl.Int64))
+    qrels = pl.DataFrame({"query_id": ["q1"], "doc_id": ["d"], "relevance": [1]}).cast({"relevance": pl.Int32})
+    assert evaluate_run(reranked, qrels, ["AP"])["value"].item() == 0.0  # depth 2: d never retrieved
+    full = complete_below_k(reranked, bm25)
+    assert full["doc_id"].to_list() == ["b", "a", "c", "d"] and full.columns == reranked.columns
+    assert evaluate_run(full, qrels, ["AP"])["value"].item() == pytest.approx(1 / 4)  # as BM25's own AP
+    assert "knrm+bm25" in BASELINE_ROWS["php"] and "cedr-knrm+bm25" in BASELINE_ROWS["model1"]
+    notes = [s.note for s in SECTIONS if s.inputs in (("neural_baselines",), ("ghrm_runs",), ("reranked_runs",))]
+    assert all("beyond the papers" in note for note in notes)
+
+
+def test_the_sections_of_word_based_models_name_their_word_vectors():
+    from assets.model_report import vectors_note
+
+    note = vectors_note(pl.DataFrame({"source": ["minilm"], "dim": [384]}))
+    assert "MiniLM's input embeddings" in note and "384-d" in note
+    assert "word2vec trained on this collection" in vectors_note(pl.DataFrame({"source": ["trained"], "dim": [50]}))
+    assert "/data/glove.txt" in vectors_note(pl.DataFrame({"source": ["/data/glove.txt"], "dim": [300]}))
+    names = ["bm25", "knrm", "knrm+bm25"]
+    rows = [(run, f"q{i}", m, 0.1 * k + 0.01 * i) for k, run in enumerate(reversed(names)) for i in range(5)
+            for m in ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]]
+    per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
+    inputs = {"candidate_runs": _runs("bm25"), "neural_baselines": _runs("knrm", "knrm+bm25")}
+    recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
+    reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall, vectors=note)
+    baselines = next(r for r in reports if r.title.startswith("Neural ranking baselines"))
+    assert note in baselines.notes and "beyond the papers" in baselines.notes
+    assert baselines.comparison["run_name"].unique(maintain_order=True).to_list() == names  # beside the pure row
+    from assets.model_report import beside_pure
+
+    assert beside_pure(["bm25", "knrm", "drmm", "drmm+bm25", "knrm+bm25", "x+bm25"]) == [
+        "bm25", "knrm", "knrm+bm25", "drmm", "drmm+bm25", "x+bm25"]

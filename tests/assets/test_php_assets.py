@@ -244,5 +244,6 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     baseline_steps = pretrained.asset_value("php_baselines")["steps"].item()
     assert 0 < baseline_steps <= php_steps  # HARP's RDP (one example per link), within PHP's budget
     reranked = Catalog(root).query("select run_name, query_id, seed, count(*) as n from reranked_runs group by all")
-    assert set(reranked["run_name"]) == {"bert", "php", "php-no-mlm", "harp"} and (reranked["n"] == len(TOPICS)).all()
+    pure = {"bert", "php", "php-no-mlm", "harp"}
+    assert set(reranked["run_name"]) == pure | {f"{n}+bm25" for n in pure} and (reranked["n"] == len(TOPICS)).all()
     assert set(reranked["query_id"]) == {"g/q"} and set(reranked["seed"]) == {0}  # the unit's test queries only

@@ -70,3 +70,18 @@ def test_every_settable_asset_reads_the_settings_source():
     graph = defs.resolve_asset_graph()
     for name in SETTABLE:
         assert dg.AssetKey("collection_settings") in graph.get(dg.AssetKey(name)).parent_keys, name
+
+
+def test_a_collections_query_words_override_what_ghrm_would_read_off_it(project):
+    from assets.ghrm import GHRMAssetConfig, fit_lengths
+    import polars as pl
+
+    project(YAML.replace("neural_baselines: {models: [knrm, bert-maxp], epochs: 3}",
+                         "ghrm_runs: {query_words: 12}"))
+    config = settings.with_settings(GHRMAssetConfig(), "ghrm_runs", "cran")
+    queries = pl.DataFrame({"query_id": ["q1"], "text": ["one two three"]})
+    corpus = pl.DataFrame({"doc_id": ["d"], "title": [""], "text": ["alpha beta"]})
+    domain, _ = fit_lengths(config, config.to_domain(), queries, corpus.lazy())
+    assert (domain.inputs.query_words, domain.inputs.doc_words) == (12, 2)  # the YAML's 12; documents read off
+    plain = settings.with_settings(GHRMAssetConfig(), "ghrm_runs", "other")
+    assert fit_lengths(plain, plain.to_domain(), queries, corpus.lazy())[0].inputs.query_words == 3

@@ -3,7 +3,8 @@
 Used by the `baselines` asset group (`neural_baselines`). One module per model: `drmm` (DRMM),
 `knrm` (KNRM and Conv-KNRM: kernel pooling), `matchpyramid`, `pacrr` (PACRR and Co-PACRR), `duet`,
 `bert_passages` (BERT-FirstP / MaxP) and `cedr` (CEDR-KNRM); `inputs` turns texts into the
-interaction models' padded word-id batches over the GHRM word2vec vectors, and `reranker` holds what
+interaction models' padded word-id batches over the `word2vec` asset's vectors (by default the
+bundled MiniLM's input embeddings, `dagster_ir.neural.word_vectors`), and `reranker` holds what
 they all share: the registry (`MODELS`), the profiles, training through
 `dagster_ir.neural.training.train` with the epoch chosen on validation, and reranking.
 """

@@ -9,7 +9,9 @@ fold, seed; see `dagster_ir.collections.protocol`). For every model named it
 2. trains with the shared loop, reranking the unit's validation queries' candidates (the
    candidate run's top `rerank_depth`) after every epoch and keeping the epoch with the best
    `selection_measure`; test queries are never scored before that choice;
-3. reranks the unit's test queries' candidates with the chosen weights.
+3. reranks the unit's test queries' candidates with the chosen weights, and its validation
+   queries' too (`BaselineRun.validation_run`), from which `first_stage_interpolations` chooses
+   the weight of the `<model>+<candidates>` rows (`dagster_ir.fusion.interpolate`; beyond the papers).
 
 Interaction models read the word2vec vectors (the GHRM asset's) through a `WordVocabulary` built
 over the whole corpus (IDF from every document) with the caller's `tokenize`; BERT models read the
@@ -24,13 +26,14 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from dagster_ir.collections import fold_assignment
+from dagster_ir.fusion.interpolate import interpolated_run
 from dagster_ir.methods.baselines.inputs import WordEncoder, build_word_vocabulary
 from dagster_ir.methods.baselines.reranker import (
     BERT_MODELS,
@@ -60,6 +63,7 @@ class BaselineRun:
     examples: int
     seconds: float
     checkpoint_dir: Path
+    validation_run: pl.DataFrame | None = None  # the chosen weights' reranking of the validation queries
 
     @property
     def validation_best(self) -> float | None:
@@ -140,7 +144,10 @@ def run_baselines(
         result = train_baseline(name, model, encoder, examples, config, folder, evaluate)
         run = rerank_with(model, encoder, scored, test_queries, config.rerank_depth, name, config.eval_batch_size,
                           *runs_on(name, config))
-        results.append(BaselineRun(name, run, result, len(examples), time.monotonic() - started, folder))
+        validation_run = rerank_with(model, encoder, scored, validation_queries, config.rerank_depth, name,
+                                     config.eval_batch_size, *runs_on(name, config)) if validation_queries else None
+        results.append(BaselineRun(name, run, result, len(examples), time.monotonic() - started, folder,
+                                   validation_run))
         del model, encoder, evaluate
         release_freed_memory()  # a BERT training leaves GiBs of freed activations resident otherwise
         if on_model is not None:
@@ -163,9 +170,26 @@ def run_rotations(models: Sequence[str], config: BaselineConfig, splits: pl.Data
         members = {r: roles.filter(pl.col("role") == r)["query_id"].sort().to_list() for r in ("train", "validation", "test")}
         done = run_baselines(models, config, train_queries=members["train"], validation_queries=members["validation"],
                              test_queries=members["test"], checkpoint_root=Path(checkpoint_root) / f"fold-{fold}", **inputs)
-        runs += [r.run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)) for r in done]
+        done = [replace(r, run=r.run.with_columns(fold=pl.lit(fold, dtype=pl.Int32))) for r in done]
+        runs += [r.run for r in done]
         results += done
     return pl.concat(runs), results
+
+
+def first_stage_interpolations(results: Sequence[BaselineRun], candidates: pl.DataFrame, qrels: pl.DataFrame,
+                               measure: str, suffix: str) -> tuple[list[pl.DataFrame], dict[str, list[float]]]:
+    """Per result with a validation run: its test run interpolated with `candidates` (run `<name>+<suffix>`)
+    under the weight chosen on its own validation queries by `measure`; and the weights chosen, per name."""
+    runs, weights = [], {}
+    for r in results:
+        if r.validation_run is None or r.validation_run.height == 0:
+            continue
+        mixed, choice = interpolated_run(r.validation_run, r.run, candidates, qrels, f"{r.name}+{suffix}", measure)
+        extra = [c for c in r.run.columns if c not in RUN]  # e.g. fold, kept as the pure run has it
+        runs.append(mixed.join(r.run.select("query_id", *extra).unique("query_id"), on="query_id", how="left")
+                    if extra else mixed)
+        weights.setdefault(f"{r.name}+{suffix}", []).append(choice.weight)
+    return runs, weights
 
 
 def fingerprint(config: BaselineConfig, examples, candidates: pl.DataFrame, qrels: pl.DataFrame,

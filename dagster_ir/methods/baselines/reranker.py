@@ -10,7 +10,8 @@ Losses: "hinge" = mean over the negatives of max(0, 1 - s(q, d+) + s(q, d-)) (DR
 Conv-KNRM, MatchPyramid: pairwise hinge in their papers); "softmax" = cross-entropy of the
 positive among itself and the negatives (LCE; PACRR, Co-PACRR, DUET, BERT-FirstP/MaxP, CEDR).
 
-PROFILES: "demo" keeps every interaction model tiny (8 query words, 120 document words, small
+PROFILES: "demo" keeps every interaction model tiny (8 query words and 120 document words, which
+the `neural_baselines` asset replaces by the collection's own lengths unless told otherwise, small
 filter counts, 4 epochs of at most 24 steps of 16 examples, lr 1e-3 constant) so all seven train
 and rerank in under 2 minutes per training unit on 2 loaded CPU cores (wiki-car: 106 s, Conv-KNRM
 the longest); "paper" uses the papers' sizes (Lq 10, Ld 1000, full filter counts, 10 epochs of 64
@@ -44,7 +45,7 @@ from dagster_ir.neural.memory import release_freed_memory
 from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train
 from dagster_ir.retrieval.fast_bert import bf16_supported
-from dagster_ir.retrieval.runs import top_k
+from dagster_ir.retrieval.runs import strictly_decreasing, top_k
 from dagster_ir.schemas import NEGATIVES, RUN, validate
 
 Example = tuple[str, str, tuple[str, ...]]  # (query_id, positive doc_id, negative doc_ids)
@@ -178,7 +179,8 @@ def check_precision(config: BaselineConfig) -> list[str]:
 
 def rerank_with(model: torch.nn.Module, encoder, candidates: pl.DataFrame, query_ids: Sequence[str], depth: int,
                 run_name: str, batch_size: int = 128, threads: int = 0, bf16: bool = False) -> pl.DataFrame:
-    """The candidates' top `depth` of `query_ids` rescored by `model` and re-ranked (RUN; ties keep the first-stage order).
+    """The candidates' top `depth` of `query_ids` rescored by `model` and re-ranked (RUN; ties keep the first-stage
+    order, tied scores nudged down a few float64 steps so evaluators keep it: `strictly_decreasing`).
 
     `bf16`: the model runs under bfloat16 autocast (scores are cast back to float64 either way).
     """
@@ -196,9 +198,10 @@ def rerank_with(model: torch.nn.Module, encoder, candidates: pl.DataFrame, query
     finally:
         model.train(was_training)
     rescored = chosen.select("query_id", "doc_id", pl.Series("score", scores), first_rank=pl.col("rank"))
-    return (rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
-            .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
-            .select(list(RUN)))
+    return strictly_decreasing(rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
+                               .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32),
+                                             run_name=pl.lit(run_name))
+                               .select(list(RUN))).sort(["query_id", "rank"])
 
 
 def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str], measure: str) -> float:

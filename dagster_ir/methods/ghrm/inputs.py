@@ -5,6 +5,9 @@ each word replaced by its noun lemma (the paper's preprocessing, section 4.1.3; 
 vocabulary holds the collection's words seen at least `min_count` times (paper: 10) that have a
 vector; other words are dropped before truncation, so a document keeps its first `doc_words` (N)
 known words and a query its first `query_words` (M). IDF is log(n_docs / df) over the collection.
+The paper fixes M and N per collection (4 and 300 on Robust04's titles); the `ghrm_runs` asset reads
+them off each collection instead (`dagster_ir.collections.lengths`: the 90th percentile of its
+query and document lengths in these words), since a constant made for titles cuts longer queries.
 
 Graph (paper section 3.2). The nodes of a document's graph are its n unique words. Edge weights
 count co-occurrences in a sliding window: every window of `window` consecutive words (the whole

@@ -21,7 +21,8 @@ for k=5). Per rotation it
 3. after every epoch reranks the validation queries' BM25 top `rerank_depth` and scores
    `selection_measure` against their qrels; the best epoch's weights are kept. Test queries are
    never scored before this choice is made;
-4. reranks the test fold's candidates with the chosen weights.
+4. reranks the test fold's candidates with the chosen weights (and the validation fold's, kept as
+   `FoldResult.validation_run` for the first-stage interpolation, `dagster_ir.fusion.interpolate`).
 
 The test runs of the k rotations cover every query once; `run_folds` concatenates them into one run
 (RUN columns plus `fold`, the rotation whose test fold held the query), and `fold_evaluation`
@@ -48,11 +49,12 @@ from safetensors.torch import load_model
 
 from dagster_ir.collections import fold_assignment
 from dagster_ir.evaluation import evaluate_run
+from dagster_ir.fusion.interpolate import interpolated_run
 from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
 from dagster_ir.methods.ghrm.inputs import GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
 from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
-from dagster_ir.retrieval.runs import top_k
+from dagster_ir.retrieval.runs import strictly_decreasing, top_k
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN, validate
 from dagster_ir.storage.atomic import write_text_atomic
 
@@ -133,7 +135,8 @@ def rerank(
 ) -> pl.DataFrame:
     """The candidates' top `depth` of `query_ids`, rescored by `model` and re-ranked (RUN frame).
 
-    Batches hold documents of similar graph size (less padding). Ties keep the first-stage order.
+    Batches hold documents of similar graph size (less padding). Ties keep the first-stage order
+    (`strictly_decreasing`: tied scores move down a few float64 steps, so evaluators keep it too).
     """
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
     candidates = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), depth)
@@ -150,11 +153,11 @@ def rerank(
     finally:
         model.train(was_training)
     rescored = candidates.select("query_id", "doc_id", pl.Series("score", scores), first_rank=pl.col("rank"))
-    return (
+    return strictly_decreasing(
         rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
         .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
         .select(list(RUN))
-    )
+    ).sort(["query_id", "rank"])
 
 
 def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str], measure: str) -> float:
@@ -274,6 +277,7 @@ class FoldResult:
     result: TrainResult
     test_run: pl.DataFrame  # RUN columns plus fold
     checkpoint_dir: Path
+    validation_run: pl.DataFrame | None = None  # RUN: the chosen weights' reranking of the validation queries
 
 
 def run_folds(
@@ -304,14 +308,30 @@ def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[Fo
         folder = Path(checkpoint_root) / f"fold-{fold}"
         model, result = train_ghrm(data, config, variant, members["train"], members["validation"], folder)
         test_run = rerank(model, data, members["test"], config.training.rerank_depth, variant, config.training.eval_batch_size)
+        validation_run = rerank(model, data, members["validation"], config.training.rerank_depth, variant,
+                                config.training.eval_batch_size)
         results.append(FoldResult(fold, members["train"], members["validation"], members["test"], result,
-                                  test_run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)), folder))
+                                  test_run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)), folder, validation_run))
     return results
 
 
 def fold_run(results: Sequence[FoldResult]) -> pl.DataFrame:
     """The rotations' test runs as one run over all their queries (RUN columns plus fold)."""
     return pl.concat([r.test_run for r in results]).sort(["query_id", "rank"])
+
+
+def interpolated_fold_run(results: Sequence[FoldResult], candidates: pl.DataFrame, qrels: pl.DataFrame, measure: str,
+                          run_name: str) -> tuple[pl.DataFrame, list[float]]:
+    """Each rotation's test run interpolated with `candidates` (the run it reranked; `dagster_ir.fusion.interpolate`)
+    under the weight chosen by `measure` on that rotation's validation run, as one run (RUN plus fold); and the weights."""
+    runs, weights = [], []
+    for r in results:
+        if r.validation_run is None:
+            raise ValueError(f"interpolated_fold_run: rotation {r.fold} kept no validation run")
+        mixed, choice = interpolated_run(r.validation_run, r.test_run.select(list(RUN)), candidates, qrels, run_name, measure)
+        runs.append(mixed.with_columns(fold=pl.lit(r.fold, dtype=pl.Int32)))
+        weights.append(choice.weight)
+    return pl.concat(runs).sort(["query_id", "rank"]), weights
 
 
 def fold_means(run: pl.DataFrame, qrels: pl.DataFrame, measure: str) -> list[float]:

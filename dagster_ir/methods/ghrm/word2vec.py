@@ -1,4 +1,6 @@
-"""Word embeddings for GHRM: CBOW word2vec trained on the collection with gensim, or loaded from a file.
+"""Word embeddings for GHRM and the interaction baselines: CBOW word2vec trained on the collection with
+gensim, loaded from a file (word2vec binary or text, GloVe text), or read off the bundled MiniLM's
+input embeddings (`dagster_ir.neural.word_vectors`; the `word2vec` asset's default source).
 
 Words are what `text.tokens` returns under the config's `text` settings: lower-cased, stop words
 out, noun lemmas (the paper's preprocessing; see `text`). GHRM must read its graphs with the same
@@ -12,6 +14,7 @@ otherwise interleave updates nondeterministically).
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +87,17 @@ def train_word2vec(texts: Sequence[str] | Callable[[], Iterable[str]], config: W
     return model.wv
 
 
+def collection_words(texts: Iterable[str], config: Word2VecConfig) -> list[str]:
+    """The words (under `config.text`) seen at least `config.min_count` times in `texts`, most frequent first."""
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(tokens(text, config.text))
+    words = [w for w, c in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if c >= config.min_count]
+    if not words:
+        raise ValueError(f"collection_words: no word occurs at least {config.min_count} times in the texts")
+    return words
+
+
 def save_vectors(vectors: KeyedVectors, path: str | os.PathLike[str]) -> Path:
     """Write `vectors` atomically in the word2vec binary format; returns the path."""
     path = Path(path)
@@ -93,13 +107,22 @@ def save_vectors(vectors: KeyedVectors, path: str | os.PathLike[str]) -> Path:
 
 
 def load_vectors(path: str | os.PathLike[str]) -> KeyedVectors:
-    """Vectors from a word2vec file: binary, or text when the name ends in .txt or .vec."""
+    """Vectors from a file: word2vec binary, or text when the name ends in .txt or .vec: word2vec's
+    (a first line "<words> <dim>") or GloVe's (no such line: every line is a word and its numbers)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"load_vectors: no word vector file at {path}")
     binary = path.suffix not in (".txt", ".vec")
+    glove = not binary and not _has_word2vec_header(path)
     try:
-        return KeyedVectors.load_word2vec_format(str(path), binary=binary)
+        return KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=glove)
     except (ValueError, UnicodeDecodeError, EOFError) as error:
-        kind = "binary" if binary else "text"
+        kind = "binary" if binary else "GloVe text" if glove else "text"
         raise ValueError(f"load_vectors: {path} is not a word2vec {kind} file: {error}") from error
+
+
+def _has_word2vec_header(path: Path) -> bool:
+    """Whether a text vector file starts with word2vec's "<count> <dim>" line (GloVe's files do not)."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first = handle.readline().split()
+    return len(first) == 2 and all(part.isdigit() for part in first)

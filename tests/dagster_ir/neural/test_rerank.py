@@ -45,6 +45,17 @@ def test_rerank_keeps_every_candidate_and_only_reorders():
     assert untitled.filter(pl.col("doc_id") == "b", pl.col("query_id") == "q1")["score"].item() == 1.0
 
 
+def test_tied_scores_keep_the_candidate_order_for_the_evaluator():
+    from dagster_ir.evaluation import evaluate_run
+
+    out = rerank(_run(RUN_ROWS), QUERIES, CORPUS, WordOverlap(), RerankConfig(depth=3, run_name="overlap"))
+    q1 = out.filter(pl.col("query_id") == "q1").sort("rank")
+    assert q1["score"].n_unique() == 3 and q1["score"].is_sorted(descending=True)  # a, c tied at 0: a stays above
+    qrels = pl.DataFrame({"query_id": ["q1"], "doc_id": ["a"], "relevance": [1]}).cast({"relevance": pl.Int32})
+    # trec_eval's order of a tie is doc id descending (c before a): with ties left, RR would be 1/3
+    assert evaluate_run(out, qrels, ["RR"])["value"].item() == pytest.approx(1 / 2)
+
+
 def test_rerank_cuts_at_depth_and_chunks_queries_without_changing_the_result():
     full = rerank(_run(RUN_ROWS), QUERIES, CORPUS, WordOverlap(), RerankConfig(depth=2))
     assert full.height == 4 and set(full.filter(pl.col("query_id") == "q2")["doc_id"]) == {"a", "d"}

@@ -72,3 +72,26 @@ def test_load_vectors_names_the_bad_file(tmp_path):
 def test_config_validation():
     with pytest.raises(ValueError, match="dim"):
         Word2VecConfig(dim=0)
+
+
+def test_glove_text_and_word2vec_binary_files_written_here_round_trip(tmp_path):
+    vectors = {"alpha": [0.5, -1.0, 2.0], "beta": [1.5, 0.0, -0.25], "gamma": [0.0, 3.0, 1.0]}
+    glove = tmp_path / "glove.6B.3d.txt"  # GloVe: no header line, a word and its numbers per line
+    glove.write_text("".join(f"{w} {' '.join(str(x) for x in v)}\n" for w, v in vectors.items()), encoding="utf-8")
+    loaded = load_vectors(glove)
+    assert sorted(loaded.index_to_key) == sorted(vectors) and loaded.vector_size == 3
+    for word, values in vectors.items():
+        np.testing.assert_allclose(loaded[word], values)
+    binary = save_vectors(loaded, tmp_path / "vectors.bin")  # word2vec binary, as GoogleNews' file
+    again = load_vectors(binary)
+    assert again.index_to_key == loaded.index_to_key
+    np.testing.assert_array_equal(again.vectors, loaded.vectors)
+
+
+def test_collection_words_count_the_preprocessed_text():
+    from dagster_ir.methods.ghrm.word2vec import collection_words
+
+    texts = ["The cars and the car", "a car", "geese goose"]
+    assert collection_words(texts, Word2VecConfig(min_count=2)) == ["car", "goose"]  # lemmas; "the", "a" are stop words
+    with pytest.raises(ValueError, match="at least 9 times"):
+        collection_words(texts, Word2VecConfig(min_count=9))
