@@ -34,6 +34,7 @@ import dagster as dg
 # Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
 # assets.dagster_private wraps it, with the in-process `observe`.
 from assets.dagster_private import FRESH, MISSING, STALE, StaleResolver, observe
+from assets.launch import launch_run
 from assets.progress import Progress
 from dagster_ir.storage.atomic import host_tag, pid_alive
 from dagster_ir.storage.catalog import Catalog
@@ -44,8 +45,8 @@ from dagster_ir.storage.parquet import table_path
 # do not wait for, and are not blocked by, that upstream asset.
 UPSTREAM_READ_BY = "dagster_ir/upstream_read_by"
 PID_TAG, HOST_TAG = "dagster_ir/pid", "dagster_ir/host"
-# What a run launched by `dagster-ir` is (shown in the UI's Runs page, which names them all
-# `__ephemeral_asset_job__`): the command and the assets it materializes.
+# What a run launched by `dagster-ir` is (shown in the UI's Runs page under its asset job's name):
+# the command and the assets it materializes.
 COMMAND_TAG, ASSETS_TAG = "dagster_ir/command", "dagster_ir/assets"
 
 Key = tuple[dg.AssetKey, str | None]
@@ -295,8 +296,9 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             return
         names = [k.to_user_string() for k in stale]
         started = progress.start(names, partition)
-        result = dg.materialize(
+        result = launch_run(  # a run of the named asset job of these assets (assets.launch)
             definitions,
+            defs=state.defs,
             # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
             selection=dg.AssetSelection.assets(*stale).required_multi_asset_neighbors(),
             instance=state.instance,
