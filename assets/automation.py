@@ -42,6 +42,7 @@ TRAINING_STEPS = frozenset({
 })
 DEFAULT_RETRAINING_CRON = "0 3 * * 0"  # weekly: Sunday 03:00
 TIMEZONE = "UTC"
+AUTOMATION_SENSOR = "default_automation_condition_sensor"
 
 AC = dg.AutomationCondition
 
@@ -102,7 +103,7 @@ def automate(assets: Iterable, cron: str = DEFAULT_RETRAINING_CRON) -> list:
 def automation_sensor(target: dg.AssetSelection | None = None) -> dg.AutomationConditionSensorDefinition:
     """Dagster's default automation sensor over every asset (stopped until turned on in the UI)."""
     return dg.AutomationConditionSensorDefinition(
-        "default_automation_condition_sensor",
+        AUTOMATION_SENSOR,
         target=target or dg.AssetSelection.all(),
         minimum_interval_seconds=30,
         description="Requests what the assets' automation conditions say is due: new dump partitions and the "
