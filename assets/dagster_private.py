@@ -2,8 +2,10 @@
 
 Dagster offers no public entry point for what the UI's "stale" badges show (the stale status of an
 asset partition and its causes), for observing a source asset in process, or for the step an
-IO manager's `load_input` runs in. The rest of `assets/` uses only `import dagster as dg`; this
-module wraps the few private names behind small functions, and tests/assets/test_dagster_private.py
+IO manager's `load_input` runs in, for the name of the asset job every asset belongs to (the one
+a schedule over assets of several partitions definitions targets), or for whether a sensor is on
+(the retraining schedule steps aside while the automation sensor runs). The rest of `assets/` uses
+only `import dagster as dg`; this module wraps the few private names behind small functions, and tests/assets/test_dagster_private.py
 fails loudly, naming the missing one, when a Dagster upgrade moves or removes one of them.
 
 Checked against the Dagster minor versions named in pyproject.toml (`[tool.dagster-ir]`).
