@@ -3,6 +3,7 @@ the Runs page names their job, a run can be re-executed, and with `executor: {ki
 on the Dask workers."""
 
 import os
+import re
 
 import dagster as dg
 import polars as pl
@@ -70,7 +71,8 @@ with dg.execute_job(reconstructable_project_job(parent.job_name), instance=insta
                           "steps": sorted(e.step_key for e in again.get_step_success_events()),
                           "parent_steps": sorted(e.dagster_event.step_key for e in instance.all_logs(
                               parent.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)),
-                          "errors": [str(e.step_failure_data.error.to_string())[-4000:-1000] for e in again.get_step_failure_events()]}
+                          "errors": [e.step_failure_data.error.to_string()[-3000:]
+                                     for e in again.get_step_failure_events()]}
 print(json.dumps(out))
 """
 
@@ -116,3 +118,40 @@ def test_with_the_dask_executor_the_update_runs_its_steps_on_dask_workers(tmp_pa
         result = _project_update(tmp_path, "{kind: dask, address: '" + cluster.scheduler_address + "'}")
     _check_named_jobs(result)
     assert result["step_pids"] and set(result["step_pids"]) <= workers, (result["step_pids"], workers)
+
+
+@pytest.mark.slow
+def test_the_update_command_runs_every_step_on_the_configured_dask_cluster(tmp_path, monkeypatch):
+    """`dagster-ir update --first-stage` itself (the sample dump's chain and one small collection)."""
+    pytest.importorskip("dagster_dask", reason="the dask extra (dagster-dask) is not installed")
+    import subprocess
+    import sys
+
+    from distributed import Client, LocalCluster
+
+    from test_updates import HERE, WORDS, _local_collection
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    for name, value in {"DAGSTER_IR_CONFIG": tmp_path / "dagster-ir.yaml", "DAGSTER_IR_DATA": tmp_path / "data",
+                        "DAGSTER_HOME": home}.items():
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.getcwd(), str(HERE), os.environ.get("PYTHONPATH", "")]))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        (tmp_path / "dagster-ir.yaml").write_text(
+            "collections:\n" + _local_collection(tmp_path, "tiny", WORDS)
+            + f"executor: {{kind: dask, address: '{cluster.scheduler_address}'}}\n")
+        workers = set(client.run(os.getpid).values())
+        done = subprocess.run([sys.executable, "-m", "assets.cli", "update", "--first-stage"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"\[ *1/\d+\] start ", done.stdout) and " done " in done.stdout  # the progress lines
+    with dg.DagsterInstance.get() as instance:
+        runs = [run for run in instance.get_runs() if run.tags.get("dagster_ir/command") == "update"]
+        names = {"unpartitioned_assets_job", "dump_assets_job", "collection_assets_job", "unit_assets_job"}
+        assert runs and {run.job_name for run in runs} <= names
+        pids = {entry.dagster_event.pid for run in runs
+                for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
+    assert pids and pids <= workers, (pids, workers)
