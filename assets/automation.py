@@ -21,6 +21,8 @@
 `automate(assets)` maps the conditions over the list in `assets.definitions`.
 The default automation sensor is declared (stopped, as Dagster's sensors are by default); turn it on
 in the UI (Automation -> default_automation_condition_sensor) to let data flow without a person.
+The `retraining` schedule (assets.schedules, on by default) is the other route to the trained assets'
+retraining; while this sensor is on, the schedule's ticks launch nothing, so they never retrain twice.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ TRAINING_STEPS = frozenset({
 })
 DEFAULT_RETRAINING_CRON = "0 3 * * 0"  # weekly: Sunday 03:00
 TIMEZONE = "UTC"
+AUTOMATION_SENSOR = "default_automation_condition_sensor"
 
 AC = dg.AutomationCondition
 
@@ -102,10 +105,11 @@ def automate(assets: Iterable, cron: str = DEFAULT_RETRAINING_CRON) -> list:
 def automation_sensor(target: dg.AssetSelection | None = None) -> dg.AutomationConditionSensorDefinition:
     """Dagster's default automation sensor over every asset (stopped until turned on in the UI)."""
     return dg.AutomationConditionSensorDefinition(
-        "default_automation_condition_sensor",
+        AUTOMATION_SENSOR,
         target=target or dg.AssetSelection.all(),
         minimum_interval_seconds=30,
         description="Requests what the assets' automation conditions say is due: new dump partitions and the "
-                    "corpus-wide assets at once, trained assets at the retraining cron tick when stale. "
+                    "corpus-wide assets at once, trained assets at the retraining cron tick when stale (the "
+                    "retraining schedule then launches nothing). "
                     "Stopped by default: start it here to let new data flow without a person.",
     )

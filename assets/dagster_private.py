@@ -2,8 +2,10 @@
 
 Dagster offers no public entry point for what the UI's "stale" badges show (the stale status of an
 asset partition and its causes), for observing a source asset in process, or for the step an
-IO manager's `load_input` runs in. The rest of `assets/` uses only `import dagster as dg`; this
-module wraps the few private names behind small functions, and tests/assets/test_dagster_private.py
+IO manager's `load_input` runs in, for the name of the asset job every asset belongs to (the one
+a schedule over assets of several partitions definitions targets), or for whether a sensor is on
+(the retraining schedule steps aside while the automation sensor runs). The rest of `assets/` uses
+only `import dagster as dg`; this module wraps the few private names behind small functions, and tests/assets/test_dagster_private.py
 fails loudly, naming the missing one, when a Dagster upgrade moves or removes one of them.
 
 Checked against the Dagster minor versions named in pyproject.toml (`[tool.dagster-ir]`).
@@ -18,12 +20,16 @@ import dagster as dg
 # The private names, imported once; `PRIVATE_NAMES` lists them for the upgrade test.
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 from dagster._core.definitions.observe import observe as _observe
+from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 
 PRIVATE_NAMES = {
     "dagster._core.asset_graph_view.asset_graph_view": ("AssetGraphView", "TemporalContext"),
     "dagster._core.definitions.data_version": ("CachingStaleStatusResolver", "StaleStatus", "StaleCause"),
     "dagster._core.definitions.observe": ("observe",),
+    "dagster._core.definitions.assets.job.asset_job": ("IMPLICIT_ASSET_JOB_NAME",),
+    "dagster._core.scheduler.instigation": ("InstigatorStatus", "InstigatorType"),
 }
 # Attributes used on public objects that are not themselves public.
 PRIVATE_ATTRIBUTES = {
@@ -33,6 +39,8 @@ PRIVATE_ATTRIBUTES = {
 }
 
 FRESH, STALE, MISSING = StaleStatus.FRESH, StaleStatus.STALE, StaleStatus.MISSING
+# The job every asset belongs to, whatever its partitions (what the UI's "Materialize" launches).
+ASSET_JOB = IMPLICIT_ASSET_JOB_NAME
 
 
 class StaleResolver:
@@ -94,3 +102,10 @@ def asset_step(context: dg.AssetExecutionContext) -> tuple[str, str]:
     """(run id, step key) of the running asset step (the same key `input_step` gives its inputs)."""
     step = context.get_step_execution_context()
     return step.run_id, step.step.key
+
+
+def sensor_running(instance: dg.DagsterInstance, name: str) -> bool:
+    """Whether a sensor called `name` was turned on (in the UI or `dagster sensor start`) in this instance."""
+    states = instance.all_instigator_state(instigator_type=InstigatorType.SENSOR,
+                                           instigator_statuses={InstigatorStatus.RUNNING})
+    return any(state.instigator_name == name for state in states)

@@ -7,8 +7,9 @@ import dagster as dg
 from assets.automation import automate, automation_sensor
 from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
+from assets.launch import asset_jobs
 from assets.metadata import with_kinds
-from assets.schedules import retraining_cron, retraining_job, retraining_schedule
+from assets.schedules import retraining_cron, retraining_schedule
 from assets.resources import DataDirResource
 from assets.baselines import baselines_assets, baselines_checks
 from assets.cet import cet_assets, cet_checks
@@ -55,7 +56,8 @@ FIRST_STAGE_SELECTION = dg.AssetSelection.all() - dg.AssetSelection.groups(*METH
 defs = dg.Definitions(
     assets=all_assets,
     asset_checks=all_checks,
-    jobs=[*all_jobs, retraining_job],
+    # one asset job per partitions definition: what `dagster-ir update` submits runs of (assets.launch)
+    jobs=[*all_jobs, *asset_jobs(all_assets)],
     schedules=[retraining_schedule],
     sensors=[*all_sensors, automation_sensor()],
     resources=resources(),

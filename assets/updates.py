@@ -52,6 +52,7 @@ from assets.instance import (  # noqa: F401 (mark_dead_runs_failed re-exported)
     releasing_dead_runs,
     wait_for_pool_slots,
 )
+from assets.launch import launch_run
 from assets.progress import Progress
 from dagster_ir.storage.atomic import host_tag
 from dagster_ir.storage.catalog import Catalog
@@ -61,8 +62,8 @@ from dagster_ir.storage.parquet import table_path
 # Asset metadata {upstream asset: [partitions of this asset that read it]}: the other partitions
 # do not wait for, and are not blocked by, that upstream asset.
 UPSTREAM_READ_BY = "dagster_ir/upstream_read_by"
-# What a run launched by `dagster-ir` is (shown in the UI's Runs page, which names them all
-# `__ephemeral_asset_job__`): the command and the assets it materializes.
+# What a run launched by `dagster-ir` is (shown in the UI's Runs page under its asset job's name):
+# the command and the assets it materializes.
 COMMAND_TAG, ASSETS_TAG = "dagster_ir/command", "dagster_ir/assets"
 
 Key = tuple[dg.AssetKey, str | None]
@@ -349,8 +350,9 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             failed.update((k, partition) for k in together)
             return
         stack.enter_context(releasing_dead_runs(state.instance, progress.note) if pools else nullcontext())
-        result = dg.materialize(
+        result = launch_run(  # a run of the named asset job of these assets (assets.launch)
             definitions,
+            defs=state.defs,
             # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
             selection=dg.AssetSelection.assets(*stale).required_multi_asset_neighbors(),
             instance=state.instance,

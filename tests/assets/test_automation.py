@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pytest
 
-from assets.automation import TRAINING_POOL, automate, automation_sensor
+from assets.automation import AUTOMATION_SENSOR, TRAINING_POOL, automate, automation_sensor
+from assets.dagster_private import ASSET_JOB
 from assets.schedules import RETRAIN_TAG, make_retraining_schedule, retraining_cron
 from dagster_ir.collections import CollectionConfigError
 
@@ -22,7 +23,7 @@ units = dg.StaticPartitionsDefinition(["wiki-car/seed-0"])
 UNIT = "wiki-car/seed-0"
 
 
-def graph(model_version: str = "1") -> list:
+def graph(model_version: str = "1", rerank_version: str = "1") -> list:
     @dg.observable_source_asset(group_name="wikipedia", partitions_def=dumps)
     def wiki_dump_file():
         """Never observed here, as in the UI."""
@@ -44,7 +45,7 @@ def graph(model_version: str = "1") -> list:
         """A trained asset (a training step: pooled)."""
         return wiki_links + 1
 
-    @dg.asset(group_name="php", code_version="1", partitions_def=units)
+    @dg.asset(group_name="php", code_version=rerank_version, partitions_def=units)
     def reranked_runs(php_hp: int) -> int:
         """Downstream of the trained asset, one partition per training unit (as cross_encoder reads php_mrds)."""
         return php_hp * 2
@@ -60,9 +61,9 @@ def graph(model_version: str = "1") -> list:
 IO = {}
 
 
-def definitions(tmp_path, model_version: str = "1") -> dg.Definitions:
+def definitions(tmp_path, model_version: str = "1", rerank_version: str = "1") -> dg.Definitions:
     IO["io_manager"] = dg.FilesystemIOManager(base_dir=str(tmp_path / "io"))
-    return dg.Definitions(assets=graph(model_version), resources=dict(IO))
+    return dg.Definitions(assets=graph(model_version, rerank_version), resources=dict(IO))
 
 
 class Clock:
@@ -150,27 +151,62 @@ def test_trained_assets_never_built_are_due_at_the_cron_tick(tmp_path):
         assert ticks(defs) == {("reranked_runs", UNIT)}
 
 
-def schedule_tick(defs, instance) -> dg.RunRequest | dg.SkipReason:
+def schedule_tick(defs, instance) -> tuple[list[tuple[str, str | None]], str | None]:
+    """One tick of the project's schedule (frozen at a Sunday 03:00) as the daemon evaluates it:
+    the requested (assets, partition) pairs, and the skip message."""
     schedule = make_retraining_schedule(CRON, lambda: defs, dg.AssetSelection.groups("php", "ghrm"))
-    with dg.build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)) as context:
-        return schedule(context)
+    repository = dg.Definitions(assets=defs.assets, resources=defs.resources, schedules=[schedule]).get_repository_def()
+    with dg.build_schedule_context(instance=instance, repository_def=repository,
+                                   scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)) as context:
+        data = schedule.evaluate_tick(context)
+    for request in data.run_requests or []:  # plain asset runs, partition tag set, re-executable in the UI
+        assert request.tags.get("dagster/partition") == request.partition_key
+        assert request.tags[RETRAIN_TAG] == ", ".join(k.to_user_string() for k in request.asset_selection)
+    requested = sorted((", ".join(k.to_user_string() for k in r.asset_selection), r.partition_key)
+                       for r in data.run_requests or [])
+    return requested, data.skip_message
 
 
-def test_retraining_schedule_launches_only_for_stale_trained_assets(tmp_path):
+def test_retraining_schedule_requests_exactly_the_stale_partitions(tmp_path):
     defs = definitions(tmp_path)
+    schedule = make_retraining_schedule(CRON, lambda: defs)
+    assert schedule.job_name == ASSET_JOB  # every asset's job, whatever its partitions
     with dg.instance_for_test() as instance:
         demo(defs, instance)
-        skipped = schedule_tick(defs, instance)
-        assert isinstance(skipped, dg.SkipReason) and "nothing stale" in skipped.skip_message
-        changed = definitions(tmp_path, model_version="2")
-        request = schedule_tick(changed, instance)
-        assert isinstance(request, dg.RunRequest)  # the run retrains what is stale, then what reads it
-        assert request.tags[RETRAIN_TAG] == "php_hp" and request.run_config == {}
+        requested, skipped = schedule_tick(defs, instance)
+        assert requested == [] and "nothing stale" in skipped
+        # one method's code changed: only its asset, not the other method's, not what reads it
+        assert schedule_tick(definitions(tmp_path, model_version="2"), instance) == ([("php_hp", None)], None)
+        # a unit-partitioned asset's code changed: its partition, with the partition key
+        assert schedule_tick(definitions(tmp_path, rerank_version="2"), instance) == ([("reranked_runs", UNIT)], None)
+        # both: the reader of a stale partition waits for the next tick (both runs would start at once)
+        both = definitions(tmp_path, model_version="2", rerank_version="2")
+        assert schedule_tick(both, instance) == ([("php_hp", None)], None)
         instance.add_dynamic_partitions("dumps", ["d2"])
         materialize(defs, instance, ["wiki_articles"], "d2")
         materialize(defs, instance, ["wiki_links"])
-        request = schedule_tick(defs, instance)
-        assert request.tags[RETRAIN_TAG] == "ghrm_runs, php_hp"
+        assert schedule_tick(defs, instance) == ([("ghrm_runs, php_hp", None)], None)  # one run per partition
+
+
+def test_retraining_schedule_steps_aside_while_the_automation_sensor_is_on(tmp_path):
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteInstigatorOrigin, RemoteRepositoryOrigin
+    from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatus, InstigatorType
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    defs = definitions(tmp_path)
+    with dg.instance_for_test() as instance:
+        demo(defs, instance)
+        ticks = Ticks(instance)
+        assert ticks(defs) == set()  # the sensor's evaluations before the code change
+        changed = definitions(tmp_path, model_version="2")
+        assert schedule_tick(changed, instance)[0] == [("php_hp", None)]
+        repo = RemoteRepositoryOrigin(InProcessCodeLocationOrigin(LoadableTargetOrigin(python_file=__file__)), "r")
+        sensor = RemoteInstigatorOrigin(repo, AUTOMATION_SENSOR)  # turned on, as the UI's toggle does
+        instance.add_instigator_state(InstigatorState(sensor, InstigatorType.SENSOR, InstigatorStatus.RUNNING))
+        requested, skipped = schedule_tick(changed, instance)
+        assert requested == [] and f"{AUTOMATION_SENSOR} is on" in skipped
+        # and its conditions do request it at the cron tick: the retraining happens once, by the sensor
+        assert ticks(changed, past_cron=True) == {("php_hp", None)}
 
 
 def test_training_steps_carry_the_pool_and_others_do_not(tmp_path):
@@ -212,12 +248,14 @@ def test_project_definitions_declare_the_schedule_sensors_conditions_and_pools()
     schedules = {s.name: s for s in defs.schedules}
     sensors = {s.name: s for s in defs.sensors}
     schedule = schedules["retraining"]
-    assert schedule.cron_schedule == retraining_cron() and schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    assert schedule.job_name == "retraining_job"
+    # the schedule is the retraining route on by default; the automation sensor is off (see the schedule's test)
+    assert schedule.cron_schedule == retraining_cron() and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert schedule.job_name == ASSET_JOB
     sensor = sensors["default_automation_condition_sensor"]
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert "start" in sensors["wiki_dump_sensor"].description.lower()
-    assert "retraining_job" in {job.name for job in defs.jobs}
+    assert {"unpartitioned_assets_job", "dump_assets_job", "collection_assets_job", "unit_assets_job"} <= {
+        job.name for job in defs.jobs}
     graph_ = defs.resolve_asset_graph()
     labels = {node.key.to_user_string(): node.automation_condition.get_label() for node in graph_.asset_nodes
               if node.is_materializable}

@@ -160,6 +160,29 @@ mutation Launch($params: ExecutionParams!) {
 """
 
 
+UPDATE_ONE = """
+import os, dagster as dg
+from assets.definitions import defs, resources
+from assets.updates import update_all
+with dg.DagsterInstance.get() as instance:
+    report = update_all(defs, instance, resources=resources(os.environ["DAGSTER_IR_DATA"]), log=lambda _: None,
+                        selection=dg.AssetSelection.assets("wiki_articles"))  # (wiki_dump: the launched run)
+    assert report.ok and report.runs, report.failures
+    print(instance.get_runs(filters=dg.RunsFilter(tags={"dagster_ir/command": "update"}), limit=1)[0].run_id)
+"""
+
+
+def _update_run(ui) -> str:
+    """The run id of an `update` of the wiki_articles asset, made in its own process against the UI's instance."""
+    env = {**os.environ, "DAGSTER_IR_DATA": str(ui["data"]), "DAGSTER_HOME": str(ui["data"].parent / "dagster_home"),
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("DAGSTER_IR_CONFIG", None)
+    done = subprocess.run([sys.executable, "-c", UPDATE_ONE], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
 def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records_it(ui, tmp_path):
     from assets.definitions import defs
     from dagster_ir.storage.catalog import Catalog
@@ -216,6 +239,20 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         _wait_for_text(browser, ["retraining", "default_automation_condition_sensor", "wiki_dump_sensor"], timeout=60)
         time.sleep(3)  # their statuses load after the names
         browser.save_screenshot(str(ui["shots"] / "automation.png"))
+
+        # A run made by `update` (in its own process) belongs to a job of the definitions: its page offers
+        # "Re-execute", enabled (a `dg.materialize` run's job, __ephemeral_asset_job__, is not in them).
+        update_run = _update_run(ui)
+        job = _graphql(port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { pipelineName } } }",
+                       {"id": update_run})["runOrError"]["pipelineName"]
+        assert job == "dump_assets_job"
+        browser.get(f"http://127.0.0.1:{port}/runs/{update_run}")
+        _wait_for_text(browser, [job, "Re-execute"], timeout=60)
+        time.sleep(2)  # the job's availability loads after the run
+        buttons = [b for b in browser.find_elements("xpath", "//button[contains(normalize-space(), 'Re-execute')]")
+                   if b.is_displayed()]
+        assert buttons and all(b.is_enabled() and b.get_attribute("disabled") is None for b in buttons), \
+            [b.text for b in buttons]
     finally:
         browser.quit()
     shots = sorted(p.name for p in ui["shots"].iterdir())
