@@ -246,7 +246,7 @@ def cet(
     qrels: pl.DataFrame,
     sparse_qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the unit's sparse labels."""
     config = with_settings(config, "cet", training_unit(context).collection, context)
     unit = training_unit(context)
@@ -321,7 +321,7 @@ def cet_runs(
     corpus: pl.LazyFrame,
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """Each Table 1 ranker's R reranking its candidates' top-k on the unit's test queries (RUN rows and the seed)."""
     config = with_settings(config, "cet_runs", training_unit(context).collection, context)
     unit = training_unit(context)

@@ -116,7 +116,7 @@ class Word2VecAssetConfig(dg.Config):
           partitions_def=collection_partitions, code_version=CODE_VERSION)
 def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """Word vectors for GHRM and the interaction baselines: MiniLM's input embeddings, word2vec trained here, or a file."""
     config = with_settings(config, "word2vec", context.partition_key, context)
     domain = config.to_domain()
@@ -387,7 +387,7 @@ def ghrm_sweeps(
     query_splits: pl.DataFrame,
     candidate_runs: pl.DataFrame,
     word2vec: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
     config = with_settings(config, "ghrm_sweeps", training_unit(context).collection, context)
     unit = training_unit(context)

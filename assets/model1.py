@@ -138,7 +138,7 @@ def model1_em(
     queries: pl.DataFrame,
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """IBM Model 1 tables T(q|d) (vocabulary, src_token, tgt_token, prob) by EM on the unit's training queries, pruned."""
     config = with_settings(config, "model1_em", training_unit(context).collection, context)
     unit = training_unit(context)
@@ -303,7 +303,7 @@ def neural_model1(
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
     candidate_runs: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """Context-free neural Model 1 over word pieces, trained with a summed margin loss on the unit's queries (manifest)."""
     config = with_settings(config, "neural_model1", training_unit(context).collection, context)
     domain = offset_seeds(config.to_domain(), training_unit(context).seed)
@@ -333,7 +333,7 @@ def bert_model1(
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
     candidate_runs: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """BERT-Model1: the Model 1 layer over BERT token vectors, documents in chunks, trained end to end (manifest)."""
     config = with_settings(config, "bert_model1", training_unit(context).collection, context)
     return by_content(_bert_ranker(context, config, data, bert.BertModel1, "bert_model1", corpus, queries, qrels,
@@ -351,7 +351,7 @@ def bert_vanilla(
     qrels: pl.DataFrame,
     query_splits: pl.DataFrame,
     candidate_runs: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """BERT-vanilla (full): BERT-Model1's chunks, their mean [CLS] vector scored by a linear layer (manifest)."""
     config = with_settings(config, "bert_vanilla", training_unit(context).collection, context)
     return by_content(_bert_ranker(context, config, data, bert.BertVanilla, "bert_vanilla", corpus, queries, qrels,
@@ -449,7 +449,7 @@ def model1_runs(
     neural_model1: pl.DataFrame,
     bert_model1: pl.DataFrame,
     bert_vanilla: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """BM25 reranked by BM25(words|wp), Model1(words|wp) (lambda, p_self tuned), NN-Model1(-exp), BERT-Model1, BERT-vanilla."""
     config = with_settings(config, "model1_runs", training_unit(context).collection, context)
     unit = training_unit(context)
@@ -569,7 +569,7 @@ def fusion_runs(
     query_splits: pl.DataFrame,
     candidate_runs: pl.DataFrame,
     model1_runs: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """Table 2 rows on the unit's test queries: BM25 + each feature run (weights from its fusion queries), BERT rows."""
     config = with_settings(config, "fusion_runs", training_unit(context).collection, context)
     unit = training_unit(context)

@@ -486,7 +486,7 @@ def cross_encoder(
     php_mrds: pl.DataFrame,
     php_ablations: pl.DataFrame,
     php_baselines: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone, PHP and its baselines."""
     config = with_settings(config, "cross_encoder", training_unit(context).collection, context)
     unit = training_unit(context)
@@ -555,7 +555,7 @@ def reranked_runs(
     corpus: pl.LazyFrame,
     query_splits: pl.DataFrame,
     qrels: pl.DataFrame,
-) -> pl.DataFrame:
+) -> dg.Output[pl.DataFrame]:
     """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...),
     and each interpolated with the candidates (`<model>+<candidate>`, the weight chosen on validation queries)."""
     from dagster_ir.fusion.interpolate import interpolated_run
