@@ -43,7 +43,7 @@ def test_neural_baselines_train_on_train_choose_on_dev_and_score_test(tmp_path):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(tmp_path))
     vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy())
+                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy()).value
     config = NeuralBaselinesConfig(models=["knrm", "drmm"], epochs=2, query_words=3, doc_words=16, rerank_depth=6,
                                    threads=1)
     context = dg.build_asset_context(partition_key="wiki-car/seed-0")
@@ -72,7 +72,7 @@ def test_rotated_folds_score_every_query_once(tmp_path):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(tmp_path))
     vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy())
+                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy()).value
     config = NeuralBaselinesConfig(models=["knrm"], epochs=1, query_words=3, doc_words=16, rerank_depth=6, threads=1,
                                    rotate_folds=True)
     runs = neural_baselines(context=dg.build_asset_context(partition_key="wiki-car/seed-0"), config=config, data=data,

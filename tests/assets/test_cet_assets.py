@@ -75,7 +75,7 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
 
     training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=2, negative_depth=4, taus=[2.0])
     trained = cet(_context("wiki-car/seed-0"), training, DataDirResource(path=str(tmp_path)), c["candidate_runs"], c["queries"],
-                  c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
+                  c["corpus"].lazy(), c["qrels"], labels, c["query_splits"]).value
     assert trained["run_name"].to_list() == ["naive", "zhan", "rocketqa-q0.5", "rocketqa-q0.9", "rance", "dml", "cet",
                                              "cet-tau2", "rocketqa", "bm25+bert"]
     sweeps = trained.filter(pl.col("sweep") != "").select("run_name", "sweep", "sweep_value", "table").rows()
@@ -96,7 +96,7 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     assert not list(unit_dir.glob("*/training_state"))  # the resumable states go once every ranker is saved
 
     runs = cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"], c["queries"],
-                    c["corpus"].lazy(), c["qrels"], c["query_splits"])
+                    c["corpus"].lazy(), c["qrels"], c["query_splits"]).value
     assert runs.schema == pl.Schema({**RUN, "seed": pl.Int64}) and set(runs["seed"]) == {0}
     table_rows = ["naive", "zhan", "rance", "dml", "cet", "rocketqa", "bm25+bert"]  # no sweep variants
     assert runs["run_name"].unique(maintain_order=True).to_list() == table_rows
@@ -124,13 +124,13 @@ def test_under_cv_every_query_is_labelled_and_a_unit_trains_and_scores_its_own_f
     training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=1, negative_depth=4,
                          methods=["naive"], taus=[], eta_quantiles=[])
     trained = cet(_context("wiki-car/fold-0/seed-3"), training, DataDirResource(path=str(tmp_path)),
-                  c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
+                  c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"]).value
     naive = trained.row(by_predicate=pl.col("run_name") == "naive", named=True)
     assert naive["queries"] == 2 and naive["unit"] == "wiki-car/fold-0/seed-3" and naive["seed"] == 3
     assert naive["dev_mrr10"] is not None  # chosen on fold 1, not on the test fold
     assert (tmp_path / "files" / "cet" / "wiki-car" / "fold-0" / "seed-3").is_dir()
     runs = cet_runs(_context("wiki-car/fold-0/seed-3"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"],
-                    c["queries"], c["corpus"].lazy(), c["qrels"], c["query_splits"])
+                    c["queries"], c["corpus"].lazy(), c["qrels"], c["query_splits"]).value
     assert set(runs["query_id"]) == {"1", "2"} and set(runs["seed"]) == {3}  # the test fold only
     with pytest.raises(ValueError, match="not a training unit"):
         cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"],

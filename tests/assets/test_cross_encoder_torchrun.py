@@ -62,7 +62,7 @@ def _train(root: Path, backbone: str, nproc: int):
                                   batch_size=4, epochs=2, lr=5e-3, device="cpu", bf16=False,
                                   torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0})
     context = dg.build_asset_context(partition_key="wiki-car/seed-0")
-    manifest = cross_encoder(context=context, config=config, data=DataDirResource(path=str(root)), **_frames())
+    manifest = cross_encoder(context=context, config=config, data=DataDirResource(path=str(root)), **_frames()).value
     weights = load_file(str(Path(manifest["path"][0]) / "model.safetensors"))
     metadata = context.get_output_metadata("result")
     return manifest, weights, {k: getattr(v, "value", v) for k, v in (metadata or {}).items()}

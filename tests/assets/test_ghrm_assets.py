@@ -52,7 +52,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     data = DataDirResource(path=str(tmp_path))
     context = dg.build_asset_context(partition_key="wiki-car")
     manifest = word2vec(context=context, config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data,
-                        corpus=corpus.lazy())
+                        corpus=corpus.lazy()).value
     assert manifest["dim"].item() == 8 and manifest["words"].item() > 20
     assert len(load_vectors(manifest["path"].item())) == manifest["words"].item()
 
@@ -92,7 +92,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
                          config=GHRMSweepsAssetConfig(min_count=1, epochs=1, batches_per_epoch=2, top_k=3, train_depth=8,
                                                       rerank_depth=6, rates=[0.5, 1.0], blocks_grid=[], top_ks=[2]),
                          data=data, corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=fixed,
-                         candidate_runs=run, word2vec=manifest)
+                         candidate_runs=run, word2vec=manifest).value
     assert sweeps.schema == pl.Schema({**SWEEP_RESULTS, "fold": pl.Int32, "seed": pl.Int64})
     assert sorted(set(sweeps.select("parameter", "value").iter_rows())) == [("rate", 0.5), ("rate", 1.0), ("top_k", 2.0)]
     assert sweeps["seed"].unique().to_list() == [0] and sweeps["fold"].null_count() == sweeps.height
@@ -100,7 +100,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
 
     # vectors trained on other text settings than GHRM reads are refused, naming both
     raw = word2vec(context=context, config=Word2VecAssetConfig(source="trained", dim=8, epochs=1, min_count=1, lemmatize=False), data=data,
-                   corpus=corpus.lazy())
+                   corpus=corpus.lazy()).value
     with pytest.raises(ValueError, match="lemmatize"):
         ghrm_runs(context=dg.build_asset_context(partition_key="wiki-car"), config=config, data=data,
                   corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
@@ -170,13 +170,13 @@ def test_word_vectors_come_from_minilm_by_default_and_the_manifest_says_so(tmp_p
     corpus, *_ = _collection()
     data = DataDirResource(path=str(tmp_path))
     context = dg.build_asset_context(partition_key="wiki-car")
-    manifest = word2vec(context=context, config=Word2VecAssetConfig(min_count=1), data=data, corpus=corpus.lazy())
+    manifest = word2vec(context=context, config=Word2VecAssetConfig(min_count=1), data=data, corpus=corpus.lazy()).value
     assert manifest["source"].item() == "minilm" and manifest["dim"].item() == 384
     vectors = load_vectors(manifest["path"].item())
     assert "volcano" in vectors.key_to_index and vectors.similarity("volcano", "lava") > vectors.similarity("volcano", "chess")
     glove = tmp_path / "mine.txt"
     glove.write_text("volcano 1 0\nlava 0.9 0.1\n", encoding="utf-8")
-    loaded = word2vec(context=context, config=Word2VecAssetConfig(path=str(glove)), data=data, corpus=corpus.lazy())
+    loaded = word2vec(context=context, config=Word2VecAssetConfig(path=str(glove)), data=data, corpus=corpus.lazy()).value
     assert loaded["source"].item() == str(glove) and loaded["words"].item() == 2  # a path alone: that file
     with pytest.raises(ValueError, match="source 'glove' is not one of"):
         word2vec(context=context, config=Word2VecAssetConfig(source="glove"), data=data, corpus=corpus.lazy())

@@ -93,13 +93,13 @@ def test_cet_lab_and_runs(tmp_path):
     labels = sparse_qrels(_context("wiki-car"), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"],
                           c["query_splits"])
     trained = cet(_context("wiki-car/seed-0"), CetConfig(batch_size=2, max_steps=1), DataDirResource(path=str(tmp_path)),
-                  c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
+                  c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"]).value
     sweeps = trained.filter(pl.col("sweep") != "")
     assert sorted(set(sweeps.filter(pl.col("sweep") == "eta")["sweep_value"])) == [0.5, 0.7, 0.8, 0.9, 0.95, 0.99]
     assert sorted(set(sweeps.filter(pl.col("sweep") == "tau")["sweep_value"])) == [0.25, 0.5, 1.0, 2.0, 4.0]
     assert trained.filter(pl.col("dev_mrr10").is_null() & (pl.col("run_name") != "bm25+bert")).height == 0
     runs = cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(), trained, c["candidate_runs"], c["queries"],
-                    c["corpus"].lazy(), c["qrels"], c["query_splits"])
+                    c["corpus"].lazy(), c["qrels"], c["query_splits"]).value
     per_query = runs.filter(pl.col("run_name") == "cet").group_by("query_id").len()["len"].to_list()
     assert per_query == [8, 8]  # every candidate reranked (the paper's depth 1000 > 8)
 
@@ -139,7 +139,7 @@ def test_ghrm_word2vec_runs_and_sweeps(tmp_path):
     corpus, queries, qrels, splits, run = _collection()
     data = DataDirResource(path=str(tmp_path))
     vectors = word2vec(context=_context("wiki-car"), config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1),
-                       data=data, corpus=corpus.lazy())
+                       data=data, corpus=corpus.lazy()).value
     assert vectors["lemmatize"].item() is True  # the paper's text settings
     budget = {"min_count": 1, "epochs": 1, "batches_per_epoch": 1, "pairs_per_batch": 2}
     runs = ghrm_runs(context=_context("wiki-car"), config=GHRMAssetConfig(folds=[0], **budget), data=data,
@@ -150,7 +150,7 @@ def test_ghrm_word2vec_runs_and_sweeps(tmp_path):
                                                                      3: "dev", 4: "test"}, return_dtype=pl.String))
     sweeps = ghrm_sweeps(context=_context("wiki-car/seed-0"), config=GHRMSweepsAssetConfig(**budget), data=data,
                          corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=fixed, candidate_runs=run,
-                         word2vec=vectors)
+                         word2vec=vectors).value
     from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEPS
 
     grid = {("rate", v) for v in SWEEPS["paper"].rate} | {("blocks", float(v)) for v in SWEEPS["paper"].blocks}
@@ -167,7 +167,7 @@ def test_neural_baselines_all_ten(tmp_path):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(tmp_path))
     vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1), data=data, corpus=corpus.lazy())
+                       config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1), data=data, corpus=corpus.lazy()).value
     config = NeuralBaselinesConfig(models=list(MODELS), epochs=1, steps_per_epoch=1, batch_size=2,
                                    backbone=PAPER_BACKBONE, threads=1)
     runs = neural_baselines(context=_context("wiki-car/seed-0"), config=config, data=data, corpus=corpus.lazy(),
