@@ -23,6 +23,7 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import training_unit, unit_ins, unit_partitions
+from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
@@ -31,10 +32,12 @@ from dagster_ir.methods.baselines.protocol import run_baselines, run_rotations
 from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
+from dagster_ir.neural.curves import epoch_curve
 from dagster_ir.schemas import RUN
 
 GROUP = "baselines"
-CODE_VERSION = "2"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile)
+CODE_VERSION = "3"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: pairs from the
+# candidates' top train_depth, the BERT passage models over the cosine head
 
 
 class NeuralBaselinesConfig(dg.Config):
@@ -56,6 +59,8 @@ class NeuralBaselinesConfig(dg.Config):
     bert_lr: Optional[float] = None
     seed: Optional[int] = None
     rerank_depth: Optional[int] = None
+    train_pairs: Optional[str] = None  # "candidates" (default) | "negatives"
+    train_depth: Optional[int] = None  # None: rerank_depth
     selection_measure: Optional[str] = None
     device: Optional[str] = None
     threads: Optional[int] = None
@@ -120,6 +125,12 @@ def neural_baselines(
                 "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
                 "models": list(config.models),
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
+    curves = {f"{r.name}" if len(results) == len(config.models) else f"{r.name} ({i})": epoch_curve(r.result)
+              for i, r in enumerate(results)}
+    metadata.update(training_curve_metadata(data.files("neural_baselines", unit.key), unit.key, curves, domain.selection_measure,
+                                            "neural_baselines"))
+    metadata["train_pairs"] = domain.train_pairs
+    metadata["train_depth"] = domain.train_depth or domain.rerank_depth
     for name in config.models:  # one value per rotation when rotated
         mine = [r for r in results if r.name == name]
         metadata[f"{name} validation {domain.selection_measure}"] = [r.validation_best for r in mine if r.validation_best is not None]

@@ -18,7 +18,7 @@ from assets.executors import executor_definition, project_executor_settings
 from assets.ghrm import ghrm_assets, ghrm_checks
 from assets.model1 import model1_assets, model1_checks
 from assets.model_report import model_report_assets
-from assets.php import php_assets, php_checks
+from assets.php import CrossEncoderSettings, php_assets, php_checks
 from assets.retrieval import retrieval_assets
 from assets.settings import check_settings, collection_settings
 from assets.wiki import wiki_assets, wiki_checks
@@ -30,7 +30,7 @@ all_assets = [
 # Automation conditions by group and the `training` pool on training steps (see assets.automation).
 all_assets = automate(all_assets, retraining_cron())
 # The assets that take per-collection settings (`assets:` of a collection in the YAML; see assets.settings).
-SETTABLE = {"neural_baselines": NeuralBaselinesConfig}
+SETTABLE = {"neural_baselines": NeuralBaselinesConfig, "cross_encoder": CrossEncoderSettings}
 check_settings(SETTABLE)
 all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks, *baselines_checks]
 

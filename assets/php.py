@@ -13,7 +13,9 @@ Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFIL
 `dagster_ir.neural.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
 `max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
 (`files/php/...`); the assets return small manifest frames with their paths.
-Run names of `reranked_runs`: "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
+Run names of `reranked_runs`: "bi-encoder" (the bundled sentence-transformers model, untrained, query
+and document encoded apart: the zero-shot reference every cross-encoder starts near; see
+`dagster_ir.neural.cross_encoder`), "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
 "php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only"), and the
 Table 3 baselines by name ("ict", "wlp", "prop", "harp").
 """
@@ -31,7 +33,9 @@ import polars as pl
 
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.project import collection_specs
+from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
+from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
 from dagster_ir.neural import finetune
@@ -105,7 +109,9 @@ class PhpAblationSettings(PhpSettings):
 class PhpBaselineSettings(PhpSettings):
     """The PHP settings (same backbone, budget, MLM, training) plus the Table 3 baselines' generators."""
 
-    methods: list[str] = ["ict", "harp"]  # which to pre-train, of "ict" | "wlp" | "prop" | "harp"
+    # which to pre-train, of "ict" | "wlp" | "prop" | "harp"; None: those some collection's cross_encoder
+    # fine-tunes (its `inits`, default or set in the collections YAML; see `baselines_to_pretrain`)
+    methods: Optional[list[str]] = None
     baseline_negatives: Optional[int] = None  # ICT and WLP: None = PhpConfig.n_negatives
     mu: float = 1000.0  # PROP / HARP's RQP: Dirichlet prior of the document language models
     query_length_mean: float = 3.0  # PROP / HARP's RQP: Poisson mean of a sampled word set's size
@@ -125,22 +131,31 @@ class PhpBaselineSettings(PhpSettings):
                                   max_examples=self.baseline_max_examples or None)
 
 
+DEFAULT_INITS = ("bert", "php", "ict", "harp")
+
+
 class CrossEncoderSettings(_TrainOverrides):
-    """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune."""
+    """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune.
+
+    Settable per collection (`assets: {cross_encoder: ...}` in the YAML, see `assets.settings`).
+    """
 
     profile: str = "demo"
     # "bert" | "php" | "php-<stage>" | "php-<ablation>" | a Table 3 baseline of php_baselines ("ict", "wlp", ...)
-    inits: list[str] = ["bert", "php", "ict", "harp"]
+    inits: list[str] = list(DEFAULT_INITS)
     backbone: Optional[str] = None
     n_negatives: Optional[int] = None
     max_length: Optional[int] = None
     max_query_length: Optional[int] = None
     epochs: Optional[int] = None
-    dev_depth: Optional[int] = None
+    dev_depth: Optional[int] = None  # candidates reranked on validation (the rerank depth)
     dev_measure: Optional[str] = None
-    # Evaluate every epoch on the dev split (candidate run "bm25") and keep the best epoch.
-    # None: only when training runs more than one epoch (with one there is nothing to choose).
-    select_on_dev: Optional[bool] = None
+    train_pairs: Optional[str] = None  # "candidates" (pairs from BM25's top train_depth) | "negatives" (the asset's)
+    train_depth: Optional[int] = None  # None: dev_depth
+    select_start: Optional[bool] = None  # the starting weights compete with every epoch on validation
+    # Evaluate the start and every epoch on the validation queries (candidate run "bm25") and keep the
+    # best; False: no validation, the last step's weights are kept.
+    select_on_dev: bool = True
 
     def to_domain(self) -> finetune.FineTuneConfig:
         base = _profile(finetune.PROFILES, self.profile)
@@ -158,6 +173,8 @@ class RerankSettings(dg.Config):
     batch_size: int = 64
     device: str = "cpu"
     bf16: bool = False
+    # also rerank with the bundled sentence-transformers model as a bi-encoder, untrained: run "bi-encoder"
+    bi_encoder: bool = True
 
     def rerank_depth(self) -> int:
         return self.depth or _profile({"demo": 20, "paper": 100}, self.profile)
@@ -294,28 +311,28 @@ def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFr
     })
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
 def php_hp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_examples: pl.DataFrame,
            wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
 def php_shp(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_hp: pl.DataFrame,
             php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+@dg.asset(group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
 def php_mrds(context: dg.AssetExecutionContext, config: PhpSettings, data: DataDirResource, php_shp: pl.DataFrame,
              php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(group_name=GROUP, code_version="2",
+@dg.asset(group_name=GROUP, code_version="3",  # 3: the cosine head over the bundled backbone
           ins={**_scan_ins(), **_eval_ins()})
 def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
                   php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
@@ -359,7 +376,24 @@ def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaseline
     return frame
 
 
-@dg.asset(group_name=GROUP, code_version="1")
+def baselines_to_pretrain(config: PhpBaselineSettings) -> list[str]:
+    """`config.methods`, else the Table 3 baselines some collection's cross_encoder fine-tunes (in php.METHODS order)."""
+    if config.methods is not None:
+        unknown = sorted(set(config.methods) - set(php.METHODS))
+        if unknown:
+            raise ValueError(f"php_baselines: unknown methods {unknown} (have {list(php.METHODS)})")
+        return list(config.methods)
+    inits = set(DEFAULT_INITS)
+    for spec in collection_specs().values():
+        inits |= set(spec.assets.get("cross_encoder", {}).get("inits", DEFAULT_INITS))
+    return [method for method in php.METHODS if method in inits]
+
+
+# every collection's settings: the baselines to pre-train follow the cross_encoder inits they name
+ALL_SETTINGS = dg.AssetDep("collection_settings", partition_mapping=dg.AllPartitionMapping())
+
+
+@dg.asset(group_name=GROUP, code_version="2", deps=[ALL_SETTINGS])  # 2: the cosine head
 def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
                   php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
                   php_mrds: pl.DataFrame) -> pl.DataFrame:
@@ -368,7 +402,7 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
     php_steps = int(sum(frame["steps"].sum() for frame in (php_hp, php_shp, php_mrds)))
     budget = max(php_steps, 1) if config.match_php_steps else None
     rows, curves, metadata = [], {}, {"php_steps": php_steps, "max_steps": budget or "profile"}
-    for method in config.methods:
+    for method in baselines_to_pretrain(config):
         examples = php_baseline_examples.filter(pl.col("method") == method)
         key = php.run_key(asdict(domain), method, frame_version(examples), budget)
         checkpoints = data.files("php", "checkpoints") / f"baseline-{method}-{key}"
@@ -411,7 +445,7 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
                      "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="4", deps=[UNIT_SETTINGS],
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
@@ -429,46 +463,54 @@ def cross_encoder(
     php_ablations: pl.DataFrame,
     php_baselines: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone, PHP and its baselines."""
+    """Cross-encoders fine-tuned with LCE on the unit's training queries, from the backbone, PHP and its baselines."""
     unit = training_unit(context)
+    config = with_settings(config, "cross_encoder", unit.collection)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
-    negatives = negatives.filter(pl.col("query_id").is_in(roles.train))
+    run = candidate_runs.filter(pl.col("run_name") == "bm25")
+    if domain.train_pairs == "candidates":
+        pairs = finetune.training_pairs(run, qrels, roles.train, domain)
+    else:
+        pairs = negatives.filter(pl.col("query_id").is_in(pl.Series(roles.train, dtype=pl.String).implode()))
     stages = {frame["stage"][0]: frame["path"][0] for frame in (php_hp, php_shp, php_mrds)}
-    dev_ids = roles.validation
     evaluate = None
-    select = config.select_on_dev if config.select_on_dev is not None else domain.train.epochs > 1
-    if select and dev_ids:
-        run = candidate_runs.filter(pl.col("run_name") == "bm25")
-        evaluate = finetune.dev_evaluator(run, queries, corpus, qrels, dev_ids, domain)
+    if config.select_on_dev and roles.validation:
+        evaluate = finetune.dev_evaluator(run, queries, corpus, qrels, roles.validation, domain)
     rows, curves = [], {}
     for name in config.inits:
         init = resolve_init(name, stages, php_ablations, php_baselines)
         model = finetune.load_model(init, domain)
         key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
-                          frame_version(negatives))
+                          frame_version(pairs))
         checkpoints = data.files("cross_encoder", "checkpoints") / f"{context.partition_key}-{name}-{key}"
-        result, n_examples = finetune.fine_tune(model, queries, corpus, negatives, domain, checkpoints,
-                                                evaluate=evaluate, on_log=_logger(context, name))
+        tuned = finetune.fine_tune(model, queries, corpus, pairs, domain, checkpoints,
+                                   evaluate=evaluate, on_log=_logger(context, name))
         folder = model.save(data.files("cross_encoder", context.partition_key) / name)
         shutil.rmtree(checkpoints, ignore_errors=True)
-        curves[name] = result.loss_curve
+        curves[name] = tuned.curve()
+        result = tuned.train
         rows.append({"run_name": name, "init": init or domain.backbone or "bundled", "path": str(folder),
-                     "examples": n_examples, "steps": result.steps, "seconds": result.seconds,
-                     "examples_per_s": result.examples_per_s, "best_epoch": result.best_epoch,
-                     "dev_score": result.dev_scores[result.best_epoch] if result.dev_scores else None,
-                     "train_seed": domain.train.seed})
-    manifest = tag_unit(pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64}), unit)
+                     "head": model.head, "examples": tuned.examples, "steps": result.steps, "seconds": result.seconds,
+                     "examples_per_s": result.examples_per_s, "chosen_epoch": curves[name].chosen,
+                     "start_score": tuned.start_score, "dev_score": tuned.dev_score, "train_seed": domain.train.seed})
+    manifest = tag_unit(pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64, "start_score": pl.Float64}), unit)
     context.add_output_metadata({
-        "loss_curves": _curves_markdown(curves, f"fine-tuning on {context.partition_key}"),
+        **training_curve_metadata(data.files("cross_encoder", context.partition_key), context.partition_key, curves,
+                                  domain.dev_measure, "cross_encoder"),
+        "train_pairs": domain.train_pairs, "train_depth": domain.pair_depth, "train_examples": rows[0]["examples"] if rows else 0,
         "train_queries": len(roles.train), "validation_queries": len(roles.validation), "seed": domain.train.seed,
         **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
+        **{f"{r['run_name']}_seconds": round(r["seconds"], 1) for r in rows},
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
     })
     return manifest
 
 
-@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="2",
+BI_ENCODER_RUN = "bi-encoder"
+
+
+@dg.asset(group_name=GROUP, partitions_def=unit_partitions, code_version="3",
           ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits"))
 def reranked_runs(
     context: dg.AssetExecutionContext,
@@ -479,9 +521,10 @@ def reranked_runs(
     corpus: pl.LazyFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...)."""
+    """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...) and the bi-encoder."""
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
+    from dagster_ir.retrieval.dense import BiEncoderScorer, DenseConfig
 
     run = candidate_runs.filter(pl.col("run_name") == config.candidate)
     if run.height == 0:
@@ -490,9 +533,13 @@ def reranked_runs(
     run = run.filter(pl.col("query_id").is_in(unit_queries(query_splits, unit).test))
     docs = corpus.join(run.lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
     runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth()}
-    for name, path in cross_encoder.select("run_name", "path").iter_rows():
-        scorer = CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
-                                    device=config.device, bf16=config.bf16)
+    scorers = {name: lambda path=path: CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
+                                                          device=config.device, bf16=config.bf16)
+               for name, path in cross_encoder.select("run_name", "path").iter_rows()}
+    if config.bi_encoder:
+        scorers[BI_ENCODER_RUN] = lambda: BiEncoderScorer(DenseConfig(batch_size=config.batch_size, device=config.device))
+    for name, make_scorer in scorers.items():
+        scorer = make_scorer()
         started = time.monotonic()
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
