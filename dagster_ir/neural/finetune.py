@@ -19,9 +19,11 @@ negatives from BM25's top 100: the recipe before). On Cranfield (fold 0, seed 0)
 moved the loss from .692 to .677 and reached nDCG@10 .268 on the test fold against BM25's .304.
 
 PROFILES: "paper" = AdamW lr 1e-5, warm-up 0.01, weight decay 0.1, 1 epoch, batch 32, max length
-512 (bert-base-uncased); "demo" = 2 epochs over the unit's examples (at most 40 steps of 8
-examples with one negative each), lr 2e-4, max length 96, on the bundled MiniLM. Before, the demo
-profile ran 50 steps of 8 examples (100 before issue #20 halved it: `make demo` fine-tunes four
+512 (bert-base-uncased); "demo" = one epoch over the unit's examples capped at 40 steps of 8
+examples with one negative each (wiki-car's unit has about 800 examples: half an epoch; the
+collections YAML sets real budgets per collection, e.g. `epochs: 2, max_steps: 0` for Cranfield),
+lr 2e-4, max length 96, on the bundled MiniLM; validation scores the start and the end. Before, the
+demo profile ran 50 steps of 8 examples (100 before issue #20 halved it: `make demo` fine-tunes four
 of these, the largest single cost of the demo); at 100 steps that reranker reached nDCG@10 0.465
 on wiki-car's test split over BM25's top 20 (BM25: 0.437); 24 steps of 4 examples with 3
 negatives gave 0.263, 60 steps of 8 with 3 negatives 0.425 - more distinct examples beat more
@@ -82,7 +84,7 @@ class FineTuneConfig:
 PROFILES: dict[str, FineTuneConfig] = {
     "demo": FineTuneConfig(
         n_negatives=1, max_length=96, max_query_length=32, dev_depth=20,
-        train=TrainConfig(lr=2e-4, warmup_ratio=0.1, weight_decay=0.1, epochs=2, batch_size=8, max_steps=40),
+        train=TrainConfig(lr=2e-4, warmup_ratio=0.1, weight_decay=0.1, epochs=1, batch_size=8, max_steps=40),
     ),
     "paper": FineTuneConfig(backbone="bert-base-uncased"),
 }  # fmt: skip
