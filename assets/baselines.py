@@ -127,8 +127,8 @@ def neural_baselines(
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
     curves = {f"{r.name}" if len(results) == len(config.models) else f"{r.name} ({i})": epoch_curve(r.result)
               for i, r in enumerate(results)}
-    metadata.update(training_curve_metadata(data.files("neural_baselines", unit.key), unit.key, curves, domain.selection_measure,
-                                            "neural_baselines"))
+    folder = data.files("neural_baselines", unit.key)
+    metadata.update(training_curve_metadata(folder, unit.key, curves, domain.selection_measure, "neural_baselines"))
     metadata["train_pairs"] = domain.train_pairs
     metadata["train_depth"] = domain.train_depth or domain.rerank_depth
     for name in config.models:  # one value per rotation when rotated

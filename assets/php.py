@@ -498,7 +498,8 @@ def cross_encoder(
     context.add_output_metadata({
         **training_curve_metadata(data.files("cross_encoder", context.partition_key), context.partition_key, curves,
                                   domain.dev_measure, "cross_encoder"),
-        "train_pairs": domain.train_pairs, "train_depth": domain.pair_depth, "train_examples": rows[0]["examples"] if rows else 0,
+        "train_pairs": domain.train_pairs, "train_depth": domain.pair_depth,
+        "train_examples": rows[0]["examples"] if rows else 0,
         "train_queries": len(roles.train), "validation_queries": len(roles.validation), "seed": domain.train.seed,
         **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
         **{f"{r['run_name']}_seconds": round(r["seconds"], 1) for r in rows},
@@ -521,7 +522,7 @@ def reranked_runs(
     corpus: pl.LazyFrame,
     query_splits: pl.DataFrame,
 ) -> pl.DataFrame:
-    """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...) and the bi-encoder."""
+    """The unit's test queries: the candidate run's top-k reranked by each fine-tuned cross-encoder and the bi-encoder."""
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
     from dagster_ir.retrieval.dense import BiEncoderScorer, DenseConfig
