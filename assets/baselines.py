@@ -27,6 +27,7 @@ import polars as pl
 
 from assets.automation import TRAINING_POOL
 from assets.partitions import training_unit, unit_ins, unit_partitions
+from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
@@ -36,13 +37,15 @@ from dagster_ir.methods.baselines.protocol import corpus_texts, first_stage_inte
 from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
+from dagster_ir.neural.curves import epoch_curve
 from dagster_ir.neural.device import Placement, resolve_placement
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import frame_version
 
 GROUP = "baselines"
-CODE_VERSION = "3"  # 3: <model>+<candidates> rows (first-stage interpolation), strictly decreasing scores,
-# query and document words read off the collection
+CODE_VERSION = "4"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: <model>+<candidates>
+# rows, strictly decreasing scores, query and document words read off the collection; 4: pairs from the candidates'
+# top train_depth, the BERT passage models over the cosine head
 
 
 class NeuralBaselinesConfig(dg.Config):
@@ -67,6 +70,8 @@ class NeuralBaselinesConfig(dg.Config):
     bert_lr: Optional[float] = None
     seed: Optional[int] = None
     rerank_depth: Optional[int] = None
+    train_pairs: Optional[str] = None  # "candidates" (default) | "negatives"
+    train_depth: Optional[int] = None  # None: rerank_depth
     selection_measure: Optional[str] = None
     device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
     threads: Optional[int] = None
@@ -161,6 +166,12 @@ def neural_baselines(
                 **Placement(domain.device, domain.bf16).metadata(),
                 "models": list(config.models),
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
+    curves = {f"{r.name}" if len(results) == len(config.models) else f"{r.name} ({i})": epoch_curve(r.result)
+              for i, r in enumerate(results)}
+    folder = data.files("neural_baselines", unit.key)
+    metadata.update(training_curve_metadata(folder, unit.key, curves, domain.selection_measure, "neural_baselines"))
+    metadata["train_pairs"] = domain.train_pairs
+    metadata["train_depth"] = domain.train_depth or domain.rerank_depth
     for name in config.models:  # one value per rotation when rotated
         mine = [r for r in results if r.name == name]
         metadata[f"{name} validation {domain.selection_measure}"] = [r.validation_best for r in mine if r.validation_best is not None]

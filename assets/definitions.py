@@ -20,7 +20,7 @@ from assets.executors import executor_definition, project_executor_settings
 from assets.ghrm import GHRMAssetConfig, ghrm_assets, ghrm_checks
 from assets.model1 import model1_assets, model1_checks
 from assets.model_report import model_report_assets
-from assets.php import php_assets, php_checks
+from assets.php import CrossEncoderSettings, php_assets, php_checks
 from assets.retrieval import retrieval_assets
 from assets.settings import check_settings, settable_configs, collection_settings, run_profile_setting
 from assets.wiki import wiki_assets, wiki_checks

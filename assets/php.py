@@ -17,7 +17,9 @@ Device and precision are `auto` (`dagster_ir.neural.device`); `php_hp`/`php_shp`
 `cross_encoder` train under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
 the host by default, and `torchrun.nnodes` nodes) when that is more than one process, else in the
 step's own process (`dagster_ir.methods.php.stage_job`, `dagster_ir.neural.finetune_job`).
-Run names of `reranked_runs`: "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
+Run names of `reranked_runs`: "bi-encoder" (the bundled sentence-transformers model, untrained, query
+and document encoded apart: the zero-shot reference every cross-encoder starts near; see
+`dagster_ir.neural.cross_encoder`), "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
 "php-hp" / "php-shp" / "php-mrds" (a given stage), "php-<ablation>" (e.g. "php-shp-only"), and the
 Table 3 baselines by name ("ict", "wlp", "prop", "harp").
 """
@@ -39,6 +41,7 @@ from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.settings import UNIT_SETTINGS, with_profile, with_settings
 from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun
 from assets.project import collection_specs
+from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
@@ -126,7 +129,9 @@ class PhpAblationSettings(PhpSettings):
 class PhpBaselineSettings(PhpSettings):
     """The PHP settings (same backbone, budget, MLM, training) plus the Table 3 baselines' generators."""
 
-    methods: list[str] = ["ict", "harp"]  # which to pre-train, of "ict" | "wlp" | "prop" | "harp"
+    # which to pre-train, of "ict" | "wlp" | "prop" | "harp"; None: those some collection's cross_encoder
+    # fine-tunes (its `inits`, default or set in the collections YAML; see `baselines_to_pretrain`)
+    methods: Optional[list[str]] = None
     baseline_negatives: Optional[int] = None  # ICT and WLP: None = PhpConfig.n_negatives
     mu: float = 1000.0  # PROP / HARP's RQP: Dirichlet prior of the document language models
     query_length_mean: float = 3.0  # PROP / HARP's RQP: Poisson mean of a sampled word set's size
@@ -146,22 +151,31 @@ class PhpBaselineSettings(PhpSettings):
                                   max_examples=self.baseline_max_examples or None)
 
 
+DEFAULT_INITS = ("bert", "php", "ict", "harp")
+
+
 class CrossEncoderSettings(_TrainOverrides):
-    """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune."""
+    """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune.
+
+    Settable per collection (`assets: {cross_encoder: ...}` in the YAML, see `assets.settings`).
+    """
 
     profile: str = "demo"
     # "bert" | "php" | "php-<stage>" | "php-<ablation>" | a Table 3 baseline of php_baselines ("ict", "wlp", ...)
-    inits: list[str] = ["bert", "php", "ict", "harp"]
+    inits: list[str] = list(DEFAULT_INITS)
     backbone: Optional[str] = None
     n_negatives: Optional[int] = None
     max_length: Optional[int] = None
     max_query_length: Optional[int] = None
     epochs: Optional[int] = None
-    dev_depth: Optional[int] = None
+    dev_depth: Optional[int] = None  # candidates reranked on validation (the rerank depth)
     dev_measure: Optional[str] = None
-    # Evaluate every epoch on the dev split (candidate run "bm25") and keep the best epoch.
-    # None: only when training runs more than one epoch (with one there is nothing to choose).
-    select_on_dev: Optional[bool] = None
+    train_pairs: Optional[str] = None  # "candidates" (pairs from BM25's top train_depth) | "negatives" (the asset's)
+    train_depth: Optional[int] = None  # None: dev_depth
+    select_start: Optional[bool] = None  # the starting weights compete with every epoch on validation
+    # Evaluate the start and every epoch on the validation queries (candidate run "bm25") and keep the
+    # best; False: no validation, the last step's weights are kept.
+    select_on_dev: bool = True
     # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
     # process (or node) trains each model under torchrun (DDP), else in the step's own process.
     torchrun: TorchrunSettings = TorchrunSettings()
@@ -184,6 +198,8 @@ class RerankSettings(dg.Config):
     bf16: Optional[bool] = None
     interpolate: bool = True  # also <model>+<candidate>: interpolated with the candidates, weight chosen on validation
     interpolation_measure: str = "nDCG@10"
+    # also rerank with the bundled sentence-transformers model as a bi-encoder, untrained: run "bi-encoder"
+    bi_encoder: bool = True
 
     def rerank_depth(self) -> int:
         return self.depth or _profile({"demo": 20, "paper": 100}, self.profile)
@@ -342,7 +358,7 @@ def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFr
     })
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
 def php_hp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
            php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
@@ -350,7 +366,7 @@ def php_hp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: Da
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
 def php_shp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
             php_hp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
             wiki_links: pl.LazyFrame) -> pl.DataFrame:
@@ -359,7 +375,7 @@ def php_shp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: D
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
 def php_mrds(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
              php_shp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
              wiki_links: pl.LazyFrame) -> pl.DataFrame:
@@ -368,7 +384,7 @@ def php_mrds(context: dg.AssetExecutionContext, config: PhpStageSettings, data: 
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3",  # 3: the cosine head over the bundled backbone
           ins={**_scan_ins(), **_eval_ins()})
 def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
                   php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
@@ -416,7 +432,24 @@ def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaseline
     return frame
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="1")
+def baselines_to_pretrain(config: PhpBaselineSettings) -> list[str]:
+    """`config.methods`, else the Table 3 baselines some collection's cross_encoder fine-tunes (in php.METHODS order)."""
+    if config.methods is not None:
+        unknown = sorted(set(config.methods) - set(php.METHODS))
+        if unknown:
+            raise ValueError(f"php_baselines: unknown methods {unknown} (have {list(php.METHODS)})")
+        return list(config.methods)
+    inits = set(DEFAULT_INITS)
+    for spec in collection_specs().values():
+        inits |= set(spec.assets.get("cross_encoder", {}).get("inits", DEFAULT_INITS))
+    return [method for method in php.METHODS if method in inits]
+
+
+# every collection's settings: the baselines to pre-train follow the cross_encoder inits they name
+ALL_SETTINGS = dg.AssetDep("collection_settings", partition_mapping=dg.AllPartitionMapping())
+
+
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2", deps=[ALL_SETTINGS])  # 2: the cosine head
 def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
                   php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
                   php_mrds: pl.DataFrame) -> pl.DataFrame:
@@ -426,7 +459,7 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
     php_steps = int(sum(frame["steps"].sum() for frame in (php_hp, php_shp, php_mrds)))
     budget = max(php_steps, 1) if config.match_php_steps else None
     rows, curves, metadata = [], {}, {"php_steps": php_steps, "max_steps": budget or "profile"}
-    for method in config.methods:
+    for method in baselines_to_pretrain(config):
         examples = php_baseline_examples.filter(pl.col("method") == method)
         key = php.run_key(asdict(domain), method, frame_version(examples), budget)
         checkpoints = data.files("php", "checkpoints") / f"baseline-{method}-{key}"
@@ -469,7 +502,7 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
                      "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="4", deps=[UNIT_SETTINGS],
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
@@ -487,64 +520,71 @@ def cross_encoder(
     php_ablations: pl.DataFrame,
     php_baselines: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
-    """Cross-encoders fine-tuned with LCE on the unit's training negatives, from the backbone, PHP and its baselines."""
-    config = with_settings(config, "cross_encoder", training_unit(context).collection, context)
+    """Cross-encoders fine-tuned with LCE on the unit's training queries, from the backbone, PHP and its baselines."""
     unit = training_unit(context)
+    config = with_settings(config, "cross_encoder", unit.collection, context)
     roles = unit_queries(query_splits, unit)
     domain = offset_seeds(config.to_domain(), unit.seed)
-    negatives = negatives.filter(pl.col("query_id").is_in(roles.train))
+    run = candidate_runs.filter(pl.col("run_name") == "bm25")
+    if domain.train_pairs == "candidates":
+        pairs = finetune.training_pairs(run, qrels, roles.train, domain)
+    else:
+        pairs = negatives.filter(pl.col("query_id").is_in(pl.Series(roles.train, dtype=pl.String).implode()))
     stages = {frame["stage"][0]: frame["path"][0] for frame in (php_hp, php_shp, php_mrds)}
-    dev_ids = roles.validation
-    dev = None
-    select = config.select_on_dev if config.select_on_dev is not None else domain.train.epochs > 1
-    if select and dev_ids:
-        dev = (candidate_runs.filter(pl.col("run_name") == "bm25"), qrels, dev_ids)
+    dev = (run, qrels, roles.validation) if config.select_on_dev and roles.validation else None
     processes = default_processes(domain.train.device)
     distributed = is_distributed(config.torchrun, processes)
-    evaluate = None if distributed or dev is None else finetune.dev_evaluator(dev[0], queries, corpus, qrels, dev_ids,
-                                                                              domain)
+    evaluate = None if distributed or dev is None else finetune.dev_evaluator(run, queries, corpus, qrels,
+                                                                              roles.validation, domain)
     rows, curves, launches = [], {}, {}
     for name in config.inits:
         init = resolve_init(name, stages, php_ablations, php_baselines)
         key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
-                          frame_version(negatives))
+                          frame_version(pairs))
         checkpoints = data.files("cross_encoder", "checkpoints") / f"{context.partition_key}-{name}-{key}"
         folder = data.files("cross_encoder", context.partition_key) / name
+        model = finetune.load_model(init, domain)
         if distributed:  # every process trains on its share of each global batch: the same result, sooner
             job = finetune_job.write_job(data.files("cross_encoder", "jobs") / f"{context.partition_key}-{name}-{key}",
-                                         init=init, config=domain, queries=queries, corpus=corpus, negatives=negatives,
+                                         init=init, config=domain, queries=queries, corpus=corpus, negatives=pairs,
                                          checkpoint_dir=checkpoints, output=folder, dev=dev)
             launched = run_torchrun(context, config.torchrun, finetune_job.__name__, [str(job)], job / "metrics.jsonl",
                                     default_nproc=processes, add_metadata=False)
             world = config.torchrun.to_domain(context.run_id, processes)
             launches[name] = {k: v for k, v in launch_metadata(world, launched).items() if k != "loss_curve"}
-            result, n_examples = finetune_job.read_result(job)
+            tuned = finetune_job.read_result(job)
             shutil.rmtree(job, ignore_errors=True)
         else:
-            model = finetune.load_model(init, domain)
-            result, n_examples = finetune.fine_tune(model, queries, corpus, negatives, domain, checkpoints,
-                                                    evaluate=evaluate, on_log=_logger(context, name))
+            tuned = finetune.fine_tune(model, queries, corpus, pairs, domain, checkpoints,
+                                       evaluate=evaluate, on_log=_logger(context, name))
             model.save(folder)
         shutil.rmtree(checkpoints, ignore_errors=True)
-        curves[name] = result.loss_curve
+        curves[name] = tuned.curve()
+        result = tuned.train
         rows.append({"run_name": name, "init": init or domain.backbone or "bundled", "path": str(folder),
-                     "examples": n_examples, "steps": result.steps, "seconds": result.seconds,
-                     "examples_per_s": result.examples_per_s, "best_epoch": result.best_epoch,
-                     "dev_score": result.dev_scores[result.best_epoch] if result.dev_scores else None,
-                     "train_seed": domain.train.seed})
-    manifest = tag_unit(pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64}), unit)
+                     "head": model.head, "examples": tuned.examples, "steps": result.steps, "seconds": result.seconds,
+                     "examples_per_s": result.examples_per_s, "chosen_epoch": curves[name].chosen,
+                     "start_score": tuned.start_score, "dev_score": tuned.dev_score, "train_seed": domain.train.seed})
+    manifest = tag_unit(pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64, "start_score": pl.Float64}), unit)
     context.add_output_metadata({
-        "loss_curves": _curves_markdown(curves, f"fine-tuning on {context.partition_key}"),
+        **training_curve_metadata(data.files("cross_encoder", context.partition_key), context.partition_key, curves,
+                                  domain.dev_measure, "cross_encoder"),
+        "train_pairs": domain.train_pairs, "train_depth": domain.pair_depth,
+        "train_examples": rows[0]["examples"] if rows else 0,
         "train_queries": len(roles.train), "validation_queries": len(roles.validation), "seed": domain.train.seed,
         **_placement_metadata(domain.train),
         **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
+        **{f"{r['run_name']}_seconds": round(r["seconds"], 1) for r in rows},
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
         **{f"{name}_{key}": value for name, values in launches.items() for key, value in values.items()},
     })
     return by_content(manifest)
 
 
-@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="3",  # 3: <model>+<candidate> rows
+BI_ENCODER_RUN = "bi-encoder"
+
+
+@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="4",  # 4: <model>+<candidate> rows, the bi-encoder row
           ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits", "qrels"))
 def reranked_runs(
     context: dg.AssetExecutionContext,
@@ -556,12 +596,13 @@ def reranked_runs(
     query_splits: pl.DataFrame,
     qrels: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
-    """The unit's test queries: the candidate run's top-k reranked by every fine-tuned cross-encoder (bert, php, ...),
-    and each interpolated with the candidates (`<model>+<candidate>`, the weight chosen on validation queries)."""
+    """The unit's test queries: the candidate run's top-k reranked by each fine-tuned cross-encoder and the
+    bi-encoder, and each interpolated with the candidates (`<model>+<candidate>`, the weight chosen on validation)."""
     from dagster_ir.fusion.interpolate import interpolated_run
     config = with_settings(config, "reranked_runs", training_unit(context).collection, context)
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
+    from dagster_ir.retrieval.dense import BiEncoderScorer, DenseConfig
 
     candidates = candidate_runs.filter(pl.col("run_name") == config.candidate).select(list(RUN))
     if candidates.height == 0:
@@ -573,9 +614,14 @@ def reranked_runs(
     docs = corpus.join(pl.concat([run, validation]).lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
     placement = config.placement()
     runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth(), **placement.metadata()}
-    for name, path in cross_encoder.select("run_name", "path").iter_rows():
-        scorer = CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
-                                    device=placement.device, bf16=placement.bf16)
+    scorers = {name: lambda path=path: CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
+                                                          device=placement.device, bf16=placement.bf16)
+               for name, path in cross_encoder.select("run_name", "path").iter_rows()}
+    if config.bi_encoder:
+        scorers[BI_ENCODER_RUN] = lambda: BiEncoderScorer(DenseConfig(batch_size=config.batch_size,
+                                                                      device=placement.device))
+    for name, make_scorer in scorers.items():
+        scorer = make_scorer()
         started = time.monotonic()
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)

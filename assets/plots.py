@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+from pathlib import Path
 
 import dagster as dg
 
@@ -48,3 +49,21 @@ def _bar_chart_png(x: list, heights: list, xlabel: str, ylabel: str) -> bytes:
     fig.savefig(buffer, format="png")
     plt.close(fig)
     return buffer.getvalue()
+
+
+def training_curve_metadata(folder: Path, partition_key: str, curves: dict, measure: str, asset: str) -> dict:
+    """Training curves (`dagster_ir.neural.curves.EpochCurve` by model): JSON per model, a PNG written to
+    `folder/training_curves.png` (its path), and the same image inline when it is under the inline limit."""
+    from assets.metadata import INLINE_IMAGE_LIMIT
+    from dagster_ir.neural.curves import write_epoch_curves_png
+
+    if not curves:
+        return {}
+    png = write_epoch_curves_png(folder / "training_curves.png", curves, measure, f"{asset} on {partition_key}")
+    metadata = {"training_curves_png": dg.MetadataValue.path(str(png)),
+                **{f"{name}_curve": dg.MetadataValue.json(curve.as_dict()) for name, curve in curves.items()}}
+    data = png.read_bytes()
+    if len(data) <= INLINE_IMAGE_LIMIT:
+        encoded = base64.b64encode(data).decode()
+        metadata["training_curves"] = dg.MetadataValue.md(f"![training curves](data:image/png;base64,{encoded})")
+    return metadata

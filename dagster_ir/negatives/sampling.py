@@ -13,6 +13,12 @@ The result depends only on the config and on the *content* of the inputs, never 
 pools are ordered by (rank, doc_id), positives by doc_id, and each (query, positive) draws from its
 own random generator seeded by (seed, query_id, pos_doc_id).
 
+Pairs that look like the reranking task (`candidate_pairs`): the same draw, but the positives are
+only the judged-relevant documents *within* the run's top `depth` (the candidates a reranker sees
+there), so positive and negatives come from the same first-stage ranking. Trained on every judged
+positive instead (a third of Cranfield's lie below BM25's top 100), a reranker learns to tell
+relevant documents it will never be shown from the top candidates' look-alikes.
+
 Fresh draws per epoch (CET's Algorithm 1 samples new triples every iteration): `epoch_seed(seed,
 epoch)` derives the seed of epoch `epoch` from the configured seed, and `for_epoch(config, epoch)` is
 the config with that seed, so epoch e of any sampler draws the same negatives for the same (seed, e)
@@ -130,6 +136,22 @@ def sample_negatives(
         with_replacement=with_replacement,
     )
     return NegativeSample(negatives, counts)
+
+
+def candidate_pairs(
+    run: pl.DataFrame,
+    qrels_train: pl.DataFrame,
+    query_ids: Iterable[str],
+    config: NegativeConfig,
+) -> NegativeSample:
+    """`sample_negatives` with positives limited to judged-relevant documents in the run's top `config.depth`.
+
+    Queries with no judged-relevant document in that depth get no pairs (counted in `without_positives`).
+    """
+    validate(run, RUN, "run")
+    validate(qrels_train, QRELS, "qrels_train")
+    shown = top_k(run, config.depth).select("query_id", "doc_id")
+    return sample_negatives(run, qrels_train.join(shown, on=["query_id", "doc_id"], how="semi"), query_ids, config)
 
 
 def _candidate_pools(

@@ -1,14 +1,36 @@
-"""Cross-encoder: a BERT-style backbone with a score head over [CLS], trained with LCE.
+"""Cross-encoder: a BERT-style backbone with a score head, trained with LCE.
+
+Two score heads (`head`):
+- "cls": the model's own classification head over [CLS] (for BERT the pooler, dense + tanh, then
+  a linear layer): the classic monoBERT cross-encoder. New, it is random.
+- "cosine": `scale * cos(mean of the query segment's last-layer states, mean of the document
+  segment's)` over the one joint pass `[CLS] q [SEP] d [SEP]` (query segment: token type 0, i.e.
+  [CLS] q [SEP]; document segment: type 1, d [SEP]); `scale` is learned (starts at 20). Over a
+  sentence-transformers bi-encoder (mean pooling, cosine) this cross-encoder ranks like the
+  bi-encoder before any training: the query and the document still attend to each other, so the
+  scores differ, but the backbone's similarity is kept instead of a random head over a [CLS] the
+  model never trained. On Cranfield (fold 0's validation queries, BM25's top 20, nDCG@10, all
+  untrained): BM25 .283; the bundled all-MiniLM-L6-v2 as a bi-encoder .353, as this cross-encoder
+  .331, with a new [CLS] head .164.
+Default (`head=None`): a saved folder's own head; a backbone whose sentence-transformers pooling
+config (`1_Pooling/config.json`) says mean pooling gets "cosine" (the bundled all-MiniLM-L6-v2);
+any other backbone (bert-base-uncased, the tiny test models) gets "cls".
 
 API
 ---
 `CrossEncoder` (a `torch.nn.Module`)
   - `CrossEncoder.from_pretrained(name_or_path="", *, max_length=512, max_query_length=None, seed=0,
-    **config_overrides)`: a backbone ("" = the bundled all-MiniLM-L6-v2; the score head is new,
-    initialised with `seed`) or a folder written by `save` (head and settings included).
+    head=None, **config_overrides)`: a backbone ("" = the bundled all-MiniLM-L6-v2; the score head is
+    new: "cls" initialised with `seed`, "cosine" as above) or a folder written by `save` (head and
+    settings included).
     max_query_length None: min(64, max_length // 2). `config_overrides` go to the model config
     (e.g. `hidden_dropout_prob=0.0`).
-  - `forward(input_ids, attention_mask, token_type_ids=None) -> scores` of shape (N,).
+  - `forward(input_ids, attention_mask, token_type_ids=None) -> scores` of shape (N,) (the cosine head
+    needs token_type_ids: they tell the query from the document).
+  - `score(input_ids, attention_mask, token_type_ids=None, *, with_states=False) -> (scores, states)`:
+    also the last layer's token states when asked (PHP's MLM head reads them).
+  - `score_states(states, attention_mask, token_type_ids)`: the cosine head over given last-layer
+    states (the fast CPU scorer computes the states itself).
   - `tokenize(texts) -> list[list[int]]`: WordPiece ids without special tokens (tokenise once, pair many).
   - `encode_pair(query_ids, doc_ids) -> Pair`: `[CLS] q [SEP] d [SEP]`; the query keeps at most
     `max_query_length` tokens and the document is cut to fit `max_length` (FirstP: its first part).
@@ -20,11 +42,13 @@ API
 
 Folder layout (`save`): a Hugging Face `AutoModelForSequenceClassification` folder with
 `num_labels=1` (`model.safetensors`, `config.json`) plus the tokenizer files and `cross_encoder.json`
-(max_length, max_query_length). The score head is the model's own classification head - for BERT
-the pooler (dense + tanh over the [CLS] vector) followed by a linear layer, i.e. an MLP over [CLS].
-Plain transformers loads it: `AutoModelForSequenceClassification.from_pretrained(folder)` gives the
-whole scorer and `AutoModel.from_pretrained(folder)` the backbone alone; sentence-transformers'
-`CrossEncoder(folder)` loads it too.
+(max_length, max_query_length, head, head_scale). With head "cls" the score head is the model's own
+classification head - for BERT the pooler (dense + tanh over the [CLS] vector) followed by a linear
+layer, i.e. an MLP over [CLS]; plain transformers loads it:
+`AutoModelForSequenceClassification.from_pretrained(folder)` gives the whole scorer and
+`AutoModel.from_pretrained(folder)` the backbone alone; sentence-transformers' `CrossEncoder(folder)`
+loads it too. With head "cosine" the folder's classification head is unused (kept, frozen, so
+transformers still loads the folder) and the score is computed from the backbone as above.
 """
 
 from __future__ import annotations
@@ -42,6 +66,8 @@ from dagster_ir.neural.backbone import DEFAULT_BACKBONE, backbone_path
 from dagster_ir.storage.atomic import atomic_path
 
 SETTINGS_FILE = "cross_encoder.json"
+HEADS = ("cls", "cosine")
+COSINE_SCALE = 20.0  # the cosine head's starting scale (sentence-transformers' contrastive losses use 20)
 
 
 @dataclass(frozen=True)
@@ -63,11 +89,37 @@ def lce_loss(scores: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(scores.float(), target)
 
 
+def default_head(path: str) -> str:
+    """"cosine" for a sentence-transformers folder with mean pooling, else "cls" (see the module docstring)."""
+    pooling = Path(path) / "1_Pooling" / "config.json"
+    if not pooling.is_file():
+        return "cls"
+    try:
+        settings = json.loads(pooling.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{pooling}: not valid JSON ({error})") from error
+    return "cosine" if settings.get("pooling_mode_mean_tokens") else "cls"
+
+
+def segment_cosine(states: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+    """cos(mean of the type-0 token states, mean of the type-1 token states) per row, in float32."""
+    real = attention_mask.bool()
+    states = states.float()
+    query = (real & (token_type_ids == 0)).unsqueeze(-1).float()
+    doc = (real & (token_type_ids == 1)).unsqueeze(-1).float()
+    q = (states * query).sum(1) / query.sum(1).clamp(min=1.0)
+    d = (states * doc).sum(1) / doc.sum(1).clamp(min=1.0)
+    return F.cosine_similarity(q, d, dim=-1, eps=1e-8)
+
+
 class CrossEncoder(torch.nn.Module):
     """Scores (query, document) pairs with a sequence-classification model that has one output."""
 
-    def __init__(self, model, tokenizer, *, max_length: int = 512, max_query_length: int | None = None) -> None:
+    def __init__(self, model, tokenizer, *, max_length: int = 512, max_query_length: int | None = None,
+                 head: str = "cls", head_scale: float = COSINE_SCALE) -> None:
         super().__init__()
+        if head not in HEADS:
+            raise ValueError(f"CrossEncoder: head must be one of {HEADS}, got {head!r}")
         if max_query_length is None:
             max_query_length = min(64, max_length // 2)
         if model.config.num_labels != 1:
@@ -80,6 +132,13 @@ class CrossEncoder(torch.nn.Module):
         self.max_length = min(max_length, model.config.max_position_embeddings)
         self.max_query_length = max_query_length
         self.uses_token_types = getattr(model.config, "type_vocab_size", 0) > 1
+        self.head = head
+        # the cosine head's learned scale; a parameter under either head, so every folder loads alike
+        self.head_scale = torch.nn.Parameter(torch.tensor(float(head_scale)), requires_grad=head == "cosine")
+        if head == "cosine":  # the classification head takes no part: frozen, so no optimizer or DDP sees it
+            for name, parameter in model.named_parameters():
+                if not name.startswith(f"{model.base_model_prefix}.") or ".pooler." in name:
+                    parameter.requires_grad_(False)
 
     @classmethod
     def from_pretrained(
@@ -89,17 +148,22 @@ class CrossEncoder(torch.nn.Module):
         max_length: int | None = None,
         max_query_length: int | None = None,
         seed: int = 0,
+        head: str | None = None,
         **config_overrides,
     ) -> CrossEncoder:
         """A backbone (new score head seeded by `seed`) or a saved cross-encoder folder.
 
         `max_length`/`max_query_length` default to the saved folder's settings, else 512 and
-        min(64, max_length // 2).
+        min(64, max_length // 2); `head` to the saved folder's, else `default_head` (a saved folder
+        cannot change its head).
         """
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = backbone_path(name_or_path)
         saved = _read_settings(path)
+        if saved and head is not None and head != saved.get("head", "cls"):
+            raise ValueError(f"{path}: a cross-encoder with head {saved.get('head', 'cls')!r}; it cannot load as {head!r}")
+        chosen = saved.get("head", "cls") if saved else (head or default_head(path))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForSequenceClassification.from_pretrained(
@@ -110,6 +174,8 @@ class CrossEncoder(torch.nn.Module):
             AutoTokenizer.from_pretrained(path),
             max_length=max_length or saved.get("max_length", 512),
             max_query_length=max_query_length or saved.get("max_query_length"),
+            head=chosen,
+            head_scale=saved.get("head_scale", COSINE_SCALE),
         )
 
     def forward(
@@ -119,10 +185,34 @@ class CrossEncoder(torch.nn.Module):
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Relevance scores, one per row."""
-        if not self.uses_token_types:
-            token_type_ids = None
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return out.logits.squeeze(-1)
+        return self.score(input_ids, attention_mask, token_type_ids)[0]
+
+    def score(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        *,
+        with_states: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(scores (N,), the last layer's token states (N, L, H) when `with_states`, else None)."""
+        types = token_type_ids if self.uses_token_types else None
+        if self.head == "cls":
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types,
+                             output_hidden_states=with_states)
+            return out.logits.squeeze(-1), out.hidden_states[-1] if with_states else None
+        if token_type_ids is None:
+            raise ValueError("CrossEncoder: the cosine head needs token_type_ids (0: query segment, 1: document)")
+        states = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                       token_type_ids=types).last_hidden_state
+        return self.score_states(states, attention_mask, token_type_ids), states if with_states else None
+
+    def score_states(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                     token_type_ids: torch.Tensor) -> torch.Tensor:
+        """The cosine head over last-layer token states (B, L, H)."""
+        if self.head != "cosine":
+            raise ValueError("CrossEncoder.score_states: only the cosine head scores from token states")
+        return self.head_scale * segment_cosine(states, attention_mask, token_type_ids)
 
     @property
     def device(self) -> torch.device:
@@ -160,7 +250,8 @@ class CrossEncoder(torch.nn.Module):
         directory = Path(directory)
         self.model.save_pretrained(directory, safe_serialization=True)
         self.tokenizer.save_pretrained(directory)
-        settings = {"max_length": self.max_length, "max_query_length": self.max_query_length}
+        settings = {"max_length": self.max_length, "max_query_length": self.max_query_length,
+                    "head": self.head, "head_scale": float(self.head_scale.detach())}
         (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
 
 

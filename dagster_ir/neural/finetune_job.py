@@ -13,8 +13,8 @@ dev run name), `negatives.parquet` and, for model selection on dev, `dev_run.par
 examples, global batches and schedule as in one process, each process training on its share of
 every global batch (DDP all-reduces the gradients: `training.train`), the dev evaluation on rank 0.
 Rank 0 appends each step's metrics to $DAGSTER_IR_METRICS, saves the model into the output folder
-and writes `result.json` (the `TrainResult` and the example count) into FOLDER; `read_result(folder)`
-reads it back. A relaunched job resumes from `checkpoint_dir` as an in-process run does.
+and writes `result.json` (the `FineTuned` record: training run, example count, the start's dev score and
+whether it was kept) into FOLDER; `read_result(folder)` reads it back. A relaunched job resumes from `checkpoint_dir` as an in-process run does.
 """
 
 from __future__ import annotations
@@ -89,14 +89,16 @@ def write_job(
 
 
 def read_result(folder: str | os.PathLike[str]):
-    """(TrainResult, examples) that rank 0 wrote; a clear error when the job left none."""
+    """The `finetune.FineTuned` that rank 0 wrote; a clear error when the job left none."""
+    from dagster_ir.neural.finetune import FineTuned
     from dagster_ir.neural.training import TrainResult
 
     path = Path(folder) / RESULT_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the fine-tuning job wrote no result (see torchrun's output)")
     values = json.loads(path.read_text(encoding="utf-8"))
-    return TrainResult(**values["train"]), int(values["examples"])
+    return FineTuned(TrainResult(**values["train"]), int(values["examples"]), values["start_score"],
+                     bool(values["kept_start"]))
 
 
 def run_job(folder: str | os.PathLike[str]) -> None:
@@ -118,11 +120,13 @@ def run_job(folder: str | os.PathLike[str]) -> None:
         evaluate = finetune.dev_evaluator(pl.read_parquet(folder / "dev_run.parquet"), queries, corpus,
                                           pl.read_parquet(folder / "dev_qrels.parquet"), job["dev_query_ids"], config)
     model = finetune.load_model(job["init"], config)
-    result, examples = finetune.fine_tune(model, queries, corpus, pl.read_parquet(folder / "negatives.parquet"), config,
-                                          job["checkpoint_dir"], evaluate=evaluate, on_log=metrics_logger())
+    tuned = finetune.fine_tune(model, queries, corpus, pl.read_parquet(folder / "negatives.parquet"), config,
+                               job["checkpoint_dir"], evaluate=evaluate, on_log=metrics_logger())
     if world()[0] == 0:
         model.save(job["output"])
-        write_text_atomic(folder / RESULT_FILE, json.dumps({"train": dataclasses.asdict(result), "examples": examples}))
+        write_text_atomic(folder / RESULT_FILE, json.dumps({
+            "train": dataclasses.asdict(tuned.train), "examples": tuned.examples,
+            "start_score": tuned.start_score, "kept_start": tuned.kept_start}))
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

@@ -14,6 +14,9 @@ arithmetic with buffers kept across layers and batches): the embeddings equal th
 forward, and sentence-transformers', within 1e-6 (the tests check both).
 
 `dense_search` is exact inner-product search, blockwise, with ties broken by corpus position.
+`BiEncoderScorer(config)` scores (query, document) pairs for reranking (`neural.rerank`'s
+`PairScorer`): each distinct text encoded once, alone, the score their inner product (cosine when
+normalised) - the bi-encoder's zero-shot reranking.
 """
 
 from __future__ import annotations
@@ -152,6 +155,23 @@ def _embed(encoder: _Encoder, batch: list[dict[str, Any]], config: DenseConfig,
         mask = inputs["attention_mask"].unsqueeze(-1).to(tokens.dtype)
         pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
     return F.normalize(pooled, p=2, dim=1) if config.normalize else pooled
+
+
+class BiEncoderScorer:
+    """`PairScorer`: the inner product of the query's and the document's embeddings, each encoded alone."""
+
+    def __init__(self, config: DenseConfig | None = None) -> None:
+        self.config = config or DenseConfig()
+
+    def score_pairs(self, queries: Sequence[str], docs: Sequence[str]) -> np.ndarray:
+        if len(queries) != len(docs):
+            raise ValueError(f"BiEncoderScorer: {len(queries)} queries but {len(docs)} documents")
+        unique_queries, unique_docs = list(dict.fromkeys(queries)), list(dict.fromkeys(docs))
+        query_rows = {text: i for i, text in enumerate(unique_queries)}
+        doc_rows = {text: i for i, text in enumerate(unique_docs)}
+        query_vectors = encode(unique_queries, self.config)[[query_rows[q] for q in queries]]
+        doc_vectors = encode(unique_docs, self.config)[[doc_rows[d] for d in docs]]
+        return np.einsum("ij,ij->i", query_vectors, doc_vectors).astype(np.float64)
 
 
 def passage_text() -> pl.Expr:

@@ -58,6 +58,8 @@ def test_neural_baselines_train_on_train_choose_on_dev_and_score_test(tmp_path):
     assert runs["seed"].unique().to_list() == [0] and runs["fold"].null_count() == runs.height
     assert neural_baselines_are_rerankings(runs).passed
     assert any((tmp_path / "files" / "neural_baselines").rglob("best"))  # the validation-chosen epoch's weights
+    png = tmp_path / "files" / "neural_baselines" / "wiki-car" / "seed-0" / "training_curves.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"  # the per-epoch loss and validation curves
 
     broken = pl.concat([runs, runs.head(1)])
     assert not neural_baselines_are_rerankings(broken).passed

@@ -1,5 +1,7 @@
 """PHP assets: config mapping, held-out articles, init names; a tiny end-to-end materialization (slow)."""
 
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 import pytest
@@ -35,6 +37,10 @@ def test_settings_map_onto_the_profiles_and_every_override_matters():
     assert tuned.train.epochs == 2 and tuned.train.batch_size == 16 and tuned.n_negatives == 7
     assert tuned.train.lr == finetune.PROFILES["paper"].train.lr
     assert RerankSettings().rerank_depth() == 20 and RerankSettings(profile="paper").rerank_depth() == 100
+    default = CrossEncoderSettings().to_domain()
+    assert (default.train_pairs, default.pair_depth, default.select_start) == ("candidates", 20, True)
+    changed = CrossEncoderSettings(train_pairs="negatives", train_depth=50, select_start=False).to_domain()
+    assert (changed.train_pairs, changed.pair_depth, changed.select_start) == ("negatives", 50, False)
     with pytest.raises(ValueError, match="unknown profile 'fast'"):
         PhpSettings(profile="fast").to_domain()
 
@@ -62,6 +68,22 @@ def test_init_names_resolve_to_folders():
     assert resolve_init("harp", stages, ablations, baselines) == "/m/b/harp"
     with pytest.raises(ValueError, match="'wlp'; choose from .*'ict', 'harp'"):
         resolve_init("wlp", stages, ablations, baselines)
+
+
+def test_cranfield_pretrains_and_fine_tunes_all_four_table3_baselines(monkeypatch):
+    import assets.php as php_assets_module
+    from dagster_ir.collections import load_collections_config
+
+    specs = load_collections_config(Path(__file__).parents[2] / "examples" / "cranfield.yaml")
+    inits = specs["cranfield"].assets["cross_encoder"]["inits"]
+    assert {"bert", "php", *php.METHODS} <= set(inits)
+    monkeypatch.setattr(php_assets_module, "collection_specs", lambda: specs)
+    assert php_assets_module.baselines_to_pretrain(PhpBaselineSettings()) == ["ict", "wlp", "prop", "harp"]
+    monkeypatch.setattr(php_assets_module, "collection_specs", lambda: {})
+    assert php_assets_module.baselines_to_pretrain(PhpBaselineSettings()) == ["ict", "harp"]  # the default inits
+    assert php_assets_module.baselines_to_pretrain(PhpBaselineSettings(methods=["wlp"])) == ["wlp"]
+    with pytest.raises(ValueError, match="unknown methods \\['bm25'\\]"):
+        php_assets_module.baselines_to_pretrain(PhpBaselineSettings(methods=["bm25"]))
 
 
 def test_baseline_settings_share_phps_and_map_onto_the_generators():
@@ -238,12 +260,16 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
         assert tuned.success
     manifest = tuned.asset_value("cross_encoder")
     assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm", "harp"]
-    assert manifest["dev_score"].is_not_null().all()  # two epochs: selected on dev
+    assert manifest["dev_score"].is_not_null().all() and manifest["start_score"].is_not_null().all()  # chosen on dev
+    assert manifest["chosen_epoch"].is_between(0, 2).all() and set(manifest["head"]) == {"cls"}  # the tiny backbone
+    metadata = tuned.asset_materializations_for_node("cross_encoder")[0].metadata
+    assert Path(metadata["training_curves_png"].value).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert metadata["bert_curve"].value["epoch"] == [0, 1, 2] and metadata["train_pairs"].value == "candidates"
     assert manifest["train_seed"].to_list() == [42] * 4 and manifest["seed"].to_list() == [0] * 4
     php_steps = sum(pretrained.asset_value(f"php_{stage}")["steps"].item() for stage in ("hp", "shp", "mrds"))
     baseline_steps = pretrained.asset_value("php_baselines")["steps"].item()
     assert 0 < baseline_steps <= php_steps  # HARP's RDP (one example per link), within PHP's budget
     reranked = Catalog(root).query("select run_name, query_id, seed, count(*) as n from reranked_runs group by all")
-    pure = {"bert", "php", "php-no-mlm", "harp"}
+    pure = {"bert", "php", "php-no-mlm", "harp", "bi-encoder"}
     assert set(reranked["run_name"]) == pure | {f"{n}+bm25" for n in pure} and (reranked["n"] == len(TOPICS)).all()
     assert set(reranked["query_id"]) == {"g/q"} and set(reranked["seed"]) == {0}  # the unit's test queries only

@@ -3,9 +3,11 @@
 `run_baselines` is what the `neural_baselines` asset calls once per training unit (collection,
 fold, seed; see `dagster_ir.collections.protocol`). For every model named it
 
-1. builds the examples from the shared `negatives` table (the same negatives the BERT and PHP
-   cross-encoders train on), keeping the unit's training queries: one example per (query,
-   positive) with its first `n_negatives` negatives;
+1. builds the examples of the unit's training queries, one per (query, positive) with
+   `n_negatives` negatives: by default (`train_pairs: "candidates"`) positives judged relevant
+   within the candidate run's top `train_depth` (= `rerank_depth`) and negatives drawn from that
+   depth, as the cross-encoders' fine-tuning draws them; with "negatives", from the shared
+   `negatives` table;
 2. trains with the shared loop, reranking the unit's validation queries' candidates (the
    candidate run's top `rerank_depth`) after every epoch and keeping the epoch with the best
    `selection_measure`; test queries are never scored before that choice;
@@ -47,6 +49,7 @@ from dagster_ir.methods.baselines.reranker import (
     train_baseline,
     validation_evaluator,
 )
+from dagster_ir.negatives import NegativeConfig, candidate_pairs
 from dagster_ir.neural.memory import release_freed_memory
 from dagster_ir.neural.training import TrainResult
 from dagster_ir.retrieval.runs import top_k
@@ -110,6 +113,8 @@ def run_baselines(
     validate(candidates, RUN, "candidates")
     if candidates["run_name"].n_unique() > 1:
         raise ValueError(f"run_baselines: pass one candidate run, got {sorted(candidates['run_name'].unique())}")
+    if config.train_pairs == "candidates":
+        negatives = training_pairs(candidates, qrels, train_queries, config)
     examples = examples_from_negatives(negatives, train_queries, config.n_negatives)
     scored = top_k(candidates.filter(pl.col("query_id").is_in(
         pl.Series([*validation_queries, *test_queries], dtype=pl.String).implode())), config.rerank_depth)
@@ -190,6 +195,16 @@ def first_stage_interpolations(results: Sequence[BaselineRun], candidates: pl.Da
                     if extra else mixed)
         weights.setdefault(f"{r.name}+{suffix}", []).append(choice.weight)
     return runs, weights
+
+
+def training_pairs(candidates: pl.DataFrame, qrels: pl.DataFrame, train_queries: Sequence[str],
+                   config: BaselineConfig) -> pl.DataFrame:
+    """NEGATIVES rows of the training queries from the candidates' top `train_depth` (only their qrels are read)."""
+    wanted = pl.Series(list(train_queries), dtype=pl.String).implode()
+    sampling = NegativeConfig(strategy="random", depth=config.train_depth or config.rerank_depth,
+                              n_per_positive=config.n_negatives, seed=config.seed)
+    return candidate_pairs(candidates.filter(pl.col("query_id").is_in(wanted)), qrels.filter(pl.col("query_id").is_in(wanted)),
+                           train_queries, sampling).negatives
 
 
 def fingerprint(config: BaselineConfig, examples, candidates: pl.DataFrame, qrels: pl.DataFrame,

@@ -1,7 +1,10 @@
 """The glue every baseline shares: which model, its inputs, one training loop, reranking.
 
 `MODELS` names each baseline (its run name), how to build it and its loss. `train_baseline`
-trains one on (query, positive, negatives) examples drawn from the shared `negatives` asset, with
+trains one on (query, positive, negatives) examples - by default drawn from the candidates' top
+`train_depth` (= `rerank_depth`): positives judged relevant within it, negatives from it, the task
+the model reranks (`negatives.candidate_pairs`); `train_pairs: "negatives"` takes them from the
+shared `negatives` asset instead (every judged positive, negatives from BM25's top 100) - with
 the shared loop (`dagster_ir.neural.training.train`), reranking the validation queries'
 candidates after every epoch and keeping the epoch with the best `selection_measure` (never a
 test query). `rerank_with` rescores a candidate run's top `depth`.
@@ -82,8 +85,16 @@ class BaselineConfig:
     bert_max_length: int = 256
     passages: PassageConfig = PassageConfig()
     sizes: Mapping[str, Mapping] = field(default_factory=dict)  # model -> config overrides
+    # training pairs: "candidates" = positives judged relevant within the candidates' top train_depth,
+    # negatives from that depth (the task reranking sees); "negatives" = the shared negatives asset
+    train_pairs: str = "candidates"
+    train_depth: int | None = None  # None: rerank_depth
 
     def __post_init__(self) -> None:
+        if self.train_pairs not in ("candidates", "negatives"):
+            raise ValueError(f"BaselineConfig.train_pairs must be 'candidates' or 'negatives', got {self.train_pairs!r}")
+        if self.train_depth is not None and self.train_depth < 1:
+            raise ValueError(f"BaselineConfig.train_depth must be >= 1 or None, got {self.train_depth}")
         for name in ("query_words", "doc_words", "n_negatives", "epochs", "steps_per_epoch", "batch_size", "rerank_depth"):
             if getattr(self, name) < 1:
                 raise ValueError(f"BaselineConfig.{name} must be >= 1, got {getattr(self, name)}")

@@ -299,8 +299,10 @@ class CoupledRanker(torch.nn.Module):
 
 def _load_cross_encoder(config: RankerConfig, seed: int) -> CrossEncoder:
     overrides = {"num_hidden_layers": config.layers} if config.layers else {}
+    # CET's R and S keep the [CLS] head (the cosine start of the other rerankers is not measured for CET yet)
     return CrossEncoder.from_pretrained(
-        config.backbone, max_length=config.max_length, max_query_length=config.max_query_length, seed=seed, **overrides
+        config.backbone, max_length=config.max_length, max_query_length=config.max_query_length, seed=seed,
+        head="cls", **overrides
     )
 
 

@@ -1,4 +1,4 @@
-"""The PHP model: a `CrossEncoder` (score = MLP over [CLS]) plus a BERT-style MLM head whose
+"""The PHP model: a `CrossEncoder` (its score head: see `neural.cross_encoder`) plus a BERT-style MLM head whose
 decoder is the input embedding matrix. Loss = LCE + `mlm_weight` * MLM (mean over masked tokens).
 
 A stage folder is a cross-encoder folder (see `neural.cross_encoder`) plus `mlm_head.safetensors`,
@@ -81,19 +81,15 @@ class PhpModel(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, mlm_labels=None):
         """(scores (N,), MLM loss or None)."""
-        if not self.scorer.uses_token_types:
-            token_type_ids = None
         want_mlm = self.mlm_head is not None and mlm_labels is not None
-        out = self.scorer.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                                output_hidden_states=want_mlm)
-        scores = out.logits.squeeze(-1)
+        scores, states = self.scorer.score(input_ids, attention_mask, token_type_ids, with_states=want_mlm)
         if not want_mlm:
             return scores, None
         chosen = mlm_labels != IGNORE
         if not bool(chosen.any()):
-            zero = out.hidden_states[-1].sum() + sum(p.sum() for p in self.mlm_head.parameters())
+            zero = states.sum() + sum(p.sum() for p in self.mlm_head.parameters())
             return scores, zero * 0.0  # nothing masked: a zero loss that keeps every parameter in the graph
-        logits = self.mlm_head(out.hidden_states[-1][chosen], self.scorer.model.get_input_embeddings().weight)
+        logits = self.mlm_head(states[chosen], self.scorer.model.get_input_embeddings().weight)
         return scores, F.cross_entropy(logits.float(), mlm_labels[chosen])
 
     def save(self, folder: str | os.PathLike[str], info: dict | None = None) -> Path:

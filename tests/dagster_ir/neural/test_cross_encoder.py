@@ -75,3 +75,81 @@ def test_saved_folder_loads_with_plain_transformers(tiny, tmp_path):
     assert (reloaded.max_length, reloaded.max_query_length) == (24, 6)
     embeddings = backbone.embeddings.word_embeddings.weight
     assert torch.equal(embeddings, model.model.bert.embeddings.word_embeddings.weight)
+
+
+# --- the cosine head ------------------------------------------------------------------------------
+
+QUERY = "what similarity laws must be obeyed when constructing aeroelastic models of heated high speed aircraft"
+DOCS = [
+    "similarity laws for aeroelastic models of heated aircraft at high speed",
+    "an experimental study of the heat transfer to a flat plate in supersonic flow",
+    "the structural design of wings for high speed aircraft under thermal stress",
+    "boundary layer transition on a cone at mach number five",
+    "a recipe for apple pie with cinnamon and butter",
+    "the history of the football world cup",
+]
+
+
+def _ranks(values):
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    ranks = [0] * len(values)
+    for rank, i in enumerate(order):
+        ranks[i] = rank
+    return ranks
+
+
+def _spearman(a, b):
+    ra, rb = _ranks(a), _ranks(b)
+    n = len(a)
+    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb)) / (n * (n * n - 1))
+
+
+def _bi_encoder(model, texts):
+    """The backbone as the sentence-transformers bi-encoder: each text alone, mean pooling, cosine."""
+    batch = model.tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = model.model.base_model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    return torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)
+
+
+def test_the_bundled_bi_encoder_starts_as_a_cosine_cross_encoder_that_ranks_like_it(tiny):
+    from dagster_ir.neural.cross_encoder import default_head
+    from dagster_ir.neural.backbone import backbone_path
+
+    assert default_head(backbone_path("")) == "cosine" and default_head(tiny) == "cls"
+    model = CrossEncoder.from_pretrained("", max_length=128).eval()
+    assert model.head == "cosine"
+    vectors = _bi_encoder(model, [QUERY, *DOCS])
+    bi = (vectors[1:] @ vectors[0]).tolist()
+    query, *docs = model.tokenize([QUERY, *DOCS])
+    with torch.no_grad():
+        cross = model(**model.collate([model.encode_pair(query, d) for d in docs])).tolist()
+    assert _spearman(cross, bi) >= 0.8, (cross, bi)
+    assert max(range(len(DOCS)), key=lambda i: cross[i]) == 0  # the on-topic document first, untrained
+
+
+def test_cosine_head_round_trips_trains_only_the_encoder_and_scores_alike_on_the_fast_path(tiny, tmp_path):
+    from dagster_ir.neural.rerank import score_encoded
+
+    model = CrossEncoder.from_pretrained(tiny, max_length=24, max_query_length=6, head="cosine").eval()
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert "head_scale" in trainable and not any("classifier" in n or "pooler" in n for n in trainable)
+    assert any(n.startswith("model.bert.encoder.") for n in trainable)
+    with torch.no_grad():
+        model.head_scale.fill_(7.5)  # a change the round trip must carry
+    query, *docs = model.tokenize(["anarchism", "a political philosophy", "a cat sat on a mat"])
+    pairs = [model.encode_pair(query, d) for d in docs]
+    batch = model.collate(pairs)
+    with torch.no_grad():
+        expected = model(**batch)
+    reloaded = CrossEncoder.from_pretrained(str(model.save(tmp_path / "ce"))).eval()
+    assert reloaded.head == "cosine" and float(reloaded.head_scale.detach()) == 7.5
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(**batch), expected)
+    fast = score_encoded(reloaded, pairs, reloaded.tokenizer.pad_token_id, fast=True)
+    torch.testing.assert_close(torch.tensor(fast, dtype=torch.float32), expected, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="cannot load as 'cls'"):
+        CrossEncoder.from_pretrained(str(tmp_path / "ce"), head="cls")
+    with pytest.raises(ValueError, match="needs token_type_ids"):
+        model(batch["input_ids"], batch["attention_mask"])

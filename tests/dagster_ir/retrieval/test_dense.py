@@ -191,3 +191,16 @@ def test_models_are_loaded_from_safetensors_only(tmp_path: Path) -> None:
     (folder / "model.safetensors").unlink()
     with pytest.raises(OSError, match="model.safetensors"):
         encode(["x"], DenseConfig(model=str(folder)))
+
+
+def test_bi_encoder_scorer_is_the_cosine_of_separately_encoded_texts():
+    from dagster_ir.retrieval.dense import BiEncoderScorer, DenseConfig, encode
+
+    queries = ["heat transfer in supersonic flow", "heat transfer in supersonic flow", "apple pie"]
+    docs = ["heat transfer to a flat plate at mach 3", "a recipe for apple pie", "a recipe for apple pie"]
+    scores = BiEncoderScorer(DenseConfig()).score_pairs(queries, docs)
+    q, d = encode(queries, DenseConfig()), encode(docs, DenseConfig())
+    np.testing.assert_allclose(scores, (q * d).sum(axis=1), atol=1e-5)
+    assert scores[0] > scores[1] and scores[2] > scores[1]
+    with pytest.raises(ValueError, match="2 queries but 1 documents"):
+        BiEncoderScorer().score_pairs(queries[:2], docs[:1])

@@ -69,3 +69,19 @@ def test_run_baselines_scores_the_test_queries_only(tmp_path):
         run_baselines(["knrm"], config, **{**kwargs, "corpus": corpus.filter(pl.col("doc_id") != "q9d3")})
     with pytest.raises(ValueError, match="need `tokenize`"):
         run_baselines(["drmm"], config, **{**kwargs, "vectors": None})
+
+
+def test_training_pairs_come_from_the_candidates_depth_and_the_training_queries():
+    from dagster_ir.methods.baselines.protocol import training_pairs
+
+    _, _, qrels, run, _ = _unit()
+    deep = pl.DataFrame([("q0", "q0d4", 1), ("q7", "q7d0", 1)], schema=QRELS, orient="row")
+    config = replace(profile("demo"), rerank_depth=3, n_negatives=2)
+    pairs = training_pairs(run, pl.concat([qrels, deep]), ["q0", "q1"], config)
+    assert set(pairs["query_id"]) == {"q0", "q1"}  # q7 is no training query
+    assert set(pairs["pos_doc_id"]) == {"q0d0", "q1d0"}  # q0d4 (rank 5) lies below the depth
+    assert pairs["neg_rank"].max() <= 3 and pairs.height == 4
+    wider = training_pairs(run, pl.concat([qrels, deep]), ["q0"], replace(config, train_depth=5))
+    assert set(wider["pos_doc_id"]) == {"q0d0", "q0d4"}
+    with pytest.raises(ValueError, match="train_pairs"):
+        replace(config, train_pairs="all")

@@ -260,3 +260,15 @@ def test_maxp_finds_what_firstp_cannot_see(backbone, tmp_path):
     shuffled = reranker.mean_measure(held_run, held_qrels, list(held_queries), "nDCG@10")
     assert found["bert-maxp"] > shuffled + 0.2, (found, shuffled)
     assert found["bert-firstp"] < shuffled + 0.1, (found, shuffled)
+
+
+def test_passage_models_start_from_the_bundled_backbones_cosine_head():
+    """BERT-FirstP/MaxP over the bundled bi-encoder start where the cross-encoders start: the cosine head."""
+    model, encoder = reranker.build_bert_model("bert-maxp", replace(reranker.profile("demo"), bert_max_length=64))
+    assert model.cross_encoder.head == "cosine"
+    model.eval()
+    encoder.add_texts({"q": "heat transfer in supersonic flow"},
+                      {"on": "heat transfer to a flat plate in supersonic flow", "off": "a recipe for apple pie"})
+    with torch.no_grad():
+        on, off = model(encoder.batch([("q", "on"), ("q", "off")])).tolist()
+    assert on > off  # untrained, the on-topic document already scores higher
