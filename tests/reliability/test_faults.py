@@ -149,7 +149,7 @@ def test_an_update_queued_for_the_slot_goes_on_when_the_holder_is_killed(tmp_pat
     holder = _start(root, "docs", "php_hp")
     _wait_for(holder, "progress in the training step", _marker(root, "php_hp-1"), root)
     waiting = _start(root, "word2vec")  # another training step: it waits for the slot php_hp holds
-    _wait_for(waiting, "the second update waiting for the slot", lambda: "materializing word2vec" in _logs(root), root)
+    _wait_for(waiting, "the second update waiting for the slot", lambda: "waiting for a slot of pool `training`" in _logs(root), root)
     time.sleep(2.0)
     assert not (root / "progress" / "word2vec-0").exists(), "two training steps at once"
     _kill(holder)
@@ -166,7 +166,7 @@ def test_killed_while_queued_for_the_slot_behind_a_killed_holder(tmp_path, refer
     holder = _start(root, "docs", "php_hp")
     _wait_for(holder, "progress in the training step", _marker(root, "php_hp-1"), root)
     waiting = _start(root, "word2vec")
-    _wait_for(waiting, "the second update waiting for the slot", lambda: "materializing word2vec" in _logs(root), root)
+    _wait_for(waiting, "the second update waiting for the slot", lambda: "waiting for a slot of pool `training`" in _logs(root), root)
     time.sleep(2.0)
     _kill(waiting)  # waiting for the slot, dead
     _kill(holder)  # holds the slot, dead
