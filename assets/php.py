@@ -452,7 +452,7 @@ ALL_SETTINGS = dg.AssetDep("collection_settings", partition_mapping=dg.AllPartit
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2", deps=[ALL_SETTINGS])  # 2: the cosine head
 def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
                   php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
-                  php_mrds: pl.DataFrame) -> pl.DataFrame:
+                  php_mrds: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """The Table 3 baselines pre-trained with PHP's backbone, budget and MLM: one checkpoint folder each."""
     config = with_profile(config, context)
     domain = config.to_domain()
@@ -475,7 +475,7 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
     context.add_output_metadata({**metadata, "methods": len(rows), **_placement_metadata(domain.train),
                                  "loss_curves": _curves_markdown(curves, "Table 3 baselines")})
     schema = {"method": pl.String, "path": pl.String, "examples": pl.Int64, "steps": pl.Int64, "seed": pl.Int64}
-    return pl.DataFrame(rows, schema=schema)
+    return by_content(pl.DataFrame(rows, schema=schema))
 
 
 # --- fine-tuning and reranking ------------------------------------------------------------------
