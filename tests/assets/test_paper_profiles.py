@@ -81,7 +81,10 @@ def test_php_pretraining_fine_tuning_and_reranking(tmp_path):
     assert manifest["dev_score"].is_not_null().all()  # selected on dev (depth 100)
     assert rerank_metadata["depth"].value == 100  # the paper's depth
     reranked = tuned.asset_value("reranked_runs")
-    assert set(reranked["query_id"]) == {"g/q"} and reranked.group_by("run_name").len()["len"].to_list() == [len(TOPICS)] * 4
+    lengths = reranked.group_by("run_name").len()
+    pure = {"bert", "php", "ict", "harp", "bi-encoder"}  # and each interpolated with BM25
+    assert set(reranked["query_id"]) == {"g/q"} and set(lengths["run_name"]) == pure | {f"{n}+bm25" for n in pure}
+    assert (lengths["len"] == len(TOPICS)).all()
 
 
 def test_cet_lab_and_runs(tmp_path):
@@ -144,7 +147,7 @@ def test_ghrm_word2vec_runs_and_sweeps(tmp_path):
     budget = {"min_count": 1, "epochs": 1, "batches_per_epoch": 1, "pairs_per_batch": 2}
     runs = ghrm_runs(context=_context("wiki-car"), config=GHRMAssetConfig(folds=[0], **budget), data=data,
                      corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
-                     word2vec=vectors)
+                     word2vec=vectors).value
     assert runs.group_by("run_name", "query_id").len()["len"].unique().to_list() == [8]  # every candidate (depth 100)
     fixed = splits.with_columns(split=pl.col("fold").replace_strict({0: "train/model", 1: "train/model", 2: "train/model",
                                                                      3: "dev", 4: "test"}, return_dtype=pl.String))
@@ -169,9 +172,9 @@ def test_neural_baselines_all_ten(tmp_path):
     vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
                        config=Word2VecAssetConfig(dim=8, epochs=1, min_count=1), data=data, corpus=corpus.lazy()).value
     config = NeuralBaselinesConfig(models=list(MODELS), epochs=1, steps_per_epoch=1, batch_size=2,
-                                   backbone=PAPER_BACKBONE, threads=1)
+                                   backbone=PAPER_BACKBONE, threads=1, lengths="profile")  # DUET's paper pool needs 100+ words
     runs = neural_baselines(context=_context("wiki-car/seed-0"), config=config, data=data, corpus=corpus.lazy(),
                             queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run, negatives=negatives,
-                            word2vec=vectors)
-    assert sorted(runs["run_name"].unique()) == sorted(MODELS)
+                            word2vec=vectors).value
+    assert sorted(runs["run_name"].unique()) == sorted([*MODELS, *(f"{m}+bm25" for m in MODELS)])
     assert runs.group_by("run_name", "query_id").len()["len"].unique().to_list() == [8]  # depth 100: every candidate
