@@ -1,7 +1,6 @@
 """One profile switch: a collection's `profile:` in the YAML, `--profile` of the command line (a run
 tag), their precedence under an asset's own settings, and the staleness a profile change causes."""
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import dagster as dg
@@ -18,7 +17,6 @@ from assets.updates import update_all
 from dagster_ir.collections.config import (
     CollectionConfigError,
     collection_versions,
-    load_collections_config,
     settings_versions,
 )
 
@@ -35,20 +33,6 @@ collections:
     path: p
 """
 
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    path = tmp_path / "dagster-ir.yaml"
-
-    def use(text: str) -> Path:
-        path.write_text(text)
-        specs = load_collections_config(path)
-        monkeypatch.setattr(settings, "collection_specs", lambda: specs)
-        monkeypatch.setattr(settings, "config_path", lambda: path)
-        return path
-
-    monkeypatch.delenv(settings.PROFILE_ENV, raising=False)
-    return use
 
 
 def _run(profile: str | None):

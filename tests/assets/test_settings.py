@@ -1,13 +1,12 @@
 """Per-collection asset settings (`assets:` in the YAML): precedence, checks, and the dependency that makes them stale."""
 
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
 import assets.settings as settings
 from assets.baselines import NeuralBaselinesConfig
-from dagster_ir.collections.config import CollectionConfigError, load_collections_config
+from dagster_ir.collections.config import CollectionConfigError
 
 YAML = """
 collections:
@@ -21,20 +20,6 @@ collections:
     path: p
 """
 
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """Point assets.settings at a YAML file written by the test."""
-    path = tmp_path / "dagster-ir.yaml"
-
-    def use(text: str) -> Path:
-        path.write_text(text)
-        specs = load_collections_config(path)
-        monkeypatch.setattr(settings, "collection_specs", lambda: specs)
-        monkeypatch.setattr(settings, "config_path", lambda: path)
-        return path
-
-    return use
 
 
 def test_the_yaml_fills_what_the_run_config_leaves_unset(project):
