@@ -3,8 +3,9 @@
 - Data assets (groups `wikipedia`, `collections`, `retrieval`, `evaluation`) are *eager*: a new dump
   partition is parsed as soon as it exists, and the corpus-wide Wikipedia assets, the collections
   and the first-stage runs follow as soon as what they read was updated. The observable sources
-  (`wiki_dump_file`, `collection_config`, `imported_runs`) are observed by `dagster-ir update`, not
-  in the UI, so a never-observed source does not count as missing.
+  (`wiki_dump_file`, `collection_config`, `imported_runs`, ...) are observed by `dagster-ir update`
+  and by the observation sensor (assets.observation), not materialized, so a never-observed source
+  does not count as missing.
 - Trained assets (groups `php`, `model1`, `ghrm`, `cet`, `baselines`, `methods_report`) are *due on the
   retraining cron*: an asset partition is requested at a cron tick only if, since it was last
   requested or updated, an upstream asset was updated or its code version changed, or it is
@@ -21,8 +22,8 @@
 `automate(assets)` maps the conditions over the list in `assets.definitions`.
 The default automation sensor is declared (stopped, as Dagster's sensors are by default); turn it on
 in the UI (Automation -> default_automation_condition_sensor) to let data flow without a person.
-The `retraining` schedule (assets.schedules, on by default) is the other route to the trained assets'
-retraining; while this sensor is on, the schedule's ticks launch nothing, so they never retrain twice.
+The retraining schedules (assets.schedules, on by default) are the other route to the trained assets'
+retraining; while this sensor is on, their ticks launch nothing, so they never retrain twice.
 """
 
 from __future__ import annotations
@@ -110,6 +111,6 @@ def automation_sensor(target: dg.AssetSelection | None = None) -> dg.AutomationC
         minimum_interval_seconds=30,
         description="Requests what the assets' automation conditions say is due: new dump partitions and the "
                     "corpus-wide assets at once, trained assets at the retraining cron tick when stale (the "
-                    "retraining schedule then launches nothing). "
+                    "retraining schedules then launch nothing). "
                     "Stopped by default: start it here to let new data flow without a person.",
     )

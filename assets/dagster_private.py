@@ -1,11 +1,11 @@
 """Every use of a Dagster name that is not public API, in one place.
 
 Dagster offers no public entry point for what the UI's "stale" badges show (the stale status of an
-asset partition and its causes), for observing a source asset in process, or for the step an
-IO manager's `load_input` runs in, for the name of the asset job every asset belongs to (the one
-a schedule over assets of several partitions definitions targets), or for whether a sensor is on
-(the retraining schedule steps aside while the automation sensor runs). The rest of `assets/` uses
-only `import dagster as dg`; this module wraps the few private names behind small functions, and tests/assets/test_dagster_private.py
+asset partition and its causes), for observing a source asset in process, for the step an IO
+manager's `load_input` runs in, for whether a sensor is on (the retraining schedules step aside while
+the automation sensor runs), or for the data version an observation recorded (the run-wide profile
+the sources were last observed with). The rest of `assets/` uses only `import dagster as dg`; this
+module wraps the few private names behind small functions, and tests/assets/test_dagster_private.py
 fails loudly, naming the missing one, when a Dagster upgrade moves or removes one of them.
 
 Checked against the Dagster minor versions named in pyproject.toml (`[tool.dagster-ir]`).
@@ -20,7 +20,6 @@ import dagster as dg
 # The private names, imported once; `PRIVATE_NAMES` lists them for the upgrade test.
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 from dagster._core.definitions.observe import observe as _observe
 from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 
@@ -28,7 +27,6 @@ PRIVATE_NAMES = {
     "dagster._core.asset_graph_view.asset_graph_view": ("AssetGraphView", "TemporalContext"),
     "dagster._core.definitions.data_version": ("CachingStaleStatusResolver", "StaleStatus", "StaleCause"),
     "dagster._core.definitions.observe": ("observe",),
-    "dagster._core.definitions.assets.job.asset_job": ("IMPLICIT_ASSET_JOB_NAME",),
     "dagster._core.scheduler.instigation": ("InstigatorStatus", "InstigatorType"),
 }
 # Attributes used on public objects that are not themselves public.
@@ -36,11 +34,10 @@ PRIVATE_ATTRIBUTES = {
     "InputContext.step_context": "the run id and step key of the step loading an input",
     "OutputContext.step_context": "the op config of the step writing an output",
     "AssetExecutionContext.get_step_execution_context": "the step key of the running asset step",
+    "AssetObservation.data_version": "the data version an observation recorded",
 }
 
 FRESH, STALE, MISSING = StaleStatus.FRESH, StaleStatus.STALE, StaleStatus.MISSING
-# The job every asset belongs to, whatever its partitions (what the UI's "Materialize" launches).
-ASSET_JOB = IMPLICIT_ASSET_JOB_NAME
 
 
 class StaleResolver:
@@ -109,3 +106,10 @@ def sensor_running(instance: dg.DagsterInstance, name: str) -> bool:
     states = instance.all_instigator_state(instigator_type=InstigatorType.SENSOR,
                                            instigator_statuses={InstigatorStatus.RUNNING})
     return any(state.instigator_name == name for state in states)
+
+
+def latest_observed_version(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
+    """The data version of the latest observation of unpartitioned source `key` (None: never observed)."""
+    records = instance.fetch_observations(key, limit=1).records
+    observation = records[0].asset_observation if records else None
+    return observation.data_version if observation is not None else None

@@ -9,7 +9,8 @@ from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
 from assets.launch import asset_jobs
 from assets.metadata import with_kinds
-from assets.schedules import retraining_cron, retraining_schedule
+from assets.observation import observation_jobs, source_observation_sensor
+from assets.schedules import retraining_cron, retraining_schedules
 from assets.resources import DataDirResource
 from assets.baselines import baselines_assets, baselines_checks
 from assets.cet import cet_assets, cet_checks
@@ -53,13 +54,19 @@ METHOD_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report", "baselines")
 DEMO_SELECTION = dg.AssetSelection.all()
 FIRST_STAGE_SELECTION = dg.AssetSelection.all() - dg.AssetSelection.groups(*METHOD_GROUPS)
 
+def _project_defs() -> dg.Definitions:
+    return defs
+
+
 defs = dg.Definitions(
     assets=all_assets,
     asset_checks=all_checks,
     # one asset job per partitions definition: what `dagster-ir update` submits runs of (assets.launch)
-    jobs=[*all_jobs, *asset_jobs(all_assets)],
-    schedules=[retraining_schedule],
-    sensors=[*all_sensors, automation_sensor()],
+    # and the observation of the source assets, launched by source_observation_sensor (assets.observation)
+    jobs=[*all_jobs, *asset_jobs(all_assets), *observation_jobs],
+    # one retraining schedule per named asset job holding trained assets (assets.schedules)
+    schedules=retraining_schedules(all_assets, retraining_cron(), _project_defs),
+    sensors=[*all_sensors, automation_sensor(), source_observation_sensor],
     resources=resources(),
     executor=executor_definition(project_executor_settings()),  # `executor:` in dagster-ir.yaml
 )

@@ -271,7 +271,8 @@ def source_tags(kind: str) -> dict[str, str]:
 def source_metadata(observes: str, makes_stale: str) -> dict[str, str]:
     """What an observable source's data version covers, and what a change to it makes stale."""
     return {"observes": observes, "a change makes stale": makes_stale,
-            "observed by": "dagster-ir update, demo, reproduce and status, before they compare data versions"}
+            "observed by": "dagster-ir update, demo, reproduce and status, before they compare data versions; "
+                           "in the UI, source_observation_sensor, when what they read changed"}
 
 
 def by_content(frame: pl.DataFrame) -> dg.Output:

@@ -17,7 +17,8 @@ of every config that has one, for that collection's partitions; a run-wide profi
 collection's; a profile in the collection's `assets` settings or in the run's own config wins over
 both. The unpartitioned PHP pre-training assets take the run-wide profile alone (`with_profile`).
 The command line also sets $DAGSTER_IR_PROFILE in its own process, so that observing the settings
-(`collection_settings`, `run_profile_setting`) makes what a profile change touches stale.
+(`collection_settings`, `run_profile_setting`) makes what a profile change touches stale; the UI's
+observation runs carry the last observed profile as their tag instead (assets.observation).
 
 An asset takes settings when it is listed in `SETTABLE` (with its config class, so a misspelt
 field is an error naming the file and the field when the definitions load), calls
@@ -72,18 +73,24 @@ def _checked(profile: str | None, where: str) -> str | None:
 @dg.observable_source_asset(group_name="collections", partitions_def=collection_partitions, tags=source_tags("yaml"),
                              metadata=source_metadata("the `assets:` settings of the collection in the collections YAML",
                                                       "the assets those settings configure (neural_baselines)"))
-def collection_settings() -> dg.DataVersionsByPartition:
+def collection_settings(context) -> dg.DataVersionsByPartition:
     """Each collection's `assets` settings and profile (a hash; "none" without any)."""
-    versions = settings_versions(config_path(), env_profile())
+    versions = settings_versions(config_path(), observed_profile(context))
     return dg.DataVersionsByPartition(
         {name: dg.DataVersion(versions.get(name, "none")) for name in collection_partitions.get_partition_keys()}
     )
 
 
 @dg.observable_source_asset(group_name="collections")
-def run_profile_setting() -> dg.DataVersion:
+def run_profile_setting(context) -> dg.DataVersion:
     """The run-wide profile the command line asked for ("default" without --profile), for the PHP pre-training."""
-    return dg.DataVersion(env_profile() or "default")
+    return dg.DataVersion(observed_profile(context) or "default")
+
+
+def observed_profile(context) -> str | None:
+    """The run-wide profile a source is observed with: the observing run's tag (the UI's observation
+    sensor carries the last observed one), else this process's (the command line's `--profile`)."""
+    return run_profile(context) or env_profile()
 
 
 # Dependency of a unit-partitioned asset on its collection's settings.

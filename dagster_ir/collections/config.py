@@ -480,6 +480,24 @@ def run_import_versions(path: str | os.PathLike[str] | None) -> dict[str, str]:
     return versions
 
 
+def inputs_identity(path: str | os.PathLike[str] | None) -> str:
+    """A cheap identity of everything the collection-side versions read: the YAML file's bytes, and the
+    size and mtime of the files it names (collection files and imported runs). It changes whenever one of
+    `collection_versions`, `settings_versions` or `run_import_versions` may change, without hashing
+    the run files' contents (what a poller calls every few seconds)."""
+    digest = hashlib.blake2b(b"inputs", digest_size=12)
+    if path is None:
+        digest.update(b"built-in")
+    else:
+        for name, version in sorted(collection_versions(path).items()):  # a missing or bad file raises here
+            digest.update(f"{name}={version};".encode())
+        digest.update(Path(path).read_bytes())
+        for name, named in sorted(load_run_imports(path).items()):
+            for run_name, file in sorted(named.items()):
+                digest.update(f"{name}.{run_name}={_path_identity(file)};".encode())
+    return digest.hexdigest()
+
+
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 

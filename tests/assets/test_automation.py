@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 
 from assets.automation import AUTOMATION_SENSOR, TRAINING_POOL, automate, automation_sensor
-from assets.dagster_private import ASSET_JOB
-from assets.schedules import RETRAIN_TAG, make_retraining_schedule, retraining_cron
+from assets.launch import asset_jobs, job_name
+from assets.schedules import RETRAIN_TAG, retraining_cron, retraining_schedules
 from dagster_ir.collections import CollectionConfigError
 
 CRON = "0 3 * * 0"  # Sundays 03:00 UTC
@@ -151,26 +151,47 @@ def test_trained_assets_never_built_are_due_at_the_cron_tick(tmp_path):
         assert ticks(defs) == {("reranked_runs", UNIT)}
 
 
-def schedule_tick(defs, instance) -> tuple[list[tuple[str, str | None]], str | None]:
-    """One tick of the project's schedule (frozen at a Sunday 03:00) as the daemon evaluates it:
-    the requested (assets, partition) pairs, and the skip message."""
-    schedule = make_retraining_schedule(CRON, lambda: defs, dg.AssetSelection.groups("php", "ghrm"))
-    repository = dg.Definitions(assets=defs.assets, resources=defs.resources, schedules=[schedule]).get_repository_def()
-    with dg.build_schedule_context(instance=instance, repository_def=repository,
-                                   scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)) as context:
-        data = schedule.evaluate_tick(context)
-    for request in data.run_requests or []:  # plain asset runs, partition tag set, re-executable in the UI
-        assert request.tags.get("dagster/partition") == request.partition_key
-        assert request.tags[RETRAIN_TAG] == ", ".join(k.to_user_string() for k in request.asset_selection)
-    requested = sorted((", ".join(k.to_user_string() for k in r.asset_selection), r.partition_key)
-                       for r in data.run_requests or [])
-    return requested, data.skip_message
+def schedule_tick(defs, instance, launch: bool = False) -> tuple[list[tuple[str, str | None]], str | None]:
+    """One tick of each of the project's retraining schedules (frozen at a Sunday 03:00) as the daemon
+    evaluates them: the requested (assets, partition) pairs, and the skip messages. With `launch`, each
+    request is executed as the daemon launches it (a run of the schedule's job) and checked."""
+    groups = ("php", "ghrm")
+    schedules = retraining_schedules(defs.assets, CRON, lambda: defs, groups)
+    repository = dg.Definitions(assets=defs.assets, resources=defs.resources, schedules=schedules,
+                                jobs=asset_jobs(defs.assets)).get_repository_def()
+    requests, skipped = [], []
+    for schedule in schedules:
+        with dg.build_schedule_context(instance=instance, repository_def=repository,
+                                       scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)) as context:
+            data = schedule.evaluate_tick(context)
+        skipped += [data.skip_message] if data.skip_message else []
+        for request in data.run_requests or []:  # runs of the schedule's named job, partition tag set
+            assert request.job_name == schedule.job_name and repository.has_job(request.job_name)
+            assert request.tags.get("dagster/partition") == request.partition_key
+            assert request.tags[RETRAIN_TAG] == ", ".join(k.to_user_string() for k in request.asset_selection)
+            if launch:
+                result = repository.get_job(schedule.job_name).execute_in_process(
+                    instance=instance, asset_selection=list(request.asset_selection),
+                    partition_key=request.partition_key, tags=request.tags)
+                assert result.success and result.dagster_run.job_name == schedule.job_name
+            requests.append(request)
+    requested = sorted((", ".join(k.to_user_string() for k in r.asset_selection), r.partition_key) for r in requests)
+    return requested, "; ".join(skipped) if not requested else None
+
+
+def test_one_retraining_schedule_per_named_job_holding_trained_assets(tmp_path):
+    defs = definitions(tmp_path)
+    schedules = retraining_schedules(defs.assets, CRON, lambda: defs, ("php", "ghrm"))
+    # php_hp and ghrm_runs are unpartitioned, reranked_runs is per unit: two jobs, no `__ASSET_JOB`
+    units_job = job_name(units)
+    assert {s.name: s.job_name for s in schedules} == {
+        "retraining_unpartitioned_assets": "unpartitioned_assets_job",
+        f"retraining_{units_job.removesuffix('_job')}": units_job}
+    assert all(s.cron_schedule == CRON for s in schedules)
 
 
 def test_retraining_schedule_requests_exactly_the_stale_partitions(tmp_path):
     defs = definitions(tmp_path)
-    schedule = make_retraining_schedule(CRON, lambda: defs)
-    assert schedule.job_name == ASSET_JOB  # every asset's job, whatever its partitions
     with dg.instance_for_test() as instance:
         demo(defs, instance)
         requested, skipped = schedule_tick(defs, instance)
@@ -186,6 +207,18 @@ def test_retraining_schedule_requests_exactly_the_stale_partitions(tmp_path):
         materialize(defs, instance, ["wiki_articles"], "d2")
         materialize(defs, instance, ["wiki_links"])
         assert schedule_tick(defs, instance) == ([("ghrm_runs, php_hp", None)], None)  # one run per partition
+
+
+def test_retraining_runs_are_runs_of_the_named_jobs_and_leave_nothing_stale(tmp_path):
+    defs = definitions(tmp_path)
+    with dg.instance_for_test() as instance:
+        demo(defs, instance)
+        changed = definitions(tmp_path, model_version="2", rerank_version="2")
+        assert schedule_tick(changed, instance, launch=True)[0] == [("php_hp", None)]
+        assert schedule_tick(changed, instance, launch=True)[0] == [("reranked_runs", UNIT)]  # the next tick
+        assert schedule_tick(changed, instance)[0] == []
+        jobs = {run.job_name for run in instance.get_runs(filters=dg.RunsFilter(tags={RETRAIN_TAG: "php_hp"}))}
+        assert jobs == {"unpartitioned_assets_job"}
 
 
 def test_retraining_schedule_steps_aside_while_the_automation_sensor_is_on(tmp_path):
@@ -247,10 +280,15 @@ def test_project_definitions_declare_the_schedule_sensors_conditions_and_pools()
     # (the Definitions' own lists: building the repository here would reuse a closed test instance)
     schedules = {s.name: s for s in defs.schedules}
     sensors = {s.name: s for s in defs.sensors}
-    schedule = schedules["retraining"]
-    # the schedule is the retraining route on by default; the automation sensor is off (see the schedule's test)
-    assert schedule.cron_schedule == retraining_cron() and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    assert schedule.job_name == ASSET_JOB
+    # the schedules are the retraining route on by default; the automation sensor is off (see the schedule's test)
+    assert {name: s.job_name for name, s in schedules.items()} == {
+        "retraining_unpartitioned_assets": "unpartitioned_assets_job",
+        "retraining_collection_assets": "collection_assets_job", "retraining_unit_assets": "unit_assets_job"}
+    job_names = {job.name for job in defs.jobs}
+    for schedule in schedules.values():
+        assert schedule.cron_schedule == retraining_cron() and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+        assert schedule.job_name in job_names
+    assert sensors["source_observation_sensor"].default_status == dg.DefaultSensorStatus.RUNNING
     sensor = sensors["default_automation_condition_sensor"]
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert "start" in sensors["wiki_dump_sensor"].description.lower()

@@ -6,6 +6,7 @@ import pytest
 from dagster_ir.collections.config import (
     TOP_LEVEL_KEYS,
     collection_versions,
+    inputs_identity,
     run_import_versions,
     settings_versions,
     CollectionConfigError,
@@ -215,6 +216,23 @@ def test_imported_runs_are_versioned_by_their_content(tmp_path):
     assert second["a"] != first["a"] and second["b"] == first["b"]
     write_config(tmp_path, TWO.replace("runs:\n  a: {ext: ext.trec}\n", ""))
     assert run_import_versions(path)["a"] == first["b"]  # no runs at all
+
+
+def test_inputs_identity_changes_whenever_a_version_may_and_hashes_no_run_file(tmp_path, monkeypatch):
+    import dagster_ir.collections.config as config
+
+    (tmp_path / "ext.trec").write_text("1 Q0 d1 1 2.0 ext\n")
+    path = write_config(tmp_path, TWO)
+    first = inputs_identity(path)
+    assert inputs_identity(path) == first  # stable
+    (tmp_path / "ext.trec").write_text("1 Q0 d1 1 2.0 ext\n2 Q0 d1 1 2.0 ext\n")  # an imported run grew
+    second = inputs_identity(path)
+    assert second != first
+    write_config(tmp_path, TWO.replace("dataset: antique/test", "dataset: antique/test\n    profile: paper"))
+    assert inputs_identity(path) not in (first, second)  # a settings-only edit (collection_versions ignores it)
+    assert inputs_identity(None) == inputs_identity(None)
+    monkeypatch.setattr(config, "_content_hash", lambda _: pytest.fail("a poll must not read run files whole"))
+    inputs_identity(path)
 
 
 def test_asset_settings_are_read_and_versioned_apart_from_the_rest_of_the_section(tmp_path):
