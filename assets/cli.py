@@ -244,15 +244,23 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
 
     rows = [(asset, partition, n, short(path)) for asset, partition, n, path in latest]
     data = "" if root.resolve() == _DEFAULT_DATA else f" --data {root}"
-    return "\n".join([
+    # suggested on what this data directory holds: a table it has, a collection with a report
+    assets = [asset for asset, *_ in latest]
+    table = "wiki_link_graph" if "wiki_link_graph" in assets else (assets[0] if assets else None)
+    reported = sorted({partition for asset, partition, *_ in latest
+                       if asset in ("evaluation_report", "model_report") and partition})
+    lines = [
         f"Results: the newest materialization of each asset partition (paths under {root})",
         text_table(["asset", "partition", "rows", "table"], rows, [False, False, True, False]),
         "",
         f"Data directory:  {root}",
-        f"Catalog:         dagster-ir{data} catalog query \"select * from wiki_link_graph limit 5\"",
-        f"Reports:         dagster-ir{data} report --collection wiki-car",
-        "Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)",
-    ])
+    ]
+    if table:
+        lines.append(f"Catalog:         dagster-ir{data} catalog query \"select * from {table} limit 5\"")
+    if reported:
+        lines.append(f"Reports:         dagster-ir{data} report --collection {reported[0]}")
+    lines.append("Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)")
+    return "\n".join(lines)
 
 
 def cmd_status(root: Path) -> int:

@@ -90,7 +90,7 @@ def test_demo_summary_is_aligned_uncut_and_suggests_commands_that_exist(tmp_path
     partition = "enwiki-20260101-pages-articles-multistream.xml.bz2@0-123456789"
     latest = [("wiki_articles", partition, 1234, str(root / "tables/wiki_articles/x.parquet")),
               ("corpus", "wiki-car", 5, str(root / "tables/corpus/y.parquet")),
-              ("wiki_link_graph", "", 123456789, None)]
+              ("wiki_link_graph", "", 123456789, None), ("evaluation_report", "wiki-car", 60, None)]
     text = summary_text(root, latest)
     lines = text.splitlines()
     assert partition in text and "duckdb " not in text
@@ -106,6 +106,11 @@ def test_demo_summary_is_aligned_uncut_and_suggests_commands_that_exist(tmp_path
     assert build_parser().parse_args(["catalog", "query", sql]).sql == sql
     assert report.split()[1:] == ["--data", str(root), "report", "--collection", "wiki-car"]  # not the default dir
     assert _parser(collection_default="wiki-car").parse_args(report.split()[4:]).collection == "wiki-car"
+    # a project without wiki-car (examples/cranfield.yaml): the report suggested is one that exists
+    other = summary_text(root, [("corpus", "cranfield", 1400, None), ("evaluation_report", "cranfield", 225, None)])
+    assert "report --collection cranfield" in other and "wiki-car" not in other and "wiki_link_graph" not in other
+    assert 'select * from corpus limit 5' in other
+    assert "Reports:" not in summary_text(root, [("corpus", "cranfield", 1400, None)])  # no report made yet
 
 
 def test_every_subcommand_help_has_an_example():
