@@ -26,7 +26,7 @@ CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage", "--window-size=1600,1000"]
 START_TIMEOUT = 150  # seconds for `dagster dev` to answer on 2 loaded cores
-RUN_TIMEOUT = 90
+RUN_TIMEOUT = 240  # a run's steps start processes that import the project, on 2 shared cores
 
 pytestmark = pytest.mark.slow
 
@@ -147,6 +147,23 @@ def _wait_for_text(browser, texts: list[str], timeout: float = 60) -> str:
     raise AssertionError(f"page {browser.current_url} never showed {missing}; it shows: {body[:1500]!r}")
 
 
+def _wait_for_run(port: int, run_id: str) -> None:
+    status, deadline = None, time.monotonic() + RUN_TIMEOUT
+    while time.monotonic() < deadline:
+        status = _graphql(port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
+                          {"id": run_id})["runOrError"]["status"]
+        if status in ("SUCCESS", "FAILURE", "CANCELED"):
+            break
+        time.sleep(2)
+    assert status == "SUCCESS", f"run {run_id} ended {status}"
+
+
+OBSERVATION_RUNS = """
+{ runsOrError(filter: {tags: [{key: "dagster_ir/command", value: "observe"}]}) {
+    ... on Runs { results { runId pipelineName } } } }
+"""
+
+
 LAUNCH = """
 mutation Launch($params: ExecutionParams!) {
   launchPipelineExecution(executionParams: $params) {
@@ -183,8 +200,67 @@ def _update_run(ui) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+REPORT_ONE = """
+import os, dagster as dg, polars as pl
+from assets.definitions import resources
+from assets.evaluation import evaluation_report
+from assets.partitions import collection_partitions
+
+# The report's inputs are made here (the first-stage chain that makes them takes minutes on 2 cores);
+# the report asset itself, its metadata and its table go through the project's own code and IO manager.
+queries = [f"q{i}" for i in range(8)]
+docs = [f"d{j}" for j in range(5)]
+runs = pl.DataFrame([{"query_id": q, "doc_id": d, "score": float(5 - r + (i % 2) * (r == 2)), "rank": r + 1,
+                      "run_name": name}
+                     for name in ("bm25", "ql", "dense") for i, q in enumerate(queries)
+                     for r, d in enumerate(docs if name != "ql" else docs[::-1])])
+inputs = {
+    "candidate_runs": runs.with_columns(pl.col("rank").cast(pl.Int32)),
+    "qrels": pl.DataFrame({"query_id": queries, "doc_id": ["d0"] * 8, "relevance": [1] * 8},
+                          schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}),
+    "query_splits": pl.DataFrame({"query_id": queries, "split": ["test"] * 8, "fold": [0] * 8},
+                                 schema={"query_id": pl.String, "split": pl.String, "fold": pl.Int32}),
+}
+project = resources(os.environ["DAGSTER_IR_DATA"])
+
+
+class Inputs(dg.IOManager):
+    def load_input(self, context):
+        return inputs[context.asset_key.to_user_string()]
+
+    def handle_output(self, context, obj):
+        project["io_manager"].handle_output(context, obj)
+
+
+partition = collection_partitions.get_partition_keys()[0]
+upstream = [dg.SourceAsset(key=name, partitions_def=collection_partitions) for name in inputs]
+result = dg.materialize([evaluation_report, *upstream], partition_key=partition, instance=dg.DagsterInstance.get(),
+                        resources={**project, "io_manager": dg.IOManagerDefinition.hardcoded_io_manager(Inputs())},
+                        run_config={"ops": {"evaluation_report": {"config": {"bootstrap_resamples": 200}}}})
+assert result.success
+print(partition)
+"""
+
+
+def _report_materialized(ui) -> None:
+    """A materialization of `evaluation_report` (one collection) in the UI's instance, made in its own process."""
+    env = {**os.environ, "DAGSTER_IR_DATA": str(ui["data"]), "DAGSTER_HOME": str(ui["data"].parent / "dagster_home"),
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("DAGSTER_IR_CONFIG", None)
+    done = subprocess.run([sys.executable, "-c", REPORT_ONE], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+NUMERIC_METADATA = """
+query A($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
+  assetMaterializations(limit: 1) { metadataEntries { label __typename } } } } }
+"""
+
+
 def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records_it(ui, tmp_path):
     from assets.definitions import defs
+    from assets.metadata import column_description
     from dagster_ir.storage.catalog import Catalog
 
     groups = sorted({node.group_name for node in defs.resolve_asset_graph().asset_nodes})
@@ -206,8 +282,11 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         repository = _graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name "
                                     "location { name } schedules { name } sensors { name } } } } }")
         repo = repository["repositoriesOrError"]["nodes"][0]
-        assert [s["name"] for s in repo["schedules"]] == ["retraining"]
-        assert {"default_automation_condition_sensor", "wiki_dump_sensor"} <= {s["name"] for s in repo["sensors"]}
+        # one retraining schedule per named asset job holding trained assets: their runs name that job
+        assert sorted(s["name"] for s in repo["schedules"]) == [
+            "retraining_collection_assets", "retraining_unit_assets", "retraining_unpartitioned_assets"]
+        assert {"default_automation_condition_sensor", "wiki_dump_sensor", "source_observation_sensor"} <= {
+            s["name"] for s in repo["sensors"]}
         params = {
             "selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
                          "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": ["wiki_dump"]}]},
@@ -218,14 +297,17 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         launched = _graphql(port, LAUNCH, {"params": params})["launchPipelineExecution"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         run_id = launched["run"]["runId"]
-        status, deadline = None, time.monotonic() + RUN_TIMEOUT
-        while time.monotonic() < deadline:
-            status = _graphql(port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
-                              {"id": run_id})["runOrError"]["status"]
-            if status in ("SUCCESS", "FAILURE", "CANCELED"):
-                break
+        _wait_for_run(port, run_id)
+        # the observation sensor (on by default) observed the sources at its first tick: one run of each
+        # observation job, so no source is unobserved in the UI
+        deadline = time.monotonic() + RUN_TIMEOUT  # the daemon ticks the sensor every 30 s
+        while len(observed := _graphql(port, OBSERVATION_RUNS)["runsOrError"]["results"]) < 2 \
+                and time.monotonic() < deadline:
             time.sleep(2)
-        assert status == "SUCCESS", f"run {run_id} ended {status}"
+        assert sorted(r["pipelineName"] for r in observed) == ["observe_collection_sources_job",
+                                                               "observe_dump_sources_job"], observed
+        for run in observed:
+            _wait_for_run(port, run["runId"])
         recorded = Catalog(ui["data"]).query(
             "select asset_key, partition, rows from materializations where run_id = ?", [run_id])
         assert recorded.rows() == [("wiki_dump", ui["partition"], 1)]
@@ -236,7 +318,8 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         browser.save_screenshot(str(ui["shots"] / "model_report.png"))
 
         browser.get(f"http://127.0.0.1:{port}/automation")
-        _wait_for_text(browser, ["retraining", "default_automation_condition_sensor", "wiki_dump_sensor"], timeout=60)
+        _wait_for_text(browser, ["retraining_unit_assets", "default_automation_condition_sensor", "wiki_dump_sensor",
+                                 "source_observation_sensor"], timeout=60)
         time.sleep(3)  # their statuses load after the names
         browser.save_screenshot(str(ui["shots"] / "automation.png"))
 
@@ -253,6 +336,29 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
                    if b.is_displayed()]
         assert buttons and all(b.is_enabled() and b.get_attribute("disabled") is None for b in buttons), \
             [b.text for b in buttons]
+
+        # A report asset's page: its table's columns with their descriptions, and its Plots: one chart per
+        # numeric key the IO manager records for every table (rows, bytes), none per run and measure (the
+        # results are one table entry), so no chart of a key that only one event has, a point forever.
+        _report_materialized(ui)
+        entries = _graphql(port, NUMERIC_METADATA, {"key": {"path": ["evaluation_report"]}})[
+            "assetOrError"]["assetMaterializations"][0]["metadataEntries"]
+        labels = {e["label"]: e["__typename"] for e in entries}
+        numeric = sorted(label for label, kind in labels.items() if kind in ("IntMetadataEntry", "FloatMetadataEntry"))
+        assert numeric == ["bytes", "dagster/row_count"] and labels["results"] == "TableMetadataEntry", labels
+        browser.get(f"http://127.0.0.1:{port}/assets/evaluation_report?view=overview")
+        described = column_description("evaluation_report", "measure")
+        _wait_for_text(browser, ["evaluation_report", "measure", described], timeout=60)  # the Columns section
+        plots = [b for b in browser.find_elements("xpath", "//button[normalize-space()='Plots']") if b.is_displayed()]
+        assert plots, "no Plots button in the asset's metadata section"
+        plots[0].click()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(browser.find_elements("css selector", "canvas")) < len(numeric):
+            time.sleep(1)
+        time.sleep(2)  # every chart drawn
+        charts = browser.find_elements("css selector", "canvas")
+        body = browser.execute_script("return document.body.innerText")
+        assert len(charts) == len(numeric) and all(label in body for label in numeric), (len(charts), body[:1500])
     finally:
         browser.quit()
     shots = sorted(p.name for p in ui["shots"].iterdir())
