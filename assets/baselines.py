@@ -14,6 +14,9 @@ The interaction models read the `word2vec` asset's vectors through GHRM's text p
 settings the vectors were trained with). The demo trains the seven interaction models; the BERT
 ones are configuration (`models: [..., bert-firstp, bert-maxp, cedr-knrm]`, see the README), per run
 or per collection (the collection's `assets: {neural_baselines: ...}` in the YAML; `assets.settings`).
+`neural_baselines` trains the unit's models under torchrun (DDP over `torchrun.nproc_per_node`
+processes, one per GPU of the host by default, and `torchrun.nnodes` nodes) when that is more than
+one process, else in the step's own process (`dagster_ir.methods.baselines.job`).
 """
 
 import json

@@ -15,6 +15,10 @@ report covers every judged query once per seed, as for the other trained methods
 
 The sparse labels are what training sees; `cet_runs` is evaluated later against the dense judgments
 (`qrels`), so the report shows what false negatives cost and what CET recovers.
+
+`cet` trains the lab under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
+the host by default, and `torchrun.nnodes` nodes) when that is more than one process, else in the
+step's own process (`dagster_ir.methods.cet.job`).
 """
 
 import base64

@@ -10,6 +10,11 @@ queries, chooses epochs, lambda and p_self on its validation queries, learns the
 its fusion queries (train/fusion, or the validation fold under `protocol: cv`) and scores its test
 queries, so under cv the five folds' runs together cover every query. Seed s shifts every seed of
 the settings by s (training, negative sampling, fusion restarts).
+
+`neural_model1`, `bert_model1` and `bert_vanilla` train under torchrun (DDP over
+`torchrun.nproc_per_node` processes, one per GPU of the host by default, and `torchrun.nnodes`
+nodes) when that is more than one process, else in the step's own process
+(`dagster_ir.methods.model1.ranker_job`).
 """
 
 import hashlib

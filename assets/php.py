@@ -13,10 +13,11 @@ Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFIL
 `dagster_ir.neural.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
 `max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
 (`files/php/...`); the assets return small manifest frames with their paths.
-Device and precision are `auto` (`dagster_ir.neural.device`); `php_hp`/`php_shp`/`php_mrds` and
-`cross_encoder` train under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
+Device and precision are `auto` (`dagster_ir.neural.device`); `php_hp`/`php_shp`/`php_mrds`,
+`php_ablations`, `php_baselines` and `cross_encoder` train under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
 the host by default, and `torchrun.nnodes` nodes) when that is more than one process, else in the
-step's own process (`dagster_ir.methods.php.stage_job`, `dagster_ir.neural.finetune_job`).
+step's own process (`dagster_ir.methods.php.stage_job`, `dagster_ir.methods.php.pretrain_job`,
+`dagster_ir.neural.finetune_job`).
 Run names of `reranked_runs`: "bi-encoder" (the bundled sentence-transformers model, untrained, query
 and document encoded apart: the zero-shot reference every cross-encoder starts near; see
 `dagster_ir.neural.cross_encoder`), "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
