@@ -84,7 +84,8 @@ MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 BEST_DIR = "best"
 # Fields that may change between a run and its resumption without changing what is computed.
-_RESUMABLE_CHANGES = frozenset({"device", "checkpoint_every", "keep_checkpoints"})
+# (find_unused_parameters: DDP's bookkeeping of which gradients to wait for, not what they are)
+_RESUMABLE_CHANGES = frozenset({"device", "checkpoint_every", "keep_checkpoints", "find_unused_parameters"})
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ def init_distributed(device: str = "cpu") -> tuple[int, int]:
     """Join the process group torchrun describes (env WORLD_SIZE > 1); gloo on CPU, nccl on CUDA."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
         cuda = resolve_device(device).startswith("cuda")
+        if cuda:  # plain "cuda" then means this process's GPU in the scoring after training too
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         torch.distributed.init_process_group(backend="nccl" if cuda else "gloo")
     return world()
 

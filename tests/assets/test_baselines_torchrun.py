@@ -1,6 +1,6 @@
 """neural_baselines trains under torchrun when asked for two processes: two gloo processes on the CPU
 give the test runs (and the epochs chosen on validation) one process gives, within float tolerance,
-for an interaction model (KNRM) and a BERT one (BERT-FirstP over a tiny BERT without dropout)."""
+for an interaction model (KNRM) and the BERT ones (BERT-FirstP, CEDR-KNRM: a tiny BERT without dropout)."""
 
 import json
 from pathlib import Path
@@ -21,7 +21,7 @@ from dagster_ir.neural.backbone import make_tiny_backbone
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = ["knrm", "bert-firstp"]
+MODELS = ["knrm", "bert-firstp", "cedr-knrm"]
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +50,19 @@ def _train(root: Path, backbone: str, nproc: int):
     return runs, {k: getattr(v, "value", v) for k, v in (metadata or {}).items()}
 
 
-def _best(root: Path, name: str, backbone: str) -> torch.Tensor:
+def _best(root: Path, name: str, backbone: str) -> dict[str, torch.Tensor]:
     """The weights validation chose (the checkpoint folder's `best`), or the untrained model's (root "start")."""
     if root.name == "start":
         from dagster_ir.methods.baselines import profile
         from dagster_ir.methods.baselines.reranker import build_bert_model
 
-        weights = build_bert_model(name, replace(profile("demo"), backbone=backbone))[0].state_dict()
-    else:
-        [path] = (root / "files" / "neural_baselines").rglob(f"{name}-*/best/model.safetensors")
-        weights = load_file(str(path))
-    return torch.cat([weights[k].flatten().double() for k in sorted(weights)])
+        return build_bert_model(name, replace(profile("demo"), backbone=backbone))[0].state_dict()
+    [path] = (root / "files" / "neural_baselines").rglob(f"{name}-*/best/model.safetensors")
+    return load_file(str(path))
+
+
+def _flat(weights: dict[str, torch.Tensor], keys: list[str]) -> torch.Tensor:
+    return torch.cat([weights[k].flatten().double() for k in keys])
 
 
 def test_two_gloo_processes_score_the_test_queries_as_one_process(backbone, tmp_path, monkeypatch):
@@ -81,10 +83,13 @@ def test_two_gloo_processes_score_the_test_queries_as_one_process(backbone, tmp_
     assert knrm.select((pl.col("score") - pl.col("score_two")).abs().max()).item() < 1e-6
     # BERT: Adam turns float rounding in near-zero gradients into updates of up to lr, so the scores of a
     # tiny BERT trained at a high rate differ in their last digits; its weights are compared instead
-    one_bert, two_bert, start = (_best(tmp_path / side, "bert-firstp", backbone) for side in ("one", "two", "start"))
-    moved = (one_bert - start).norm()
-    assert moved > 0
-    assert (two_bert - one_bert).norm() < 0.01 * moved  # the same model, up to float rounding
+    for name in ("bert-firstp", "cedr-knrm"):
+        one_bert, two_bert, start = (_best(tmp_path / side, name, backbone) for side in ("one", "two", "start"))
+        keys = sorted(one_bert)  # the file holds a tensor shared by two modules once
+        one_bert, two_bert, start = (_flat(w, keys) for w in (one_bert, two_bert, start))
+        moved = (one_bert - start).norm()
+        assert moved > 0, name
+        assert (two_bert - one_bert).norm() < 0.01 * moved, name  # the same model, up to float rounding
     for name in MODELS:  # the models did learn something: their scores differ from the candidates'
         assert one.filter(pl.col("run_name") == name)["score"].n_unique() > 1
     assert not list((tmp_path / "two" / "files" / "neural_baselines" / "jobs").rglob("job.json"))
