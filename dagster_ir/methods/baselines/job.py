@@ -1,8 +1,9 @@
 """One training unit's neural baselines under torchrun (`dagster_ir.neural.train_job`).
 
 `job_inputs(models, config, ...)` gives the job's values and frames: the settings, the roles (or
-the query splits, to rotate the folds), the corpus (every document: the interaction models' IDF
-reads them all), queries, qrels, candidates and negatives, the word vector file and the text
+the query splits, to rotate the folds), the corpus (every document when an interaction model is
+asked for: their IDF reads them all; else the documents of the candidates and negatives), queries,
+qrels, candidates and negatives, the word vector file and the text
 preprocessing. `baselines_job(job)`, run by every process, calls `run_baselines` (or
 `run_rotations`) as the asset does in one process: each model trains with the shared loop on its
 share of every global batch (DDP), the epoch is chosen on validation on rank 0 and every process
@@ -26,7 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from dagster_ir.methods.baselines.protocol import BaselineRun, run_baselines, run_rotations
-from dagster_ir.methods.baselines.reranker import BaselineConfig
+from dagster_ir.methods.baselines.reranker import BERT_MODELS, BaselineConfig
 from dagster_ir.neural.finetune_job import config_from_json, config_to_json
 from dagster_ir.neural.train_job import Job
 from dagster_ir.neural.training import TrainResult
@@ -42,7 +43,11 @@ def job_inputs(models: Sequence[str], config: BaselineConfig, *, corpus: pl.Data
     """(values, frames) of a job; `roles` (train/validation/test query ids) or `query_splits` (rotate the folds)."""
     if (roles is None) == (query_splits is None):
         raise ValueError("baselines job: give either roles or query_splits (to rotate the folds)")
-    frames = {"corpus": corpus.lazy().select("doc_id", "title", "text"), "queries": queries.select("query_id", "text"),
+    corpus = corpus.lazy().select("doc_id", "title", "text")
+    if all(m in BERT_MODELS for m in models):  # no IDF to compute: only the documents training and scoring read
+        docs = pl.concat([candidates["doc_id"], negatives["pos_doc_id"], negatives["neg_doc_id"]]).unique()
+        corpus = corpus.join(docs.to_frame("doc_id").lazy(), on="doc_id", how="semi")
+    frames = {"corpus": corpus, "queries": queries.select("query_id", "text"),
               "qrels": qrels, "candidates": candidates, "negatives": negatives}
     if query_splits is not None:
         frames["query_splits"] = query_splits
