@@ -14,6 +14,9 @@ The interaction models read the `word2vec` asset's vectors through GHRM's text p
 settings the vectors were trained with). The demo trains the seven interaction models; the BERT
 ones are configuration (`models: [..., bert-firstp, bert-maxp, cedr-knrm]`, see the README), per run
 or per collection (the collection's `assets: {neural_baselines: ...}` in the YAML; `assets.settings`).
+`neural_baselines` trains the unit's models under torchrun (DDP over `torchrun.nproc_per_node`
+processes, one per GPU of the host by default, and `torchrun.nnodes` nodes) when that is more than
+one process, else in the step's own process (`dagster_ir.methods.baselines.job`).
 """
 
 import json
@@ -38,7 +41,9 @@ from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import load_vectors
 from dagster_ir.neural.curves import epoch_curve
-from dagster_ir.neural.device import Placement, resolve_placement
+from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
+from dagster_ir.methods.baselines import job as baselines_job
+from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import frame_version
 
@@ -83,6 +88,9 @@ class NeuralBaselinesConfig(dg.Config):
     lengths: str = "collection"  # "collection" | "profile": where query_words/doc_words left None come from
     length_percentile: float = 90.0
     interpolate: bool = True  # also the rows <model>+<candidate_run>: interpolated with the candidates, weight on validation
+    # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
+    # process (or node) trains the unit's models under torchrun (DDP), else in the step's own process.
+    torchrun: TorchrunSettings = TorchrunSettings()
 
     def to_domain(self) -> BaselineConfig:
         values = {k: v for k, v in self.model_dump().items()
@@ -141,16 +149,37 @@ def neural_baselines(
         context.log.info(f"{result.name}: {result.result.steps} steps in {result.seconds:.1f} s, "
                          f"best epoch {result.result.best_epoch}, validation {result.validation_best}")
 
-    common = dict(corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels, candidates=run,
-                  negatives=negatives, tokenize=partial(tokens, config=text), vectors=load_vectors(word2vec["path"][0]),
-                  on_model=log)
+    def common() -> dict:  # the inputs of a training in this process (the vectors read only then)
+        return dict(corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels, candidates=run,
+                    negatives=negatives, tokenize=partial(tokens, config=text), vectors=load_vectors(word2vec["path"][0]),
+                    on_model=log)
+
     root = data.files("neural_baselines", unit.key, f"v{CODE_VERSION}")  # new code never resumes old checkpoints
-    if config.rotate_folds and unit.protocol == "fixed":
-        output, results = run_rotations(config.models, domain, query_splits, root, **common)
+    rotate = config.rotate_folds and unit.protocol == "fixed"
+    processes = default_processes(domain.device)
+    launched = {}
+    if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
+        values, frames = baselines_job.job_inputs(
+            config.models, domain, corpus=corpus, queries=queries, qrels=qrels, candidates=run, negatives=negatives,
+            vectors=word2vec["path"][0], remove_stopwords=text.remove_stopwords, lemmatize=text.lemmatize,
+            checkpoint_root=root, query_splits=query_splits if rotate else None,
+            roles=None if rotate else {"train": roles.train, "validation": roles.validation, "test": roles.test})
+        outcome, launched = run_train_job(context, config.torchrun, data.files("neural_baselines", "jobs") / unit.key.replace("/", "-"),
+                                          baselines_job.TARGET, values=values, frames=frames, device=domain.device,
+                                          default_nproc=processes)
+        rotated, results = baselines_job.read_results(outcome)
+        for result in results:
+            log(result)
+        if rotate:
+            output = rotated.with_columns(seed=pl.lit(unit.seed, dtype=pl.Int64))
+        else:
+            output = tag_unit(pl.concat([r.run for r in results]), unit)
+    elif rotate:
+        output, results = run_rotations(config.models, domain, query_splits, root, **common())
         output = output.with_columns(seed=pl.lit(unit.seed, dtype=pl.Int64))
     else:
         results = run_baselines(config.models, domain, train_queries=roles.train, validation_queries=roles.validation,
-                                test_queries=roles.test, checkpoint_root=root, **common)
+                                test_queries=roles.test, checkpoint_root=root, **common())
         output = tag_unit(pl.concat([r.run for r in results]), unit)
     weights = {}
     if config.interpolate:
@@ -160,7 +189,7 @@ def neural_baselines(
             if "fold" not in mixed.columns:
                 mixed = tag_unit(mixed, unit)
             output = pl.concat([output, mixed.select(output.columns).cast(output.schema)])
-    metadata = {**lengths, "vectors": word2vec["source"][0], "train_examples": results[0].examples, "train_queries": len(roles.train),
+    metadata = {**launched, **lengths, "vectors": word2vec["source"][0], "train_examples": results[0].examples, "train_queries": len(roles.train),
                 "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
                 "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
                 **Placement(domain.device, domain.bf16).metadata(),

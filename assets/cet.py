@@ -15,6 +15,10 @@ report covers every judged query once per seed, as for the other trained methods
 
 The sparse labels are what training sees; `cet_runs` is evaluated later against the dense judgments
 (`qrels`), so the report shows what false negatives cost and what CET recovers.
+
+`cet` trains the lab under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
+the host by default, and `torchrun.nnodes` nodes) when that is more than one process, else in the
+step's own process (`dagster_ir.methods.cet.job`).
 """
 
 import base64
@@ -42,7 +46,9 @@ from dagster_ir.methods.cet.report import (
     table1,
     training_curves_plot,
 )
-from dagster_ir.neural.device import Placement, resolve_placement
+from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
+from dagster_ir.methods.cet import job as cet_job
+from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainResult
 from dagster_ir.negatives.pooling import (
     PoolingConfig,
@@ -209,6 +215,9 @@ class CetConfig(dg.Config):
     dev_judgments: Optional[str] = None
     device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
     bf16: Optional[bool] = None  # None: bfloat16 autocast where the device has it natively
+    # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
+    # process (or node) trains the unit's rankers under torchrun (DDP), else in the step's own process.
+    torchrun: TorchrunSettings = TorchrunSettings()
 
     def to_domain(self) -> LabConfig:
         base = profile(self.profile)
@@ -255,10 +264,20 @@ def cet(
     if not roles.train:
         raise ValueError(f"cet: unit {unit.key} has no training queries")
     lab = LabData(candidate_runs, queries, corpus, sparse_qrels, qrels, tuple(roles.train), tuple(roles.validation))
-    trained = train_lab(lab, domain, data.files("cet", unit.key))
+    processes = default_processes(domain.cet.train.device)
+    launched = {}
+    if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
+        values, frames = cet_job.job_inputs(lab, domain, data.files("cet", unit.key))
+        outcome, launched = run_train_job(context, config.torchrun, data.files("cet", "jobs") / unit.key.replace("/", "-"),
+                                          cet_job.TARGET, values=values, frames=frames,
+                                          device=domain.cet.train.device, default_nproc=processes)
+        trained = cet_job.read_trained(outcome)
+    else:
+        trained = train_lab(lab, domain, data.files("cet", unit.key))
     table = manifest(trained).with_columns(seed=pl.lit(unit.seed, pl.Int64), unit=pl.lit(unit.key))
     results: dict[str, TrainResult] = {r.run_name: r.result for r in trained if r.result is not None}
     context.add_output_metadata({
+        **launched,
         "loss": _figure(training_curves_plot({n: r.loss_curve for n, r in results.items()}), "training loss"),
         "w_r": _figure(training_curves_plot({n: r.log_curves["w_r"] for n, r in results.items() if "w_r" in r.log_curves},
                                             ylabel="mean w_r (S's weight on R's loss)"), "mean w_r"),

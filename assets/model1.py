@@ -10,6 +10,11 @@ queries, chooses epochs, lambda and p_self on its validation queries, learns the
 its fusion queries (train/fusion, or the validation fold under `protocol: cv`) and scores its test
 queries, so under cv the five folds' runs together cover every query. Seed s shifts every seed of
 the settings by s (training, negative sampling, fusion restarts).
+
+`neural_model1`, `bert_model1` and `bert_vanilla` train under torchrun (DDP over
+`torchrun.nproc_per_node` processes, one per GPU of the host by default, and `torchrun.nnodes`
+nodes) when that is more than one process, else in the step's own process
+(`dagster_ir.methods.model1.ranker_job`).
 """
 
 import hashlib
@@ -64,7 +69,9 @@ from dagster_ir.methods.model1 import (
 )
 from dagster_ir.methods.model1 import PROFILES as MODEL1_PROFILES
 from dagster_ir.negatives import sample_negatives
-from dagster_ir.neural.device import Placement, resolve_placement
+from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
+from dagster_ir.methods.model1 import ranker_job
+from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.schemas import MODEL1_TABLE, NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
 from dagster_ir.storage.locks import remove_unlocked_siblings
@@ -200,6 +207,9 @@ class _TrainingOverrides(dg.Config):
     # None: the model's default precision (`auto_bf16`: bfloat16 where the device has it natively for
     # the BERT models; float32 for neural Model 1, whose Model 1 layer sums small probabilities)
     bf16: Optional[bool] = None
+    # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
+    # process (or node) trains under torchrun (DDP), else in the step's own process.
+    torchrun: TorchrunSettings = TorchrunSettings()
     auto_bf16: ClassVar[bool] = True
 
     def train_config(self, base):
@@ -255,7 +265,7 @@ def _fingerprint(config, *frames: pl.DataFrame) -> str:
     return digest.hexdigest()
 
 
-def _train_ranker(context, data, name, model, config, corpus, queries, qrels, query_splits, candidate_runs):
+def _train_ranker(context, data, name, model, config, corpus, queries, qrels, query_splits, candidate_runs, settings):
     """Train `model` (neural Model 1, BERT-Model1 or BERT-vanilla) on the unit's training queries; its manifest.
 
     Negatives are drawn per training query from BM25's top `config.negatives.depth` (the paper: 20 of 500);
@@ -273,12 +283,23 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
     texts = nn.NeuralTexts(nn.TokenizedTexts.of_queries(queries, vocabulary),
                            nn.TokenizedTexts.of_documents(corpus, docs, vocabulary))
     fingerprint = _fingerprint(config, negatives, dev_run.sort("query_id", "doc_id"))
-    result = nn.train_ranker(model, texts, negatives, _training_dir(data, name, unit, fingerprint),
-                             dev_run=dev_run, qrels=qrels)
-    folder = model.save(data.files(name, unit.key) / "model")
+    checkpoints = _training_dir(data, name, unit, fingerprint)
+    processes = default_processes(config.train.device)
+    launched = {}
+    if is_distributed(settings.torchrun, processes):  # every process trains on its share of each global batch
+        job = data.files(name, unit.key, "jobs") / fingerprint
+        values, frames = ranker_job.job_inputs(model, job, queries=queries, corpus=corpus, doc_ids=docs,
+                                               negatives=negatives, dev_run=dev_run, qrels=qrels,
+                                               checkpoint_dir=checkpoints, output=data.files(name, unit.key) / "model")
+        outcome, launched = run_train_job(context, settings.torchrun, job, ranker_job.TARGET, values=values,
+                                          frames=frames, device=config.train.device, default_nproc=processes)
+        result, folder = ranker_job.read_train_result(outcome), data.files(name, unit.key) / "model"
+    else:
+        result = nn.train_ranker(model, texts, negatives, checkpoints, dev_run=dev_run, qrels=qrels)
+        folder = model.save(data.files(name, unit.key) / "model")
     shutil.rmtree(data.files(name, unit.key, "training"), ignore_errors=True)  # resumable state, done with
     context.add_output_metadata({
-        "steps": result.steps, "best_epoch": result.best_epoch, "seconds": round(result.seconds, 2),
+        **launched, "steps": result.steps, "best_epoch": result.best_epoch, "seconds": round(result.seconds, 2),
         "examples_per_s": round(result.examples_per_s, 2), "seed": config.train.seed,
         **Placement(config.train.device, config.train.bf16).metadata(),
         "train_queries": train_ids.len(), "validation_queries": validation_ids.len(),
@@ -310,7 +331,7 @@ def neural_model1(
     stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
     model, _ = nn.build_model(stats, domain)
     return by_content(_train_ranker(context, data, "neural_model1", model, domain, corpus,
-                                    queries.select("query_id", "text"), qrels, query_splits, candidate_runs))
+                                    queries.select("query_id", "text"), qrels, query_splits, candidate_runs, config))
 
 
 def _bert_ranker(context, config: BertModel1AssetConfig, data, kind: type, name: str, corpus, queries, qrels,
@@ -319,7 +340,7 @@ def _bert_ranker(context, config: BertModel1AssetConfig, data, kind: type, name:
     stats = collection_stats(corpus, wordpiece_vocabulary(domain.backbone))
     model = kind.from_backbone(stats, domain)
     return _train_ranker(context, data, name, model, domain, corpus, queries.select("query_id", "text"),
-                         qrels, query_splits, candidate_runs)
+                         qrels, query_splits, candidate_runs, config)
 
 
 @dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="2",

@@ -13,10 +13,11 @@ Every config has `profile` ("demo" | "paper", see `dagster_ir.methods.php.PROFIL
 `dagster_ir.neural.finetune.PROFILES`) and optional overrides (None keeps the profile's value; for
 `max_examples` and `max_steps` 0 means "no cap"). Checkpoint folders live under the data dir
 (`files/php/...`); the assets return small manifest frames with their paths.
-Device and precision are `auto` (`dagster_ir.neural.device`); `php_hp`/`php_shp`/`php_mrds` and
-`cross_encoder` train under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
+Device and precision are `auto` (`dagster_ir.neural.device`); `php_hp`/`php_shp`/`php_mrds`,
+`php_ablations`, `php_baselines` and `cross_encoder` train under torchrun (DDP over `torchrun.nproc_per_node` processes, one per GPU of
 the host by default, and `torchrun.nnodes` nodes) when that is more than one process, else in the
-step's own process (`dagster_ir.methods.php.stage_job`, `dagster_ir.neural.finetune_job`).
+step's own process (`dagster_ir.methods.php.stage_job`, `dagster_ir.methods.php.pretrain_job`,
+`dagster_ir.neural.finetune_job`).
 Run names of `reranked_runs`: "bi-encoder" (the bundled sentence-transformers model, untrained, query
 and document encoded apart: the zero-shot reference every cross-encoder starts near; see
 `dagster_ir.neural.cross_encoder`), "bert" (the backbone fine-tuned), "php" (php_mrds fine-tuned),
@@ -39,13 +40,13 @@ from assets.automation import TRAINING_POOL
 from assets.metadata import by_content
 from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.settings import UNIT_SETTINGS, with_profile, with_settings
-from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun
+from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun, run_train_job
 from assets.project import collection_specs
 from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.methods import php
-from dagster_ir.methods.php import stage_job
+from dagster_ir.methods.php import pretrain_job, stage_job
 from dagster_ir.neural import finetune, finetune_job
 from dagster_ir.neural.backbone import backbone_path
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
@@ -124,6 +125,9 @@ class PhpAblationSettings(PhpSettings):
     """The PHP settings plus the ablations to pre-train ("<stage>-only", "no-mlm", "anchor-<ratio>", "negatives-<n>")."""
 
     variants: list[str] = []
+    # nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one process (or node)
+    # pre-trains each variant under torchrun (DDP), else in the step's own process
+    torchrun: TorchrunSettings = TorchrunSettings()
 
 
 class PhpBaselineSettings(PhpSettings):
@@ -142,6 +146,9 @@ class PhpBaselineSettings(PhpSettings):
     # Cap each baseline at the optimizer steps PHP's three stages took together (the same budget);
     # False: the profile's own caps (max_examples, epochs of the three stages, max_steps).
     match_php_steps: bool = True
+    # nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one process (or node)
+    # pre-trains each baseline under torchrun (DDP), else in the step's own process
+    torchrun: TorchrunSettings = TorchrunSettings()
 
     def generator_config(self) -> php.BaselineConfig:
         domain = self.to_domain()
@@ -391,7 +398,8 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
                   **inputs) -> pl.DataFrame:
     """PHP ablations (single stage, no MLM, anchor mask ratio, negatives), each pre-trained from the backbone."""
     config = with_profile(config, context)
-    rows, curves = [], {}
+    rows, curves, launches = [], {}, {}
+    processes = default_processes(config.to_domain().train.device)
     for variant in config.variants:
         domain = php.ablation_config(config.to_domain(), variant)
         examples = php_examples
@@ -399,14 +407,22 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
             examples, _ = _build_examples(domain, inputs)
         key = php.run_key(asdict(domain), frame_version(examples))
         checkpoints = data.files("php", "checkpoints") / f"ablation-{variant}-{key}"
-        results = php.pretrain_chain(domain, examples, latest_articles(wiki_articles).segments, wiki_links,
-                                     data.files("php", "ablations", variant), checkpoints)
+        segments, out_dir = latest_articles(wiki_articles).segments, data.files("php", "ablations", variant)
+        if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
+            values, frames = pretrain_job.chain_inputs(domain, examples, segments, wiki_links, out_dir, checkpoints)
+            outcome, launched = run_train_job(context, config.torchrun, data.files("php", "jobs") / f"ablation-{variant}-{key}",
+                                              pretrain_job.CHAIN, values=values, frames=frames,
+                                              device=domain.train.device, default_nproc=processes)
+            results = pretrain_job.read_results(outcome)
+            launches.update({f"{variant}_{k}": v for k, v in launched.items()})
+        else:
+            results = php.pretrain_chain(domain, examples, segments, wiki_links, out_dir, checkpoints)
         shutil.rmtree(checkpoints, ignore_errors=True)
         final = results[-1]
         rows.append({"variant": variant, "path": str(final.path), "stages": ",".join(domain.stages),
                      "steps": sum(r.train.steps for r in results if r.train), "seed": domain.train.seed})
         curves[variant] = [v for r in results if r.train for v in r.train.loss_curve]
-    context.add_output_metadata({"variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations"),
+    context.add_output_metadata({**launches, "variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations"),
                                  **_placement_metadata(config.to_domain().train)})
     schema = {"variant": pl.String, "path": pl.String, "stages": pl.String, "steps": pl.Int64, "seed": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
@@ -459,13 +475,23 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
     php_steps = int(sum(frame["steps"].sum() for frame in (php_hp, php_shp, php_mrds)))
     budget = max(php_steps, 1) if config.match_php_steps else None
     rows, curves, metadata = [], {}, {"php_steps": php_steps, "max_steps": budget or "profile"}
+    processes = default_processes(domain.train.device)
     for method in baselines_to_pretrain(config):
         examples = php_baseline_examples.filter(pl.col("method") == method)
         key = php.run_key(asdict(domain), method, frame_version(examples), budget)
         checkpoints = data.files("php", "checkpoints") / f"baseline-{method}-{key}"
         started = time.monotonic()
-        result = php.pretrain_baseline(method, examples, domain, data.files("php", "baselines", method), checkpoints,
-                                       max_steps=budget, on_log=_logger(context, method))
+        out_dir = data.files("php", "baselines", method)
+        if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
+            values, frames = pretrain_job.baseline_inputs(method, domain, examples, out_dir, checkpoints, budget)
+            outcome, launched = run_train_job(context, config.torchrun, data.files("php", "jobs") / f"baseline-{method}-{key}",
+                                              pretrain_job.BASELINE, values=values, frames=frames,
+                                              device=domain.train.device, default_nproc=processes)
+            [result] = pretrain_job.read_results(outcome)
+            metadata.update({f"{method}_{k}": v for k, v in launched.items()})
+        else:
+            result = php.pretrain_baseline(method, examples, domain, out_dir, checkpoints, max_steps=budget,
+                                           on_log=_logger(context, method))
         shutil.rmtree(checkpoints, ignore_errors=True)
         trained = result.train
         rows.append({"method": method, "path": str(result.path), "examples": result.examples,

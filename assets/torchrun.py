@@ -7,13 +7,22 @@ log in the UI, relaunches it after a failure (a lost node; training resumes from
 and records attempts, steps, the last loss and the loss curve in the materialization's metadata.
 The other nodes of a multi-node job run the same command line (`torchrun_command`), e.g. as a
 Kubernetes Job or a SLURM array, with the same `rdzv_endpoint` and `rdzv_id`.
+
+`run_train_job(context, settings, folder, target, values=..., frames=..., device=..., default_nproc=...)`
+is the distributed path of most training assets: it writes a `dagster_ir.neural.train_job` job into
+`folder` (on the shared data directory), runs it under torchrun, reads the job function's result
+back and removes the folder; it returns the result and the launch's metadata.
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+import polars as pl
 
 from dagster_ir.neural.distributed import LaunchConfig, LaunchResult, launch, torchrun_command
 
@@ -80,3 +89,22 @@ def launch_metadata(config: LaunchConfig, result: LaunchResult) -> dict:
         metadata["last_loss"] = losses[-1]
         metadata["loss_curve"] = dg.MetadataValue.json(losses)
     return metadata
+
+
+def run_train_job(context: dg.AssetExecutionContext, settings: TorchrunSettings, folder: Path, target: str, *,
+                  values: Mapping[str, Any], frames: Mapping[str, pl.DataFrame | pl.LazyFrame] | None = None,
+                  device: str = "cpu", default_nproc: int = 1, env: dict[str, str] | None = None
+                  ) -> tuple[dict[str, Any], dict]:
+    """Run `target` (a "module:function" taking a `train_job.Job`) under torchrun; (its result, launch metadata).
+
+    The job folder is removed once its result is read; the checkpoint folders the function trains
+    into are the caller's (a relaunch resumes from them)."""
+    from dagster_ir.neural import train_job
+
+    job = train_job.write_job(folder, target, values=values, frames=frames, device=device)
+    launched = run_torchrun(context, settings, train_job.__name__, [str(job)], job / "metrics.jsonl",
+                            default_nproc=default_nproc, add_metadata=False, env=env)
+    result = train_job.read_result(job)
+    shutil.rmtree(job, ignore_errors=True)
+    metadata = launch_metadata(settings.to_domain(context.run_id, default_nproc), launched)
+    return result, {k: v for k, v in metadata.items() if k != "loss_curve"}

@@ -1,6 +1,7 @@
 """What every trained ranker shares: backbone loading, the training loop, the cross-encoder, fine-tuning, reranking.
 Used by the methods (`dagster_ir.methods`) and by the `php` group's `cross_encoder` and `reranked_runs` assets.
-Start reading at `training` (checkpoints, bit-exact resume, DDP), then `cross_encoder`, `finetune`, `rerank`.
+Start reading at `training` (checkpoints, bit-exact resume, DDP), then `cross_encoder`, `finetune`, `rerank`;
+`distributed` (torchrun launch, relaunch, metrics) and `train_job` (any training function as a torchrun job).
 
 The names below are re-exported lazily (PEP 562), so importing this package does not import torch.
 """
@@ -9,7 +10,7 @@ from importlib import import_module
 
 _EXPORTS = {
     "training": ("TrainConfig", "TrainResult", "CheckpointError", "train", "shuffled_batches", "unwrap", "world",
-                 "latest_checkpoint"),
+                 "latest_checkpoint", "on_rank_zero"),
     "cross_encoder": ("CrossEncoder", "Pair", "lce_loss", "pad_pairs"),
     "rerank": ("CrossEncoderScorer", "PairScorer", "RerankConfig", "rerank", "score_encoded"),
     "finetune": ("FineTuneConfig", "fine_tune", "dev_evaluator"),

@@ -43,6 +43,10 @@ fsynced and swapped into place, so a folder that exists is complete; a damaged n
 weights of the best dev epoch. Nothing is read with pickle. While `train` runs, rank 0 holds the
 folder's lock (`checkpoint_dir/.lock`): a second process training into the same folder waits, then
 resumes from the first one's checkpoints, and `remove_unlocked_siblings` leaves the folder alone.
+
+`on_rank_zero(write, ...)`: a write after training (a model's folder) done by rank 0 alone, the
+other processes waiting for it; code that runs whole on every process of a torchrun job
+(`dagster_ir.neural.train_job`) writes through it.
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 BEST_DIR = "best"
 # Fields that may change between a run and its resumption without changing what is computed.
-_RESUMABLE_CHANGES = frozenset({"device", "checkpoint_every", "keep_checkpoints"})
+# (find_unused_parameters: DDP's bookkeeping of which gradients to wait for, not what they are)
+_RESUMABLE_CHANGES = frozenset({"device", "checkpoint_every", "keep_checkpoints", "find_unused_parameters"})
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,8 @@ def init_distributed(device: str = "cpu") -> tuple[int, int]:
     """Join the process group torchrun describes (env WORLD_SIZE > 1); gloo on CPU, nccl on CUDA."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
         cuda = resolve_device(device).startswith("cuda")
+        if cuda:  # plain "cuda" then means this process's GPU in the scoring after training too
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         torch.distributed.init_process_group(backend="nccl" if cuda else "gloo")
     return world()
 
@@ -174,6 +181,15 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 def _barrier() -> None:
     if world()[1] > 1:
         torch.distributed.barrier()
+
+
+def on_rank_zero(write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`write(*args, **kwargs)` on rank 0 alone (every process holds the same weights after `train`),
+    then a barrier, so the other processes read what it wrote. Returns what `write` returns on rank 0,
+    None on the others. In one process: just `write`."""
+    result = write(*args, **kwargs) if world()[0] == 0 else None
+    _barrier()
+    return result
 
 
 def _device(config: TrainConfig) -> torch.device:

@@ -261,7 +261,10 @@ def train_baseline(
     loop = TrainConfig(lr=config.bert_lr if bert else config.lr, warmup_ratio=0.1 if bert else 0.0,
                        schedule="linear" if bert else config.schedule, weight_decay=0.01 if bert else 0.0,
                        epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
-                       max_grad_norm=1.0 if bert else None, device=config.device, bf16=bf16)
+                       max_grad_norm=1.0 if bert else None, device=config.device, bf16=bf16,
+                       # CEDR reads the backbone's layers, not its score head (or pooler): under DDP those
+                       # parameters get no gradient, which DDP must be told (no effect in one process)
+                       find_unused_parameters=name == "cedr-knrm")
     # BERT steps allocate activations of a new shape each time (dynamic padding), which glibc's heap
     # keeps resident: give them back after every step (a few ms against a step's seconds)
     on_log = (lambda step, logs: release_freed_memory(collect=False)) if bert else None

@@ -61,7 +61,7 @@ import torch.nn.functional as F
 
 from dagster_ir.methods.cet.dml import DmlConfig, dml_losses
 from dagster_ir.neural.cross_encoder import CrossEncoder
-from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
+from dagster_ir.neural.training import TrainConfig, TrainResult, on_rank_zero, shuffled_batches, train, unwrap
 from dagster_ir.schemas import NEGATIVES, validate
 
 METHODS: tuple[str, ...] = ("naive", "zhan", "rocketqa", "rance", "dml", "cet")
@@ -315,12 +315,16 @@ class RankerFolders:
 
 
 def save_ranker(model: CoupledRanker, folder: str | os.PathLike[str]) -> RankerFolders:
-    """R to folder/relevance and S to folder/selection, each a Hugging Face folder (safetensors)."""
+    """R to folder/relevance and S to folder/selection, each a Hugging Face folder (safetensors).
+
+    Under torchrun (every process holding the same trained weights) rank 0 writes them."""
     folder = Path(folder)
-    relevance = model.relevance.save(folder / "relevance")
+    relevance = folder / "relevance"
+    on_rank_zero(model.relevance.save, relevance)
     selection = None
     if isinstance(model.selection, CrossEncoder):
-        selection = model.selection.save(folder / "selection")
+        selection = folder / "selection"
+        on_rank_zero(model.selection.save, selection)
     return RankerFolders(relevance, selection)
 
 

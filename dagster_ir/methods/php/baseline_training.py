@@ -24,7 +24,7 @@ from dagster_ir.methods.php.masking import mask_tokens
 from dagster_ir.methods.php.model import PhpModel, php_loss
 from dagster_ir.methods.php.stages import StageResult
 from dagster_ir.neural.cross_encoder import Pair, lce_loss
-from dagster_ir.neural.training import TrainConfig, shuffled_batches, train
+from dagster_ir.neural.training import TrainConfig, on_rank_zero, shuffled_batches, train
 from dagster_ir.schemas import validate
 
 
@@ -122,7 +122,7 @@ def pretrain_baseline(
     model = PhpModel.from_pretrained(init, config, seed=train_config.seed)
     info = {"method": method, "init": init, "examples": examples.height, "config": asdict(config)}
     if examples.height == 0:
-        model.save(out_dir, {**info, "skipped": True})
+        on_rank_zero(model.save, out_dir, {**info, "skipped": True})
         return StageResult(method, Path(out_dir), init, 0, None)
     inputs = BaselineInputs(examples, model.scorer, config)
     items = list(range(len(inputs)))
@@ -132,5 +132,6 @@ def pretrain_baseline(
 
     loss_fn = baseline_loss(method, config, inputs, lambda epoch: seed_of(train_config.seed, method, epoch))
     result = train(model, make_batches, loss_fn, train_config, checkpoint_dir, on_log=on_log)
-    model.save(out_dir, {**info, "steps": result.steps, "loss_curve": result.loss_curve})
+    # under torchrun every process holds the same weights: rank 0 writes them
+    on_rank_zero(model.save, out_dir, {**info, "steps": result.steps, "loss_curve": result.loss_curve})
     return StageResult(method, Path(out_dir), init, examples.height, result)

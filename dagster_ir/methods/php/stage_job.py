@@ -41,15 +41,23 @@ def write_job(folder: str | os.PathLike[str], *, stage: str, init: str, examples
     (folder / RESULT_FILE).unlink(missing_ok=True)
     examples = examples.filter(pl.col("stage") == stage)
     examples.write_parquet(folder / "examples.parquet")
-    articles = pl.concat([examples["article_id"], examples["pos_id"], examples["neg_ids"].explode()]).unique()
-    wanted = articles.drop_nulls().to_frame("article_id").lazy()
-    segments.lazy().join(wanted, on="article_id", how="semi").sink_parquet(folder / "segments.parquet")
-    sources = examples["article_id"].unique().to_frame("src_id").lazy()
-    links.lazy().join(sources, on="src_id", how="semi").sink_parquet(folder / "links.parquet")
+    for name, frame in text_frames(examples, segments, links).items():
+        frame.sink_parquet(folder / f"{name}.parquet")
     job = {"stage": stage, "init": init, "config": config_to_json(config), "out_dir": str(out_dir),
            "checkpoint_dir": str(checkpoint_dir)}
     write_text_atomic(folder / JOB_FILE, json.dumps(job, indent=1))
     return folder
+
+
+def text_frames(examples: pl.DataFrame, segments: pl.DataFrame | pl.LazyFrame,
+                links: pl.DataFrame | pl.LazyFrame) -> dict[str, pl.LazyFrame]:
+    """The segments and links `examples` read: "segments" of their query, positive and negative
+    articles, "links" out of their query articles."""
+    articles = pl.concat([examples["article_id"], examples["pos_id"], examples["neg_ids"].explode()]).unique()
+    wanted = articles.drop_nulls().to_frame("article_id").lazy()
+    sources = examples["article_id"].unique().to_frame("src_id").lazy()
+    return {"segments": segments.lazy().join(wanted, on="article_id", how="semi"),
+            "links": links.lazy().join(sources, on="src_id", how="semi")}
 
 
 def read_result(folder: str | os.PathLike[str]) -> StageResult:

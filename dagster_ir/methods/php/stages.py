@@ -19,7 +19,7 @@ from dagster_ir.methods.php.examples import stage_groups
 from dagster_ir.methods.php.masking import PhpInputs
 from dagster_ir.methods.php.model import PhpModel, php_loss
 from dagster_ir.neural.backbone import backbone_path
-from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, world
+from dagster_ir.neural.training import TrainConfig, TrainResult, on_rank_zero, shuffled_batches, train
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,7 @@ def pretrain_stage(
     model = PhpModel.from_pretrained(init, config, seed=train_config.seed)
     info = {"stage": stage, "init": init, "examples": examples.height, "config": asdict(config)}
     if examples.height == 0:
-        if world()[0] == 0:
-            model.save(out_dir, {**info, "skipped": True})
+        on_rank_zero(model.save, out_dir, {**info, "skipped": True})
         return StageResult(stage, Path(out_dir), init, 0, None)
     inputs = PhpInputs(examples, segments, links, model.scorer, config)
     items = list(range(len(inputs)))
@@ -71,8 +70,9 @@ def pretrain_stage(
 
     loss_fn = php_loss(config, inputs, lambda epoch: seed_of(train_config.seed, stage, epoch))
     result = train(model, make_batches, loss_fn, train_config, checkpoint_dir, on_log=on_log)
-    if world()[0] == 0:  # under torchrun every process holds the same weights; one writes them
-        model.save(out_dir, {**info, "steps": result.steps, "loss_curve": result.loss_curve})
+    # under torchrun every process holds the same weights: rank 0 writes them, the others wait (the
+    # next stage of a chain starts from this folder)
+    on_rank_zero(model.save, out_dir, {**info, "steps": result.steps, "loss_curve": result.loss_curve})
     return StageResult(stage, Path(out_dir), init, examples.height, result)
 
 
