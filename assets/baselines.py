@@ -23,10 +23,13 @@ import json
 import time
 from dataclasses import asdict, replace
 from functools import partial
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import dagster as dg
 import polars as pl
+
+if TYPE_CHECKING:
+    from dagster_ir.methods.baselines import BaselineConfig
 
 from assets.automation import TRAINING_POOL
 from assets.partitions import training_unit, unit_ins, unit_partitions
@@ -34,18 +37,16 @@ from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
-from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS, BaselineConfig, profile
+from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS
 from dagster_ir.collections.lengths import collection_lengths
-from dagster_ir.methods.baselines.protocol import corpus_texts, first_stage_interpolations, run_baselines, run_rotations
-from dagster_ir.methods.baselines.reranker import check_precision
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
-from dagster_ir.methods.ghrm.word2vec import load_vectors
-from dagster_ir.neural.curves import epoch_curve
 from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
-from dagster_ir.methods.baselines import job as baselines_job
+from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import frame_version
+
+baselines_job = lazy_module("dagster_ir.methods.baselines.job")
 
 GROUP = "baselines"
 CODE_VERSION = "4"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: <model>+<candidates>
@@ -92,15 +93,17 @@ class NeuralBaselinesConfig(dg.Config):
     # process (or node) trains the unit's models under torchrun (DDP), else in the step's own process.
     torchrun: TorchrunSettings = TorchrunSettings()
 
-    def to_domain(self) -> BaselineConfig:
+    def to_domain(self) -> "BaselineConfig":
+        from dagster_ir.methods.baselines import BaselineConfig, profile
+
         values = {k: v for k, v in self.model_dump().items()
                   if k in BaselineConfig.__dataclass_fields__ and v is not None}
         placement = resolve_placement(self.device, self.bf16)
         return replace(profile(self.profile), **{**values, "device": placement.device, "bf16": placement.bf16})
 
 
-def fit_lengths(config: NeuralBaselinesConfig, domain: BaselineConfig, queries: pl.DataFrame, corpus: pl.LazyFrame,
-                tokenize) -> tuple[BaselineConfig, dict]:
+def fit_lengths(config: NeuralBaselinesConfig, domain: "BaselineConfig", queries: pl.DataFrame, corpus: pl.LazyFrame,
+                tokenize) -> tuple["BaselineConfig", dict]:
     """`domain` with the query and document words read off the collection where the config left them None
     (`lengths: collection`); and metadata saying which lengths were used and where they came from."""
     if config.lengths not in ("collection", "profile"):
@@ -108,6 +111,8 @@ def fit_lengths(config: NeuralBaselinesConfig, domain: BaselineConfig, queries: 
     source = {"query_words": "config" if config.query_words is not None else config.lengths,
               "doc_words": "config" if config.doc_words is not None else config.lengths}
     if config.lengths == "collection" and "collection" in source.values():
+        from dagster_ir.methods.baselines.protocol import corpus_texts
+
         found = collection_lengths(queries["text"].to_list(), corpus_texts(corpus), tokenize, config.length_percentile)
         domain = replace(domain, **{k: getattr(found, k) for k, v in source.items() if v == "collection"})
     return domain, {"query_words": domain.query_words, "doc_words": domain.doc_words,
@@ -129,6 +134,11 @@ def neural_baselines(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """DRMM, KNRM, Conv-KNRM, MatchPyramid, PACRR, Co-PACRR, DUET (and the BERT baselines) reranking the unit's test queries."""
+    from dagster_ir.methods.baselines.protocol import first_stage_interpolations, run_baselines, run_rotations
+    from dagster_ir.methods.baselines.reranker import check_precision
+    from dagster_ir.methods.ghrm.word2vec import load_vectors
+    from dagster_ir.neural.curves import epoch_curve
+
     unit = training_unit(context)
     config = with_settings(config, "neural_baselines", unit.collection, context)
     roles = unit_queries(query_splits, unit)

@@ -24,7 +24,7 @@ step's own process (`dagster_ir.methods.cet.job`).
 import base64
 import json
 from dataclasses import asdict, replace
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import dagster as dg
 import polars as pl
@@ -37,8 +37,6 @@ from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
 from dagster_ir.collections import offset_seeds, unit_queries
-from dagster_ir.methods.cet.model import LabConfig, profile
-from dagster_ir.methods.cet.lab import BM25_BERT, LabData, manifest, rerank_lab, train_lab
 from dagster_ir.methods.cet.report import (
     TABLE1_MEASURES,
     dev_best_baseline,
@@ -57,6 +55,9 @@ from dagster_ir.negatives.pooling import (
     simulate_sparse_labels,
 )
 from dagster_ir.schemas import RUN
+
+if TYPE_CHECKING:
+    from dagster_ir.methods.cet.model import LabConfig
 
 GROUP = "cet"
 
@@ -219,7 +220,8 @@ class CetConfig(dg.Config):
     # process (or node) trains the unit's rankers under torchrun (DDP), else in the step's own process.
     torchrun: TorchrunSettings = TorchrunSettings()
 
-    def to_domain(self) -> LabConfig:
+    def to_domain(self) -> "LabConfig":
+        from dagster_ir.methods.cet.model import profile
         base = profile(self.profile)
         ranker = replace(base.cet.ranker, **_given(backbone=self.backbone, max_length=self.max_length))
         query_length = self.max_query_length or min(ranker.max_query_length, ranker.max_length // 2)
@@ -257,6 +259,7 @@ def cet(
     query_splits: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the unit's sparse labels."""
+    from dagster_ir.methods.cet.lab import LabData, manifest, train_lab
     config = with_settings(config, "cet", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
@@ -320,7 +323,8 @@ class CetRunsConfig(dg.Config):
     bf16: Optional[bool] = None
     alpha: float = 0.05
 
-    def to_domain(self) -> LabConfig:
+    def to_domain(self) -> "LabConfig":
+        from dagster_ir.methods.cet.model import profile
         base = profile(self.profile)
         placement = resolve_placement(self.device, self.bf16)
         train = replace(base.cet.train, device=placement.device, bf16=placement.bf16)
@@ -342,6 +346,7 @@ def cet_runs(
     query_splits: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """Each Table 1 ranker's R reranking its candidates' top-k on the unit's test queries (RUN rows and the seed)."""
+    from dagster_ir.methods.cet.lab import rerank_lab
     config = with_settings(config, "cet_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     ids = unit_queries(query_splits, unit).test
@@ -355,7 +360,7 @@ def cet_runs(
     return by_content(runs.with_columns(seed=pl.lit(unit.seed, pl.Int64)))
 
 
-def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: LabConfig, alpha: float) -> dict:
+def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: "LabConfig", alpha: float) -> dict:
     """Table 1 against the dense judgments (the retriever's own top-k as a reference row; † vs DML,
     ‡ vs the best baseline chosen on dev) and Figure 4 (dev)."""
     in_split = pl.col("query_id").is_in(pl.Series(ids, dtype=pl.String).implode())
@@ -395,6 +400,7 @@ def sparse_labels_are_relevant(sparse_qrels: pl.DataFrame, qrels: pl.DataFrame) 
 def cet_runs_rerank_the_same_candidates(cet_runs: pl.DataFrame) -> dg.AssetCheckResult:
     """Every ranker of the strong run reorders the same (query, doc) candidates, once each, with finite
     scores (bm25+bert reranks the basic run's: only its rows' uniqueness and scores are checked)."""
+    from dagster_ir.methods.cet.lab import BM25_BERT
     duplicates = cet_runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().sum()).item()
     non_finite = cet_runs.select((~pl.col("score").is_finite()).sum()).item()
     sets = {name: set(part.select("query_id", "doc_id").iter_rows())

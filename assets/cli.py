@@ -78,14 +78,20 @@ def _defs_and_resources(root: Path):
     return defs, resources(str(root))
 
 
-def add_dump(root: Path, path: str, instance: dg.DagsterInstance) -> str:
-    """Check a dump file, register it and add its partition to the instance; returns the partition key."""
+def add_dump(root: Path, path: str, instance: dg.DagsterInstance, *, recheck: bool = True) -> str:
+    """Check a dump file, register it and add its partition to the instance; returns the partition key.
+    `recheck` False: a file already registered under its key is not checked again (the demo's sample at
+    every `demo`: the check decompresses the file's tail)."""
     from assets.partitions import wiki_dump_partitions
     from dagster_ir.storage.dumps import DumpRegistry
     from dagster_ir.wiki.dump import check_dump
 
-    check_dump(Path(path).expanduser())
-    key = DumpRegistry(root).add(path)
+    resolved = Path(path).expanduser().resolve()
+    registry = DumpRegistry(root)
+    known = registry.entries().get(resolved.name) == str(resolved)
+    if recheck or not known or not instance.has_dynamic_partition(wiki_dump_partitions.name, resolved.name):
+        check_dump(Path(path).expanduser())
+    key = registry.add(path)
     if not instance.has_dynamic_partition(wiki_dump_partitions.name, key):
         instance.add_dynamic_partitions(wiki_dump_partitions.name, [key])
     return key
@@ -192,7 +198,7 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
     instance = prepare_update(root)
     rejected_before = set(Catalog(root).rejected())
     if demo or not DumpRegistry(root).entries():
-        key = add_dump(root, str(sample_dump_path()), instance)
+        key = add_dump(root, str(sample_dump_path()), instance, recheck=False)
         print(f"dump: {key} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)
     started = time.monotonic()

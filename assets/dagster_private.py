@@ -72,9 +72,11 @@ def _name(key_partition) -> str:
     return key_partition.asset_key.to_user_string() + (f"[{partition}]" if partition else "")
 
 
-def observe(source, *, instance: dg.DagsterInstance, resources: dict, run_config: dict):
-    """Observe one observable source asset in this process (Dagster's `observe`, not exported)."""
-    return _observe([source], instance=instance, resources=resources, raise_on_error=False, run_config=run_config)
+def observe(sources, *, instance: dg.DagsterInstance, resources: dict, run_config: dict):
+    """Observe observable source assets of one partitions definition in one run, in this process (Dagster's
+    `observe`, not exported); `sources` is one of them or a list."""
+    sources = list(sources) if isinstance(sources, list | tuple) else [sources]
+    return _observe(sources, instance=instance, resources=resources, raise_on_error=False, run_config=run_config)
 
 
 def input_step(context: dg.InputContext) -> tuple[str, str] | None:

@@ -26,7 +26,7 @@ import json
 import time
 from dataclasses import asdict, replace
 from functools import partial
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import dagster as dg
 import numpy as np
@@ -39,20 +39,7 @@ from assets.project import collection_specs
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections.lengths import collection_lengths
-from dagster_ir.methods.ghrm.model import VARIANTS, GHRMConfig, profile
-from dagster_ir.methods.ghrm.protocol import (
-    GHRMData,
-    corpus_texts,
-    fingerprint,
-    fold_means,
-    fold_run,
-    interpolated_fold_run,
-    mean_measure,
-    prepare_data,
-    run_folds,
-)
-from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
-from dagster_ir.methods.ghrm.sweeps import SweepConfig, choose, run_sweep, sweep_figure, sweep_means
+from dagster_ir.methods.ghrm.config import VARIANTS, GHRMConfig, profile
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
 from dagster_ir.methods.ghrm.word2vec import (
@@ -67,6 +54,9 @@ from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import content_version, frame_version
+
+if TYPE_CHECKING:
+    from dagster_ir.methods.ghrm.sweeps import SweepConfig
 
 GROUP = "ghrm"
 CODE_VERSION = "4"  # 4: <variant>+<candidates> rows (first-stage interpolation), strictly decreasing scores,
@@ -118,6 +108,8 @@ def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> dg.Output[pl.DataFrame]:
     """Word vectors for GHRM and the interaction baselines: MiniLM's input embeddings, word2vec trained here, or a file."""
+    from dagster_ir.methods.ghrm.protocol import corpus_texts
+
     config = with_settings(config, "word2vec", context.partition_key, context)
     domain = config.to_domain()
     source = "file" if config.path and config.source == "minilm" and "source" not in config.model_fields_set \
@@ -212,6 +204,8 @@ class GHRMAssetConfig(GHRMSettings):
 def fit_lengths(config: GHRMSettings, domain: GHRMConfig, queries: pl.DataFrame, corpus) -> tuple[GHRMConfig, dict]:
     """`domain` with the query and document words read off the collection where the config left them None
     (`lengths: collection`); and metadata saying which lengths were used and where they came from."""
+    from dagster_ir.methods.ghrm.protocol import corpus_texts
+
     if config.lengths not in ("collection", "profile"):
         raise ValueError(f"GHRM lengths: {config.lengths!r} is neither 'collection' nor 'profile'")
     inputs = domain.inputs
@@ -228,6 +222,8 @@ def fit_lengths(config: GHRMSettings, domain: GHRMConfig, queries: pl.DataFrame,
 
 def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, candidate_runs, word2vec) -> tuple:
     """(the candidate run, GHRMData) after checking the vectors were trained on text read as GHRM reads it."""
+    from dagster_ir.methods.ghrm.protocol import prepare_data
+
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
     if run.height == 0:
         raise ValueError(f"ghrm: no candidate run {config.candidate_run!r} "
@@ -260,6 +256,8 @@ def ghrm_runs(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
+    from dagster_ir.methods.ghrm.protocol import fingerprint, fold_run, interpolated_fold_run, mean_measure, run_folds
+
     config = with_settings(config, "ghrm_runs", context.partition_key, context)
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
     started = time.monotonic()
@@ -299,6 +297,8 @@ def ghrm_runs(
 
 
 def _variant_metadata(variant: str, results, variant_run: pl.DataFrame, first_stage: pl.DataFrame, qrels: pl.DataFrame) -> dict:
+    from dagster_ir.methods.ghrm.protocol import fold_means, mean_measure
+
     query_ids = variant_run["query_id"].unique().to_list()
     steps = sum(r.result.steps for r in results)
     seconds = sum(r.result.seconds for r in results)
@@ -368,7 +368,9 @@ class GHRMSweepsAssetConfig(GHRMSettings):
     blocks_grid: Optional[list[int]] = None
     top_ks: Optional[list[int]] = None
 
-    def to_sweep(self) -> SweepConfig:
+    def to_sweep(self) -> "SweepConfig":
+        from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
+
         if self.sweep_profile not in SWEEP_PROFILES:
             raise ValueError(f"unknown sweep profile {self.sweep_profile!r} (have {sorted(SWEEP_PROFILES)})")
         given = _given(rate=self.rates, blocks=self.blocks_grid, top_k=self.top_ks)
@@ -389,6 +391,10 @@ def ghrm_sweeps(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
+    from dagster_ir.methods.ghrm.sweeps import choose, run_sweep, sweep_figure, sweep_means
+
+    from dagster_ir.methods.ghrm.protocol import fingerprint
+
     config = with_settings(config, "ghrm_sweeps", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)

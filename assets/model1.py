@@ -36,9 +36,8 @@ from assets.plots import bar_chart_markdown
 from assets.resources import DataDirResource
 from dagster_ir.collections import TrainingUnit, UnitQueries, offset_seeds, tag_unit, unit_queries
 from dagster_ir.fusion import FusionConfig
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.model1 import runs as runs_profiles
-from dagster_ir.methods.model1 import bert
-from dagster_ir.methods.model1 import neural as nn
 from dagster_ir.methods.model1 import (
     BERT_RUN,
     BERT_VANILLA_RUN,
@@ -76,6 +75,10 @@ from dagster_ir.schemas import MODEL1_TABLE, NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
 from dagster_ir.storage.locks import remove_unlocked_siblings
 from dagster_ir.storage.parquet import frame_version
+
+# the torch models, imported where a step uses them (the definitions import this module without torch)
+bert = lazy_module("dagster_ir.methods.model1.bert")
+nn = lazy_module("dagster_ir.methods.model1.neural")
 
 GROUP = "model1"
 COLLECTION_INPUTS = ("corpus", "queries", "qrels", "query_splits", "candidate_runs")
@@ -227,7 +230,7 @@ class NeuralModel1AssetConfig(_TrainingOverrides):
     lam: Optional[float] = None  # 0: Eq. 4, no collection term (the paper profile's)
     auto_bf16: ClassVar[bool] = False
 
-    def to_domain(self) -> nn.NeuralModel1Config:
+    def to_domain(self) -> "nn.NeuralModel1Config":
         base = _profile(nn.PROFILES, self.profile)
         return replace(base, train=self.train_config(base.train), layer=replace(base.layer, **_given(lam=self.lam)),
                        **_given(max_doc_length=self.max_doc_length, backbone=self.backbone))
@@ -241,7 +244,7 @@ class BertModel1AssetConfig(_TrainingOverrides):
     max_chunks: Optional[int] = None
     head_lr: Optional[float] = None  # the head's (Model 1 layer's, or BERT-vanilla's linear layer's) rate
 
-    def to_domain(self) -> bert.BertModel1Config:
+    def to_domain(self) -> "bert.BertModel1Config":
         base = _profile(bert.PROFILES, self.profile)
         train = self.train_config(base.train)
         if self.head_lr is not None:
@@ -544,7 +547,7 @@ def _timed(seconds: dict, name: str, function, *args):
     return result
 
 
-def _texts(backbone: str, queries: pl.DataFrame, corpus: pl.LazyFrame, run: pl.DataFrame) -> nn.NeuralTexts:
+def _texts(backbone: str, queries: pl.DataFrame, corpus: pl.LazyFrame, run: pl.DataFrame) -> "nn.NeuralTexts":
     vocabulary = wordpiece_vocabulary(backbone)
     return nn.NeuralTexts(nn.TokenizedTexts.of_queries(queries, vocabulary),
                           nn.TokenizedTexts.of_documents(corpus, run["doc_id"].unique(), vocabulary))

@@ -47,8 +47,7 @@ from dagster_ir.evaluation import (
 )
 from dagster_ir.evaluation.summary import write_summary
 from dagster_ir.methods.cet.report import dev_best_baseline, pool_units, sweeps_plot
-from dagster_ir.methods.ghrm.model import TrainingConfig as GHRMTraining
-from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
+from dagster_ir.methods.ghrm.config import TrainingConfig as GHRMTraining
 from dagster_ir.methods.model1 import BERT_SHORT_RUN, PAPER_PAIRS
 from dagster_ir.retrieval.runs import append_candidates
 from dagster_ir.schemas import RUN
@@ -232,6 +231,8 @@ def _with_seed(run: pl.DataFrame) -> pl.DataFrame:
 
 def sweeps_figure(ghrm_sweeps: pl.DataFrame) -> ReportFigure:
     """GHRM's sweeps over every unit (Figures 3-5 on validation queries), the chosen values ringed."""
+    from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
+
     measure = GHRM_SELECTION_MEASURE
     measures = ghrm_sweeps["measure"].unique(maintain_order=True).to_list()
     chosen = choose(ghrm_sweeps, measure)

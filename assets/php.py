@@ -45,15 +45,20 @@ from assets.project import collection_specs
 from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
-from dagster_ir.methods import php
-from dagster_ir.methods.php import pretrain_job, stage_job
-from dagster_ir.neural import finetune, finetune_job
+from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.backbone import backbone_path
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.parquet import frame_version
 from dagster_ir.schemas import RUN
 from dagster_ir.wiki import latest_articles
+
+# the torch code, imported where a step uses it (the definitions import this module without torch)
+php = lazy_module("dagster_ir.methods.php")
+stage_job = lazy_module("dagster_ir.methods.php.stage_job")
+pretrain_job = lazy_module("dagster_ir.methods.php.pretrain_job")
+finetune = lazy_module("dagster_ir.neural.finetune")
+finetune_job = lazy_module("dagster_ir.neural.finetune_job")
 
 GROUP = "php"
 EVAL_COLLECTION = "wiki-car"  # built from the same dump: its dev/test articles stay out of pre-training
@@ -104,7 +109,7 @@ class PhpSettings(_TrainOverrides):
     shp_epochs: Optional[int] = None
     mrds_epochs: Optional[int] = None
 
-    def to_domain(self) -> php.PhpConfig:
+    def to_domain(self) -> "php.PhpConfig":
         base = _profile(php.PROFILES, self.profile)
         values = {f.name: getattr(self, f.name) for f in fields(php.PhpConfig)
                   if f.name in type(self).model_fields and getattr(self, f.name) is not None}
@@ -150,7 +155,7 @@ class PhpBaselineSettings(PhpSettings):
     # pre-trains each baseline under torchrun (DDP), else in the step's own process
     torchrun: TorchrunSettings = TorchrunSettings()
 
-    def generator_config(self) -> php.BaselineConfig:
+    def generator_config(self) -> "php.BaselineConfig":
         domain = self.to_domain()
         return php.BaselineConfig(n_negatives=self.baseline_negatives or domain.n_negatives, mu=self.mu,
                                   query_length_mean=self.query_length_mean,
@@ -187,7 +192,7 @@ class CrossEncoderSettings(_TrainOverrides):
     # process (or node) trains each model under torchrun (DDP), else in the step's own process.
     torchrun: TorchrunSettings = TorchrunSettings()
 
-    def to_domain(self) -> finetune.FineTuneConfig:
+    def to_domain(self) -> "finetune.FineTuneConfig":
         base = _profile(finetune.PROFILES, self.profile)
         values = {f.name: getattr(self, f.name) for f in fields(finetune.FineTuneConfig)
                   if f.name in type(self).model_fields and getattr(self, f.name) is not None}
@@ -283,7 +288,7 @@ def php_examples(context: dg.AssetExecutionContext, config: PhpSettings, **input
     return frame
 
 
-def _build_examples(domain: php.PhpConfig, inputs: dict) -> tuple[pl.DataFrame, dict]:
+def _build_examples(domain: "php.PhpConfig", inputs: dict) -> tuple[pl.DataFrame, dict]:
     """Every stage's examples from php_groups (+ wiki_link_graph, the held-out articles) and their counts."""
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     frames, metadata = [], {"excluded_articles": len(excluded), "seed": domain.train.seed}
@@ -337,7 +342,7 @@ def _logger(context, stage: str):
     return log
 
 
-def _stage_metadata(result: php.StageResult, domain: php.PhpConfig, seconds: float) -> dict:
+def _stage_metadata(result: "php.StageResult", domain: "php.PhpConfig", seconds: float) -> dict:
     trained = result.train
     metadata = {"model_path": dg.MetadataValue.path(str(result.path)), "examples": result.examples,
                 "seed": domain.train.seed, "seconds": round(seconds, 2), "skipped": trained is None,
@@ -355,7 +360,7 @@ def _placement_metadata(train: TrainConfig) -> dict:
     return Placement(train.device, train.bf16).metadata()
 
 
-def _stage_manifest(result: php.StageResult, domain: php.PhpConfig) -> pl.DataFrame:
+def _stage_manifest(result: "php.StageResult", domain: "php.PhpConfig") -> pl.DataFrame:
     trained = result.train
     return pl.DataFrame({
         "stage": [result.stage], "path": [str(result.path)], "init": [result.init], "examples": [result.examples],
@@ -560,10 +565,13 @@ def cross_encoder(
     dev = (run, qrels, roles.validation) if config.select_on_dev and roles.validation else None
     processes = default_processes(domain.train.device)
     distributed = is_distributed(config.torchrun, processes)
+    dev_runs: list[pl.DataFrame] = []  # the validation rerankings of the current init, in call order
     evaluate = None if distributed or dev is None else finetune.dev_evaluator(run, queries, corpus, qrels,
-                                                                              roles.validation, domain)
+                                                                              roles.validation, domain,
+                                                                              on_run=dev_runs.append)
     rows, curves, launches = [], {}, {}
     for name in config.inits:
+        dev_runs.clear()
         init = resolve_init(name, stages, php_ablations, php_baselines)
         key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
                           frame_version(pairs))
@@ -584,6 +592,10 @@ def cross_encoder(
             tuned = finetune.fine_tune(model, queries, corpus, pairs, domain, checkpoints,
                                        evaluate=evaluate, on_log=_logger(context, name))
             model.save(folder)
+            kept = finetune.kept_dev_run(tuned, dev_runs)
+            if kept is not None:  # reranked_runs reads it instead of reranking the validation queries again
+                finetune.save_dev_run(folder, kept, candidate="bm25", depth=domain.dev_depth, bf16=domain.train.bf16,
+                                      use_title=domain.use_title)
         shutil.rmtree(checkpoints, ignore_errors=True)
         curves[name] = tuned.curve()
         result = tuned.train
@@ -643,6 +655,8 @@ def reranked_runs(
     scorers = {name: lambda path=path: CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
                                                           device=placement.device, bf16=placement.bf16)
                for name, path in cross_encoder.select("run_name", "path").iter_rows()}
+    paths = dict(cross_encoder.select("run_name", "path").iter_rows())
+    reused: list[str] = []
     if config.bi_encoder:
         scorers[BI_ENCODER_RUN] = lambda: BiEncoderScorer(DenseConfig(batch_size=config.batch_size,
                                                                       device=placement.device))
@@ -652,11 +666,19 @@ def reranked_runs(
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
         if validation.height:
-            chosen = rerank(validation, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name))
+            kept = paths.get(name) and finetune.load_dev_run(paths[name], validation, candidate=config.candidate,
+                                                               depth=config.rerank_depth(), bf16=placement.bf16)
+            if kept is not None:  # the validation reranking cross_encoder made with these weights
+                chosen = kept.with_columns(run_name=pl.lit(name))
+                reused.append(name)
+            else:
+                chosen = rerank(validation, queries, docs, scorer,
+                                RerankConfig(depth=config.rerank_depth(), run_name=name))
             mixed, choice = interpolated_run(chosen, runs[-1], candidates, qrels, f"{name}+{config.candidate}",
                                              config.interpolation_measure)
             runs.append(mixed)
             metadata[f"{name}+{config.candidate} weight"] = choice.weight
+    metadata["validation reused from cross_encoder"] = ", ".join(reused) or "none"
     context.add_output_metadata(metadata)
     return by_content(tag_unit(pl.concat(runs) if runs else pl.DataFrame(schema=run.schema), unit))
 

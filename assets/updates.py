@@ -528,12 +528,20 @@ def observe_sources(
     """Observe every observable source asset (their data versions are what staleness compares)."""
     sources = [a for a in defs.assets or []
                if isinstance(a, dg.AssetsDefinition | dg.SourceAsset) and a.is_observable]
-    for source in sources:  # one run each: a run holds one partitions definition
+    groups: list[list] = []  # one run per partitions definition (a run holds one), not one per source
+    for source in sources:
+        group = next((g for g in groups if g[0].partitions_def == source.partitions_def), None)
+        if group is None:
+            groups.append([source])
+        else:
+            group.append(source)
+    for group in groups:
         with nullcontext() if traces else without_failure_events():
-            result = observe(source, instance=instance, resources=resources,
+            result = observe(group, instance=instance, resources=resources,
                              run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         if not result.success:
-            log(f"observing {source.key.to_user_string()} failed: {failure_message(result)}")
+            names = ", ".join(source.key.to_user_string() for source in group)
+            log(f"observing {names} failed: {failure_message(result)}")
 
 
 def _downstream_of(failed: set[Key], todo: set[Key], state: _State) -> set[Key]:

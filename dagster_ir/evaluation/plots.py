@@ -7,12 +7,18 @@ backend or global figure state is involved; `figure_to_png_bytes` renders with A
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-from matplotlib.figure import Figure
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.schemas import PER_QUERY_EVAL, validate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+mpl_figure = lazy_module("matplotlib.figure")
 
 _BETTER, _WORSE, _TIE = "#2b8a3e", "#c92a2a", "#868e96"
 
@@ -22,7 +28,7 @@ def per_query_difference_plot(
 ) -> Figure:
     """Bars of `run` minus `baseline` on `measure`, largest gain first, one per query both answered."""
     differences = _differences(per_query, run, baseline, measure)
-    fig = Figure(figsize=(8, 3.5), layout="constrained")
+    fig = mpl_figure.Figure(figsize=(8, 3.5), layout="constrained")
     ax = fig.subplots()
     colours = np.where(differences > 0, _BETTER, np.where(differences < 0, _WORSE, _TIE))
     ax.bar(np.arange(differences.size), differences, width=1.0, color=colours, linewidth=0)
@@ -40,7 +46,7 @@ def per_query_difference_plot(
 def recall_curve_plot(curves: pl.DataFrame, title: str = "Recall by depth") -> Figure:
     """One line per run of mean recall@k against k (log scale); `curves` as `recall_curve` returns."""
     validate(curves, {"run_name": pl.String, "k": pl.Int64, "recall": pl.Float64}, "recall curves")
-    fig = Figure(figsize=(6, 4), layout="constrained")
+    fig = mpl_figure.Figure(figsize=(6, 4), layout="constrained")
     ax = fig.subplots()
     for (name,), curve in curves.partition_by("run_name", maintain_order=True, as_dict=True).items():
         ax.plot(curve["k"].to_numpy(), curve["recall"].to_numpy(), label=name)

@@ -14,9 +14,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
-from matplotlib.figure import Figure
 
 from dagster_ir.evaluation.plots import figure_to_png_bytes, per_query_difference_plot
 from dagster_ir.evaluation.significance import SignificanceConfig, compare_to_baseline
@@ -31,6 +31,9 @@ from dagster_ir.evaluation.tables import (
 )
 from dagster_ir.schemas import PER_QUERY_EVAL, validate
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)

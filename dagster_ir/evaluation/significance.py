@@ -25,9 +25,11 @@ from typing import Literal
 import numpy as np
 import polars as pl
 import polars.selectors as cs
-from scipy import stats
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.schemas import COMPARISON_EVAL, PER_QUERY_EVAL, validate
+
+stats = lazy_module("scipy.stats")
 
 Correction = Literal["none", "bonferroni", "holm"]
 

@@ -27,15 +27,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import polars as pl
-from matplotlib.figure import Figure
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.negatives.sampling import NegativeConfig, false_negative_share, sample_negatives
 from dagster_ir.retrieval.runs import recall_at_k, top_k
 from dagster_ir.schemas import FALSE_NEGATIVES, QRELS, RUN, validate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+mpl_figure = lazy_module("matplotlib.figure")
 
 Selection = Literal["random", "top"]
 
@@ -213,7 +218,7 @@ def false_negative_plot(analysis: pl.DataFrame, title: str = "False negatives by
     """Two panels against depth (log scale), one line per retriever: the expected false-negative
     share of sampled negatives, and recall@depth against the dense judgments."""
     validate(analysis, FALSE_NEGATIVES, "false-negative analysis")
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    fig = mpl_figure.Figure(figsize=(9, 3.6), layout="constrained")
     share_ax, recall_ax = fig.subplots(1, 2)
     for (name,), part in analysis.sort("depth").partition_by("run_name", as_dict=True, maintain_order=True).items():
         depth = part["depth"].to_numpy()

@@ -14,11 +14,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.figure import Figure
-
+from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.training import TrainResult
 from dagster_ir.storage.atomic import atomic_path
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+mpl_figure = lazy_module("matplotlib.figure")
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ def epoch_curve(result: TrainResult, start_score: float | None = None, kept_star
 
 def plot_epoch_curves(curves: Mapping[str, EpochCurve], measure: str, title: str) -> Figure:
     """Loss and validation measure by epoch, one line per model; the kept epoch marked."""
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    fig = mpl_figure.Figure(figsize=(8, 3.2), layout="constrained")
     loss_ax, dev_ax = fig.subplots(1, 2)
     for name, curve in curves.items():
         epochs = list(range(len(curve.loss)))

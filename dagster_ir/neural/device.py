@@ -19,7 +19,10 @@ import os
 from dataclasses import dataclass
 from functools import cache
 
-import torch
+from dagster_ir.lazy import lazy_module
+
+torch = lazy_module("torch")
+
 
 AUTO = "auto"
 PRECISIONS = ("bf16", "fp32")

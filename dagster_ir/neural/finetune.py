@@ -37,9 +37,11 @@ negatives per example at this budget.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -50,7 +52,9 @@ from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
 from dagster_ir.neural.curves import EpochCurve, epoch_curve
 from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
+from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import NEGATIVES, RUN, validate
+from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 
 TRAIN_PAIRS = ("candidates", "negatives")
 
@@ -229,6 +233,52 @@ def fine_tune(
     return FineTuned(result, len(examples), start_score, kept_start)
 
 
+def kept_dev_run(tuned: FineTuned, dev_runs: Sequence[pl.DataFrame]) -> pl.DataFrame | None:
+    """The dev reranking of the weights `tuned` kept, from the `dev_evaluator` runs of one `fine_tune` in call
+    order (the start, then each epoch); None when they do not line up (no validation, a resumed training)."""
+    if tuned.start_score is None or len(dev_runs) != 1 + len(tuned.train.dev_scores):
+        return None
+    return dev_runs[0] if tuned.kept_start else dev_runs[1 + tuned.train.best_epoch]
+
+
+DEV_RUN_FILE = "dev_run.parquet"  # in a fine-tuned model's folder: its reranking of the validation queries
+DEV_RUN_SETTINGS = "dev_run.json"
+
+
+def save_dev_run(folder: str | os.PathLike[str], run: pl.DataFrame, *, candidate: str, depth: int, bf16: bool,
+                 use_title: bool = True) -> None:
+    """Keep the kept weights' validation reranking beside the model (`load_dev_run` reads it back), so that
+    reranking the validation queries again with the same model (`reranked_runs`' interpolation) is not needed."""
+    validate(run, RUN, "dev run")
+    folder = Path(folder)
+    with atomic_path(folder / DEV_RUN_FILE) as tmp:
+        run.write_parquet(tmp)
+    write_text_atomic(folder / DEV_RUN_SETTINGS, json.dumps(_dev_run_settings(candidate, depth, bf16, use_title)))
+
+
+def _dev_run_settings(candidate: str, depth: int, bf16: bool, use_title: bool) -> dict:
+    return {"candidate": candidate, "depth": depth, "bf16": bool(bf16), "use_title": bool(use_title)}
+
+
+def load_dev_run(folder: str | os.PathLike[str], candidates: pl.DataFrame, *, candidate: str, depth: int,
+                 bf16: bool, use_title: bool = True) -> pl.DataFrame | None:
+    """The validation reranking `save_dev_run` kept in `folder`, if it reranks exactly `candidates`' top `depth`
+    (the same queries and documents) from the same candidate run, texts and precision; else None."""
+    folder = Path(folder)
+    try:
+        settings = json.loads((folder / DEV_RUN_SETTINGS).read_text(encoding="utf-8"))
+        run = pl.read_parquet(folder / DEV_RUN_FILE)
+    except (OSError, ValueError):
+        return None
+    if settings != _dev_run_settings(candidate, depth, bf16, use_title):
+        return None
+    pairs = top_k(candidates, depth).select("query_id", "doc_id")
+    if run.height != pairs.height or run.select("query_id", "doc_id").join(pairs, on=["query_id", "doc_id"],
+                                                                         how="anti").height:
+        return None
+    return run
+
+
 def _tokenized(model: CrossEncoder, texts: dict[str, str]) -> dict[str, list[int]]:
     keys = list(texts)
     return dict(zip(keys, model.tokenize([texts[k] for k in keys]), strict=True))
@@ -241,8 +291,10 @@ def dev_evaluator(
     qrels: pl.DataFrame,
     dev_query_ids: Sequence[str],
     config: FineTuneConfig,
+    on_run: Callable[[pl.DataFrame], None] | None = None,
 ) -> Callable[[torch.nn.Module], float]:
-    """`evaluate` for fine_tune: mean `dev_measure` of the model's reranking of the dev queries."""
+    """`evaluate` for fine_tune: mean `dev_measure` of the model's reranking of the dev queries.
+    `on_run` receives each reranking (RUN rows, run name "dev"), e.g. to keep the chosen weights' one."""
     from dagster_ir.evaluation import aggregate, evaluate_run
 
     dev = pl.Series(list(dev_query_ids), dtype=pl.String).implode()
@@ -257,6 +309,8 @@ def dev_evaluator(
         scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=str(model.device),
                                     bf16=config.train.bf16)
         reranked = rerank(dev_run, queries, docs, scorer, rerank_config)
+        if on_run is not None:
+            on_run(reranked)
         summary = aggregate(evaluate_run(reranked, dev_qrels, [config.dev_measure]))
         return float(summary["mean"][0])
 

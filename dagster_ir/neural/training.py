@@ -64,20 +64,40 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, load_model, save_file, save_model
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.device import resolve_device
 from dagster_ir.storage.atomic import atomic_path, replace_directory, sync_tree, temp_name, umask
 from dagster_ir.storage.locks import folder_lock
 
-Batch = Sequence[Any] | Mapping[str, torch.Tensor]
-LossFn = Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, Mapping[str, float]]]
-MakeBatches = Callable[[int, np.random.Generator], Iterable[Batch]]
+torch = lazy_module("torch")
+safetensors_torch = lazy_module("safetensors.torch")  # imports torch
+
+
+def load_file(*args, **kwargs):
+    return safetensors_torch.load_file(*args, **kwargs)
+
+
+def load_model(*args, **kwargs):
+    return safetensors_torch.load_model(*args, **kwargs)
+
+
+def save_file(*args, **kwargs):
+    return safetensors_torch.save_file(*args, **kwargs)
+
+
+def save_model(*args, **kwargs):
+    return safetensors_torch.save_model(*args, **kwargs)
+
+
+if TYPE_CHECKING:
+    Batch = Sequence[Any] | Mapping[str, torch.Tensor]
+    LossFn = Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, Mapping[str, float]]]
+    MakeBatches = Callable[[int, np.random.Generator], Iterable[Batch]]
 
 STATE_FILE = "state.json"
 MODEL_FILE = "model.safetensors"

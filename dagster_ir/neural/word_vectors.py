@@ -17,11 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from gensim.models import KeyedVectors
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.backbone import DEFAULT_BACKBONE, backbone_path
+
+if TYPE_CHECKING:
+    from gensim.models import KeyedVectors
+
+gensim_models = lazy_module("gensim.models")  # imports SciPy
 
 EMBEDDING_SUFFIX = "embeddings.word_embeddings.weight"
 
@@ -60,6 +66,6 @@ def embedding_vectors(words: Iterable[str], backbone: str = DEFAULT_BACKBONE, ba
                 vectors.append(matrix[ids].mean(axis=0))
     if not kept:
         raise ValueError("embedding_vectors: no word has a word piece other than [UNK]")
-    out = KeyedVectors(vector_size=matrix.shape[1])
+    out = gensim_models.KeyedVectors(vector_size=matrix.shape[1])
     out.add_vectors(kept, np.stack(vectors).astype(np.float32))
     return out

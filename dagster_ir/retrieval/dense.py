@@ -32,12 +32,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import torch
-import torch.nn.functional as F
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.retrieval.fast_bert import FastBert
 from dagster_ir.schemas import CORPUS, RUN, validate
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
+
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
 
 
 def bundled_model_path() -> str:

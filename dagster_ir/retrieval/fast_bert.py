@@ -38,8 +38,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
+from dagster_ir.lazy import inference_mode, lazy_module
+
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
+
 
 _ACTIVATIONS = {
     "gelu": lambda t: torch.ops.aten.gelu_(t),
@@ -148,14 +151,14 @@ class FastBert:
             buffer = self._buffers[name] = torch.empty(numel, dtype=self.dtype)
         return buffer[:numel].view(shape)
 
-    @torch.inference_mode()
+    @inference_mode
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The last layer's token states, (B, L, hidden), float32."""
         batch, length = input_ids.shape
         return self._encode(input_ids, attention_mask, token_type_ids, cls_only=False).view(batch, length, -1)
 
-    @torch.inference_mode()
+    @inference_mode
     def scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The one-output classification logit of every row, (B,), float32."""

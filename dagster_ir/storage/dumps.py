@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from importlib import resources
+import importlib.util
 from pathlib import Path
 
 from dagster_ir.storage.atomic import write_text_atomic
@@ -30,7 +30,11 @@ DUMP_SUFFIXES = (".xml", ".xml.bz2", ".bz2")
 
 def sample_dump_path() -> Path:
     """The real enwiki sample that ships inside the gensim wheel (found, never copied)."""
-    path = Path(str(resources.files("gensim") / SAMPLE_DUMP))
+    spec = importlib.util.find_spec("gensim")  # finds the package without importing it (gensim imports SciPy)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders:
+        raise FileNotFoundError("gensim's bundled Wikipedia sample is missing: gensim is not installed")
+    path = Path(folders[0]) / SAMPLE_DUMP
     if not path.exists():
         raise FileNotFoundError(f"gensim's bundled Wikipedia sample is missing: {path}")
     return path

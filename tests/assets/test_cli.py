@@ -42,6 +42,29 @@ def test_add_dump_refuses_a_truncated_dump(data, tmp_path, capsys):
     assert DumpRegistry(data).entries() == {}
 
 
+def test_a_registered_dump_is_checked_once_unless_asked(data, tmp_path, monkeypatch):
+    import dagster_ir.wiki.dump as dump_module
+    from assets.cli import _instance, add_dump
+
+    checked = []
+    real_check = dump_module.check_dump
+    monkeypatch.setattr(dump_module, "check_dump", lambda path: checked.append(Path(path)) or real_check(path))
+    sample = tmp_path / "sample.xml.bz2"
+    shutil.copyfile(sample_dump_path(), sample)
+    instance = _instance(data)
+    assert add_dump(data, str(sample), instance, recheck=False) == "sample.xml.bz2"
+    assert add_dump(data, str(sample), instance, recheck=False) == "sample.xml.bz2"  # the demo's second run
+    assert checked == [sample]
+    add_dump(data, str(sample), instance)  # add-dump always checks
+    assert checked == [sample, sample]
+    sample.write_bytes(sample.read_bytes()[:600_000])  # another file under a registered name is checked
+    other = tmp_path / "other" / "sample.xml.bz2"
+    other.parent.mkdir()
+    shutil.copyfile(sample, other)
+    with pytest.raises(Exception, match="truncated"):
+        add_dump(data, str(other), instance, recheck=False)
+
+
 def test_catalog_query_refuses_writes_and_explains(data, capsys):
     target = table_path(data, ["t"], None)
     write_table(pl.DataFrame({"x": [1]}), target)

@@ -273,3 +273,6 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     pure = {"bert", "php", "php-no-mlm", "harp", "bi-encoder"}
     assert set(reranked["run_name"]) == pure | {f"{n}+bm25" for n in pure} and (reranked["n"] == len(TOPICS)).all()
     assert set(reranked["query_id"]) == {"g/q"} and set(reranked["seed"]) == {0}  # the unit's test queries only
+    reranked_metadata = tuned.asset_materializations_for_node("reranked_runs")[0].metadata
+    # the validation rerankings cross_encoder kept beside each model are read, not computed again
+    assert reranked_metadata["validation reused from cross_encoder"].value == "bert, php, php-no-mlm, harp"

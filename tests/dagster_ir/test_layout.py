@@ -8,7 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "dagster_ir"
 # Lower layers first; a package may import only packages of a lower layer (or its own).
 LAYERS = [
-    {"storage", "schemas", "settings", "provenance"},
+    {"storage", "schemas", "settings", "provenance", "lazy"},
     {"wiki", "retrieval"},
     {"collections", "evaluation", "negatives"},
     {"fusion"},

@@ -36,6 +36,7 @@ import polars as pl
 import torch
 
 from dagster_ir.evaluation import evaluate_run
+from dagster_ir.methods.baselines.names import BERT_MODELS, WORD_MODELS
 from dagster_ir.methods.baselines.bert_passages import BertPassages, PassageConfig, PassageEncoder
 from dagster_ir.methods.baselines.cedr import CEDRKNRM
 from dagster_ir.methods.baselines.drmm import DRMM, DRMMConfig
@@ -52,8 +53,6 @@ from dagster_ir.retrieval.runs import strictly_decreasing, top_k
 from dagster_ir.schemas import NEGATIVES, RUN, validate
 
 Example = tuple[str, str, tuple[str, ...]]  # (query_id, positive doc_id, negative doc_ids)
-WORD_MODELS = ("drmm", "knrm", "conv-knrm", "matchpyramid", "pacrr", "co-pacrr", "duet")
-BERT_MODELS = ("bert-firstp", "bert-maxp", "cedr-knrm")
 LOSSES = {"drmm": "hinge", "knrm": "hinge", "conv-knrm": "hinge", "matchpyramid": "hinge", "pacrr": "softmax",
           "co-pacrr": "softmax", "duet": "softmax", "bert-firstp": "softmax", "bert-maxp": "softmax",
           "cedr-knrm": "softmax"}

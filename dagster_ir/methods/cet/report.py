@@ -17,13 +17,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-from matplotlib.figure import Figure
 
 from dagster_ir.evaluation import SignificanceConfig, aggregate, compare_to_baseline
+from dagster_ir.lazy import lazy_module
 from dagster_ir.schemas import PER_QUERY_EVAL, validate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+mpl_figure = lazy_module("matplotlib.figure")
 
 TABLE1_MEASURES: tuple[str, ...] = ("RR@10", "RR@100", "nDCG@10", "nDCG@100")
 BASELINES: tuple[str, ...] = ("naive", "zhan", "rocketqa", "rance", "dml")  # candidates for the best baseline
@@ -179,7 +185,7 @@ def tau_sensitivity_plot(
     if not taus:
         raise ValueError("tau_sensitivity_plot: no CET runs given")
     points = sorted((tau, means[run]) for run, tau in taus.items())
-    fig = Figure(figsize=(5, 3.5), layout="constrained")
+    fig = mpl_figure.Figure(figsize=(5, 3.5), layout="constrained")
     ax = fig.subplots()
     x, y = np.array(points).T
     ax.plot(x, y, marker="o", color="#4f6fad", label="cet")
@@ -213,7 +219,7 @@ def sweeps_plot(manifest: pl.DataFrame) -> Figure:
         raise ValueError("sweeps_plot: no tau or eta sweep with dev scores in the manifest")
     naive = scored.filter(pl.col("run_name") == "naive")["dev_mrr10"]
     chosen_eta = _chosen_eta_quantile(manifest)
-    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    fig = mpl_figure.Figure(figsize=(9, 3.5), layout="constrained")
     axes = fig.subplots(1, 2)
     for ax, sweep, label in ((axes[0], "tau", "tau (CET)"), (axes[1], "eta", "eta quantile of naive's scores (RocketQA)")):
         rows = scored.filter(pl.col("sweep") == sweep).sort("sweep_value")
@@ -255,7 +261,7 @@ def _chosen_eta_quantile(manifest: pl.DataFrame) -> float | None:
 
 def training_curves_plot(curves: Mapping[str, Sequence[float]], ylabel: str = "training loss", smooth: int = 5) -> Figure:
     """One line per ranker of a per-step training curve, as a moving average over `smooth` steps."""
-    fig = Figure(figsize=(6, 3.5), layout="constrained")
+    fig = mpl_figure.Figure(figsize=(6, 3.5), layout="constrained")
     ax = fig.subplots()
     for name, values in curves.items():
         values = np.asarray(values, dtype=float)

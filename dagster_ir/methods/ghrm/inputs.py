@@ -28,12 +28,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from gensim.models import KeyedVectors
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
+
+torch = lazy_module("torch")
+
+if TYPE_CHECKING:
+    from gensim.models import KeyedVectors
 
 
 @dataclass(frozen=True)

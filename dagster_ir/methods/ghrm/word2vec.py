@@ -18,11 +18,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gensim.models import KeyedVectors, Word2Vec
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.storage.atomic import atomic_path
+
+if TYPE_CHECKING:
+    from gensim.models import KeyedVectors
+
+gensim_models = lazy_module("gensim.models")  # imports SciPy
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,7 @@ def train_word2vec(texts: Sequence[str] | Callable[[], Iterable[str]], config: W
     corpora streamed from disk; it is called once per pass).
     """
     sentences = _Sentences(texts if callable(texts) else (lambda: texts), config.text)
-    model = Word2Vec(
+    model = gensim_models.Word2Vec(
         vector_size=config.dim,
         window=config.window,
         min_count=config.min_count,
@@ -115,7 +121,7 @@ def load_vectors(path: str | os.PathLike[str]) -> KeyedVectors:
     binary = path.suffix not in (".txt", ".vec")
     glove = not binary and not _has_word2vec_header(path)
     try:
-        return KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=glove)
+        return gensim_models.KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=glove)
     except (ValueError, UnicodeDecodeError, EOFError) as error:
         kind = "binary" if binary else "GloVe text" if glove else "text"
         raise ValueError(f"load_vectors: {path} is not a word2vec {kind} file: {error}") from error

@@ -23,10 +23,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import scipy.sparse as sp
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.model1.bitext import Bitext
 from dagster_ir.methods.model1.vocabulary import Ragged, ragged_arange
+
+sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)

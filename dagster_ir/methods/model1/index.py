@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.model1.bitext import document_text
 from dagster_ir.methods.model1.vocabulary import Ragged, Vocabulary
+
+sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.model1.index import CollectionStats, ForwardIndex, bag_of_tokens
 from dagster_ir.methods.model1.table import TranslationTable
 from dagster_ir.retrieval.trec import rank_run
 from dagster_ir.schemas import QUERIES, RUN, validate
+
+sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)

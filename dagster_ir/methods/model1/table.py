@@ -14,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.model1.vocabulary import Vocabulary
 from dagster_ir.schemas import MODEL1_TABLE, validate
 from dagster_ir.storage.atomic import atomic_path
+
+sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)
