@@ -45,7 +45,7 @@ from dagster_ir.methods.cet.report import (
     training_curves_plot,
 )
 from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
-from dagster_ir.methods.cet import job as cet_job
+from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainResult
 from dagster_ir.negatives.pooling import (
@@ -58,6 +58,8 @@ from dagster_ir.schemas import RUN
 
 if TYPE_CHECKING:
     from dagster_ir.methods.cet.model import LabConfig
+
+cet_job = lazy_module("dagster_ir.methods.cet.job")
 
 GROUP = "cet"
 

@@ -69,7 +69,6 @@ from dagster_ir.methods.model1 import (
 from dagster_ir.methods.model1 import PROFILES as MODEL1_PROFILES
 from dagster_ir.negatives import sample_negatives
 from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
-from dagster_ir.methods.model1 import ranker_job
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.schemas import MODEL1_TABLE, NEGATIVES
 from dagster_ir.storage.atomic import write_text_atomic
@@ -79,6 +78,7 @@ from dagster_ir.storage.parquet import frame_version
 # the torch models, imported where a step uses them (the definitions import this module without torch)
 bert = lazy_module("dagster_ir.methods.model1.bert")
 nn = lazy_module("dagster_ir.methods.model1.neural")
+ranker_job = lazy_module("dagster_ir.methods.model1.ranker_job")
 
 GROUP = "model1"
 COLLECTION_INPUTS = ("corpus", "queries", "qrels", "query_splits", "candidate_runs")
