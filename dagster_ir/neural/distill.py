@@ -28,13 +28,24 @@ API
 `distill(model, queries, corpus, scores, config, checkpoint_dir) -> Distilled`: trains `model` in
     place with the shared loop (`training.train`); `Distilled` records the loss before and after
     on the same pairs.
+`warm_start(folder, *, backbone, queries, corpus, scores, config, max_length, max_query_length)
+    -> Path`: the cached artifact: distils the backbone's cross-encoder once and saves it (a
+    `CrossEncoder.save` folder plus `warm_start.json`, written atomically); a folder whose record
+    holds the same key (backbone, settings, pseudo-queries, teacher scores) is reused as it is.
+    Every model that starts "from the backbone" can then load the folder instead.
+`start_record(path) -> dict | None`: that record (None for a plain backbone), for metadata.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -43,8 +54,10 @@ import torch
 from dagster_ir.neural.cross_encoder import COSINE_SCALE, CrossEncoder
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
 from dagster_ir.schemas import RUN, validate
+from dagster_ir.storage.atomic import atomic_path
 
 PSEUDO_PREFIX = "pq:"
+START_FILE = "warm_start.json"
 
 
 @dataclass(frozen=True)
@@ -170,3 +183,43 @@ def distill(model: CrossEncoder, queries: pl.DataFrame, corpus: pl.DataFrame | p
     result = train(model, lambda e, rng: shuffled_batches(epochs[e % len(epochs)], config.train.batch_size, rng),
                    lambda m, b: (loss_of(m, b), {}), config.train, checkpoint_dir)
     return Distilled(result, len(epochs[0]), len(wanted), before, mean_loss(epochs[0]))
+
+
+def start_record(path: str | os.PathLike[str]) -> dict | None:
+    """The warm start's record in `path` (`warm_start.json`), None when the folder has none."""
+    file = Path(path) / START_FILE
+    if not file.is_file():
+        return None
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{file}: not valid JSON ({error})") from error
+
+
+def warm_start(folder: str | os.PathLike[str], *, backbone: str, queries: pl.DataFrame,
+               corpus: pl.DataFrame | pl.LazyFrame, scores: pl.DataFrame, config: DistillConfig,
+               max_length: int = 512, max_query_length: int | None = None) -> Path:
+    """Distil the backbone's cross-encoder into `folder` once (see the module docstring); reuse it after."""
+    from dagster_ir.neural.backbone import backbone_path
+
+    folder = Path(folder)
+    frames = [queries.sort("query_id").hash_rows().sum(), scores.sort("query_id", "doc_id").hash_rows().sum()]
+    key = hashlib.blake2b(json.dumps([backbone_path(backbone), dataclasses.asdict(config), max_length, max_query_length,
+                                      [int(v) for v in frames]], sort_keys=True, default=str).encode(),
+                          digest_size=8).hexdigest()
+    record = start_record(folder) if folder.is_dir() else None
+    if record is not None and record.get("key") == key:
+        return folder
+    started = time.monotonic()
+    model = CrossEncoder.from_pretrained(backbone, max_length=max_length, max_query_length=max_query_length,
+                                         seed=config.train.seed)
+    result = distill(model, queries, corpus, scores, config, folder.with_name(folder.name + ".checkpoints"))
+    with atomic_path(folder, directory=True) as tmp:
+        model.write_into(tmp)
+        (Path(tmp) / START_FILE).write_text(json.dumps({
+            "start": "margin-mse", "teacher": "bi-encoder", "backbone": backbone or "bundled", "key": key,
+            "queries": result.queries, "pairs": result.pairs, "steps": result.train.steps,
+            "loss_before": result.loss_before, "loss_after": result.loss_after,
+            "seconds": round(time.monotonic() - started, 1), "config": dataclasses.asdict(config)}, indent=1),
+            encoding="utf-8")
+    return folder

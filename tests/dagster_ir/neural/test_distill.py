@@ -85,3 +85,28 @@ def test_bad_settings_and_empty_input_are_refused(tiny, tmp_path):
     model = CrossEncoder.from_pretrained(tiny, max_length=32, max_query_length=8)
     with pytest.raises(ValueError, match="no pair"):
         ds.distill(model, pq, corpus, ties, ds.DistillConfig(), tmp_path / "ckpt")
+
+
+def test_warm_start_is_cached_loads_offline_and_records_itself(tiny, tmp_path, monkeypatch):
+    corpus = _corpus()
+    pq = ds.pseudo_queries(corpus)
+    scores = ds.teacher_scores(_run(pq, corpus), pq, corpus, depth=6, scorer=Overlap())
+    config = ds.DistillConfig(depth=6, pairs_per_query=2, train=TrainConfig(lr=1e-3, epochs=1, batch_size=8))
+    folder = ds.warm_start(tmp_path / "start", backbone=tiny, queries=pq, corpus=corpus, scores=scores,
+                           config=config, max_length=32, max_query_length=8)
+    record = ds.start_record(folder)
+    assert record["start"] == "margin-mse" and record["pairs"] == 24 and record["loss_after"] >= 0
+    assert ds.start_record(tiny) is None
+    loaded = CrossEncoder.from_pretrained(str(folder))  # a plain cross-encoder folder, read from disk only
+    assert loaded.max_length == 32 and loaded.max_query_length == 8
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the cached warm start was trained again")
+
+    monkeypatch.setattr(ds, "distill", no_training)
+    assert ds.warm_start(tmp_path / "start", backbone=tiny, queries=pq, corpus=corpus, scores=scores, config=config,
+                         max_length=32, max_query_length=8) == folder
+    with pytest.raises(AssertionError, match="trained again"):  # other teacher scores: another start
+        ds.warm_start(tmp_path / "start", backbone=tiny, queries=pq, corpus=corpus,
+                      scores=scores.with_columns(teacher=pl.col("teacher") * 2), config=config,
+                      max_length=32, max_query_length=8)
