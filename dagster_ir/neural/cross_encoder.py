@@ -19,8 +19,8 @@ Two score heads (`head`):
   positions restarting at 1 and token type 0 scores .323 / .285 - but the attention between query
   and document: the backbone was trained to encode each text alone, and in one pass every query
   token also attends to the document (and back), so the two mean-pooled segments are no longer the
-  vectors the cosine was trained on. `neural.distill` (Margin-MSE from the bi-encoder) is the
-  measured remedy.
+  vectors the cosine was trained on. `neural.distill` warm-starts this head on the bi-encoder's
+  scores (Margin-MSE); measured there.
 Default (`head=None`): a saved folder's own head; a backbone whose sentence-transformers pooling
 config (`1_Pooling/config.json`) says mean pooling gets "cosine" (the bundled all-MiniLM-L6-v2);
 any other backbone (bert-base-uncased, the tiny test models) gets "cls".
