@@ -12,6 +12,15 @@ Two score heads (`head`):
   model never trained. On Cranfield (fold 0's validation queries, BM25's top 20, nDCG@10, all
   untrained): BM25 .283; the bundled all-MiniLM-L6-v2 as a bi-encoder .353, as this cross-encoder
   .331, with a new [CLS] head .164.
+  Why the joint pass ranks below the separate ones (fold 0, validation / test nDCG@10 over BM25's
+  top 20; bi-encoder .353 / .335, this head .331 / .276): not the truncation - the bi-encoder fed
+  the cross-encoder's input (document cut to fit 96 tokens with the query, encoded alone) scores
+  .352 / .339 - and not the document's positions or token type - the joint pass with the document's
+  positions restarting at 1 and token type 0 scores .323 / .285 - but the attention between query
+  and document: the backbone was trained to encode each text alone, and in one pass every query
+  token also attends to the document (and back), so the two mean-pooled segments are no longer the
+  vectors the cosine was trained on. `neural.distill` warm-starts this head on the bi-encoder's
+  scores (Margin-MSE); measured there.
 Default (`head=None`): a saved folder's own head; a backbone whose sentence-transformers pooling
 config (`1_Pooling/config.json`) says mean pooling gets "cosine" (the bundled all-MiniLM-L6-v2);
 any other backbone (bert-base-uncased, the tiny test models) gets "cls".
