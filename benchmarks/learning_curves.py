@@ -273,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for method in args.methods:
         trainer(method)  # unknown names fail before any work
+    if not (args.cranfield / "cran.qry").is_file():
+        raise SystemExit(f"learning_curves: no Cranfield files in {args.cranfield}; pass --cranfield DIR "
+                         "(the folder of cran.all.1400, cran.qry, cranqrel)")
     if sorted(set(args.budgets)) != list(args.budgets) or min(args.budgets) < 1:
         raise SystemExit("learning_curves: --budgets must be increasing multiples >= 1, e.g. 1 4 16")
     args.out.mkdir(parents=True, exist_ok=True)

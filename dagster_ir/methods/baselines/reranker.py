@@ -71,6 +71,7 @@ class BaselineConfig:
     steps_per_epoch: int = 64  # at most this many batches an epoch (every example once when fewer)
     batch_size: int = 16
     lr: float = 1e-3
+    lrs: Mapping[str, float] = field(default_factory=dict)  # interaction model -> its learning rate instead of `lr`
     bert_lr: float = 2e-5
     schedule: str = "constant"
     seed: int = 42
@@ -101,6 +102,12 @@ class BaselineConfig:
         unknown = sorted(set(self.sizes) - set(MODELS))
         if unknown:
             raise ValueError(f"BaselineConfig.sizes: unknown models {unknown} (have {list(MODELS)})")
+        unknown = sorted(set(self.lrs) - set(WORD_MODELS))
+        if unknown:
+            raise ValueError(f"BaselineConfig.lrs: {unknown} are not interaction models (have {list(WORD_MODELS)}; "
+                             "the BERT models take bert_lr)")
+        if any(not rate > 0 for rate in self.lrs.values()):
+            raise ValueError(f"BaselineConfig.lrs: learning rates must be > 0, got {dict(self.lrs)}")
 
 
 PROFILES: dict[str, BaselineConfig] = {
@@ -258,7 +265,7 @@ def train_baseline(
 
     bert = name in BERT_MODELS
     threads, bf16 = runs_on(name, config)
-    loop = TrainConfig(lr=config.bert_lr if bert else config.lr, warmup_ratio=0.1 if bert else 0.0,
+    loop = TrainConfig(lr=learning_rate(name, config), warmup_ratio=0.1 if bert else 0.0,
                        schedule="linear" if bert else config.schedule, weight_decay=0.01 if bert else 0.0,
                        epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
                        max_grad_norm=1.0 if bert else None, device=config.device, bf16=bf16)
@@ -269,6 +276,11 @@ def train_baseline(
         return train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate, on_log=on_log)
 
 
+
+
+def learning_rate(name: str, config: BaselineConfig) -> float:
+    """Model `name`'s learning rate: `bert_lr` for the BERT models, else its entry in `lrs`, else `lr`."""
+    return config.bert_lr if name in BERT_MODELS else config.lrs.get(name, config.lr)
 
 
 def validation_evaluator(name: str, encoder, candidates: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str],
