@@ -10,7 +10,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export DAGSTER_IR_DATA ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(DAGSTER_IR_DATA)/dagster_home
 
-.PHONY: demo test ui bench docs docs-serve install install-dev install-docs browser clean
+.PHONY: demo test ui bench learning-curves docs docs-serve install install-dev install-docs browser clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,13 @@ ui: install
 ## and in docs/snippets/bench.md, the table of the documentation's Performance page
 bench: install-dev
 	$(BIN)/python benchmarks/summary.py --docs docs/snippets/bench.md
+
+## learning-curves: validation nDCG@10 of the trained methods at x1, x4 and x16 their demo budget on Cranfield
+## (../shared/data/cranfield), beside BM25's: a PNG per method and a table in benchmarks/out/learning_curves/;
+## CURVES chooses what runs, e.g. CURVES="--methods knrm ghrm bert --folds 0 1 2 3 4 --seeds 0 1 2 --budgets 1 4"
+CURVES ?=
+learning-curves: install-dev
+	$(BIN)/python benchmarks/learning_curves.py $(CURVES)
 
 ## docs: the documentation site (docs/, mkdocs.yml) into site/; broken links, missing pages or references fail it
 docs: install-docs

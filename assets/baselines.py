@@ -73,6 +73,7 @@ class NeuralBaselinesConfig(dg.Config):
     steps_per_epoch: Optional[int] = None
     batch_size: Optional[int] = None
     lr: Optional[float] = None
+    lrs: Optional[dict[str, float]] = None  # interaction model -> its learning rate instead of `lr` (None: the profile's)
     bert_lr: Optional[float] = None
     seed: Optional[int] = None
     rerank_depth: Optional[int] = None

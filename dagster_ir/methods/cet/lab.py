@@ -216,10 +216,10 @@ def lab_negatives(
     seed = epoch_seed(config.negative_seed, epoch) if config.resample else config.negative_seed
     if method in ("naive", "cet", "zhan", "dml"):  # cet, dml: the same negatives as naive
         run = data.run(config.basic_run if method == "zhan" else config.strong_run)
-        negative_config = NegativeConfig("random", config.negative_depth, config.n_per_positive, seed)
+        negative_config = NegativeConfig("random", config.pair_depth, config.n_per_positive, seed)
         return sample_negatives(run, labels, train, negative_config).negatives, {}
     if method == "rance":
-        rance = RanceConfig(config.negative_depth, config.rance_smoothing, config.rance_gain_k,
+        rance = RanceConfig(config.pair_depth, config.rance_smoothing, config.rance_gain_k,
                             config.n_per_positive, seed)
         if not data.dev_query_ids:
             raise ValueError("CET lab: rance estimates its curve on the dev queries, and there are none")
@@ -233,7 +233,7 @@ def lab_negatives(
         eta = config.eta if eta is None else eta
         if eta is None:
             raise ValueError("CET lab: rocketqa needs a threshold eta (set LabConfig.eta or sweep eta_quantiles)")
-        denoise = DenoiseConfig(config.negative_depth, config.n_per_positive, eta, seed)
+        denoise = DenoiseConfig(config.pair_depth, config.n_per_positive, eta, seed)
         scorer = _pair_scorer(first_ranker, data, config) if isinstance(first_ranker, CrossEncoder) else first_ranker
         result = denoised_negatives(data.run(config.strong_run), labels, train, scorer, denoise)
         return result.sample.negatives, {"eta": eta, "rejected": float(result.rejected)}
@@ -422,7 +422,7 @@ def _train_one(
         table=spec.table,
         sweep=spec.sweep,
         sweep_value=spec.sweep_value,
-        dev_mrr10=dev_mrr10(model.relevance, data, config),
+        dev_mrr10=dev_mrr10(model.relevance, data, config, reranked=evaluate.kept_run(result) if evaluate else None),
         notes=notes,
         result=result,
     )
@@ -437,9 +437,11 @@ def _clamp_notes(result: TrainResult) -> dict[str, float]:
     return {"clamped_share": float(np.mean(clamped)), "clamped_max": float(np.max(clamped))}
 
 
-def dev_mrr10(model: CrossEncoder, data: LabData, config: LabConfig, candidates: str | None = None) -> float | None:
+def dev_mrr10(model: CrossEncoder, data: LabData, config: LabConfig, candidates: str | None = None,
+              reranked: pl.DataFrame | None = None) -> float | None:
     """MRR@10 of `model` reranking the dev queries' candidates (default: the strong run), against
-    the dense or sparse dev judgments (`config.dev_judgments`); None without dev queries."""
+    the dense or sparse dev judgments (`config.dev_judgments`); None without dev queries.
+    `reranked`: that reranking already made (by the same weights), scored instead of reranking again."""
     from dagster_ir.evaluation import aggregate, evaluate_run
 
     if not data.dev_query_ids:
@@ -450,7 +452,8 @@ def dev_mrr10(model: CrossEncoder, data: LabData, config: LabConfig, candidates:
     run = data.run(candidates or config.strong_run).filter(pl.col("query_id").is_in(dev))
     if run.height == 0 or labels.height == 0:
         return None
-    reranked = rerank_with(model, run, data.queries, data.corpus, config, "dev")
+    if reranked is None:
+        reranked = rerank_with(model, run, data.queries, data.corpus, config, "dev")
     return float(aggregate(evaluate_run(reranked, labels, ["RR@10"]))["mean"][0])
 
 
@@ -471,21 +474,38 @@ def _state_dir(ranker_dir: Path, fingerprint: str) -> Path:
     return folder
 
 
-def _dev_evaluator(data: LabData, config: LabConfig) -> Callable[[torch.nn.Module], float]:
-    """MRR@10 of R's reranking of the dev queries, against their sparse labels (all a trainer has)."""
-    from dagster_ir.evaluation import aggregate, evaluate_run
+class _DevEvaluator:
+    """`select_on_dev`'s callback: MRR@10 of R's reranking of the dev queries (the strong run's top
+    `rerank_depth`) against their sparse labels (all a trainer has). It keeps the reranking of the
+    best epoch so far (the first of equals, as the training loop keeps its weights), so the dev
+    MRR@10 reported against the dense judgments reuses it instead of reranking again."""
 
-    dev = pl.Series(list(data.dev_query_ids), dtype=pl.String).implode()
-    dev_run = data.run(config.strong_run).filter(pl.col("query_id").is_in(dev))
-    dev_labels = data.sparse_qrels.filter(pl.col("query_id").is_in(dev))
-    if dev_run.height == 0 or dev_labels.height == 0:
-        raise ValueError("CET lab: select_on_dev needs dev queries with candidates and sparse labels")
+    def __init__(self, data: LabData, config: LabConfig) -> None:
+        dev = pl.Series(list(data.dev_query_ids), dtype=pl.String).implode()
+        self.dev_run = data.run(config.strong_run).filter(pl.col("query_id").is_in(dev))
+        self.dev_labels = data.sparse_qrels.filter(pl.col("query_id").is_in(dev))
+        if self.dev_run.height == 0 or self.dev_labels.height == 0:
+            raise ValueError("CET lab: select_on_dev needs dev queries with candidates and sparse labels")
+        self.data, self.config = data, config
+        self.calls, self.best_score, self.best_run = 0, float("-inf"), None
 
-    def evaluate(model: torch.nn.Module) -> float:
-        reranked = rerank_with(model.relevance, dev_run, data.queries, data.corpus, config, "dev")
-        return float(aggregate(evaluate_run(reranked, dev_labels, ["RR@10"]))["mean"][0])
+    def __call__(self, model: torch.nn.Module) -> float:
+        from dagster_ir.evaluation import aggregate, evaluate_run
 
-    return evaluate
+        reranked = rerank_with(model.relevance, self.dev_run, self.data.queries, self.data.corpus, self.config, "dev")
+        score = float(aggregate(evaluate_run(reranked, self.dev_labels, ["RR@10"]))["mean"][0])
+        self.calls += 1
+        if self.best_run is None or score > self.best_score:
+            self.best_score, self.best_run = score, reranked
+        return score
+
+    def kept_run(self, result: TrainResult) -> pl.DataFrame | None:
+        """The reranking by the weights training kept, when every epoch was scored here (not after a resume)."""
+        return self.best_run if self.calls == len(result.dev_scores) and self.calls > 0 else None
+
+
+def _dev_evaluator(data: LabData, config: LabConfig) -> _DevEvaluator:
+    return _DevEvaluator(data, config)
 
 
 # --- reranking ---------------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ class TrainingConfig:
     lr: float = 1e-3
     schedule: str = "constant"  # the learning rate over training: "constant" (the paper) or "linear" decay to 0
     seed: int = 42
-    train_depth: int = 150  # positives and negatives come from the BM25 top `train_depth` (see `protocol`)
+    train_depth: int | None = None  # positives and negatives come from the BM25 top `train_depth` (see `protocol`);
+    # None: rerank_depth, the depth reranked
     rerank_depth: int = 150  # validation and test rerank the BM25 top `rerank_depth`
     selection_measure: str = "nDCG@20"  # the epoch with the best mean on the validation fold is kept
     eval_batch_size: int = 256
@@ -63,13 +64,20 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         if self.threads < 0:
             raise ValueError(f"TrainingConfig.threads must be >= 0, got {self.threads}")
-        for name in ("epochs", "batches_per_epoch", "pairs_per_batch", "train_depth", "rerank_depth", "eval_batch_size"):
+        for name in ("epochs", "batches_per_epoch", "pairs_per_batch", "rerank_depth", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainingConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.train_depth is not None and self.train_depth < 1:
+            raise ValueError(f"TrainingConfig.train_depth must be >= 1 or None, got {self.train_depth}")
         if self.lr <= 0:
             raise ValueError(f"TrainingConfig.lr must be > 0, got {self.lr}")
         if self.schedule not in ("constant", "linear"):
             raise ValueError(f"TrainingConfig.schedule must be 'constant' or 'linear', got {self.schedule!r}")
+
+    @property
+    def pair_depth(self) -> int:
+        """The candidate depth training pairs come from: `train_depth`, else the depth reranked."""
+        return self.train_depth or self.rerank_depth
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,7 @@ PROFILES: dict[str, GHRMConfig] = {
     "demo": GHRMConfig(
         inputs=InputConfig(doc_words=120, query_words=4, min_count=5),
         model=ModelConfig(top_k=20),
-        training=TrainingConfig(epochs=10, batches_per_epoch=32, lr=1e-2, train_depth=30, rerank_depth=30, threads=1),
+        training=TrainingConfig(epochs=10, batches_per_epoch=32, lr=1e-2, rerank_depth=30, threads=1),
     ),
     # the paper's settings with Robust04's lengths; ClueWeb09-B used doc_words=500, query_words=5
     "paper": GHRMConfig(),

@@ -5,7 +5,8 @@
 of `query_splits` (`fold_roles`: test fold i, validation fold i+1 mod k, training the rest; 60/20/20
 for k=5). Per rotation it
 
-1. gives every training query (and no other) its pools from its BM25 top `train_depth`: positives
+1. gives every training query (and no other) its pools from its BM25 top `train_depth` (by default
+   `rerank_depth`, the depth validation and test rerank: `TrainingConfig.pair_depth`): positives
    are the documents judged relevant, negatives the others (`training_pools`). This follows CEDR
    (MacAvaney et al. 2019), whose setting the paper adopts; positives BM25 did not retrieve are
    left out, because they teach a matching model the opposite of what reranking the top needs (on
@@ -99,7 +100,7 @@ def prepare_data(
     if run["run_name"].n_unique() > 1:
         raise ValueError(f"prepare_data: pass one candidate run, got {sorted(run['run_name'].unique())}")
     training = config.training
-    candidates = top_k(run, max(training.rerank_depth, training.train_depth))
+    candidates = top_k(run, max(training.rerank_depth, training.pair_depth))
     lazy = corpus.lazy()
     vocabulary = build_vocabulary(corpus_texts(lazy), vectors, config.inputs)
     needed = candidates["doc_id"].unique()
@@ -172,12 +173,13 @@ def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str
 
 
 def training_pools(data: GHRMData, query_ids: Sequence[str], config: GHRMConfig) -> Pools:
-    """Per query of `query_ids`: its judged-relevant and its other documents in the BM25 top `train_depth`.
+    """Per query of `query_ids`: its judged-relevant and its other documents in the BM25 top `pair_depth`
+    (`train_depth`, else `rerank_depth`); only those queries' qrels are read.
 
     Queries lacking either are left out; doc ids are sorted, so the pools do not depend on row order.
     """
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
-    pool = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), config.training.train_depth)
+    pool = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), config.training.pair_depth)
     relevant = data.qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id", positive=pl.lit(True))
     labelled = pool.join(relevant, on=["query_id", "doc_id"], how="left").with_columns(pl.col("positive").fill_null(False))
     grouped = labelled.group_by("query_id").agg(
@@ -221,7 +223,7 @@ def train_ghrm(
     pools = training_pools(data, train_queries, config)
     if not pools:
         raise ValueError(f"train_ghrm: none of the {len(train_queries)} training queries has both a judged-relevant "
-                         f"and another document in the BM25 top {training.train_depth}")
+                         f"and another document in the BM25 top {training.pair_depth}")
     model_config = variant_config(config.model, variant)
     model = make_model(model_config, data.inputs.query_words, training.seed)
     _write_model_config(Path(checkpoint_dir), model_config, data.inputs.query_words)

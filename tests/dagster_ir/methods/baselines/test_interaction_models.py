@@ -184,3 +184,24 @@ def test_paper_profile_has_the_papers_sizes():
     duet = reranker.build_word_model("duet", vectors, config).config
     assert (duet.query_words, duet.doc_words, duet.filters, duet.pool) == (10, 1000, 300, 100)
     assert config.passages.passage_words == 150 and config.passages.stride == 75
+
+
+def test_a_model_s_own_learning_rate_reaches_its_training(tmp_path):
+    config = replace(TINY, lr=1e-3, lrs={"knrm": 0.05}, bert_lr=3e-5)
+    assert [reranker.learning_rate(n, config) for n in ("knrm", "drmm", "cedr-knrm")] == [0.05, 1e-3, 3e-5]
+    vocabulary = random_vocabulary(1)
+    queries, docs, _, _ = exact_match_collection()
+    encoder = WordEncoder(vocabulary, str.split, TINY.query_words, TINY.doc_words)
+    encoder.add_texts(queries, docs)
+    examples = [(q, f"{q}d0", (f"{q}d5",)) for q in sorted(queries)[:8]]
+    weights = {}
+    for label, lrs in (("own", {"knrm": 0.05}), ("shared", {})):
+        model = reranker.build_word_model("knrm", vocabulary.vectors, replace(config, lrs=lrs, epochs=1))
+        start = model.dense.weight.detach().clone()
+        reranker.train_baseline("knrm", model, encoder, examples, replace(config, lrs=lrs, epochs=1), tmp_path / label)
+        weights[label] = (model.dense.weight.detach() - start).abs().max().item()
+    assert weights["own"] > 10 * weights["shared"]  # Adam's step scales with the rate: 0.05 against 1e-3
+    with pytest.raises(ValueError, match="not interaction models"):
+        replace(TINY, lrs={"bert-maxp": 1e-3})
+    with pytest.raises(ValueError, match="must be > 0"):
+        replace(TINY, lrs={"knrm": 0.0})

@@ -109,3 +109,44 @@ def test_rance_estimates_its_curve_on_the_dev_queries_only() -> None:
 
 def test_an_empty_manifest_has_the_schema() -> None:
     assert manifest([]).schema == pl.Schema(MANIFEST_SCHEMA)
+
+
+def test_negatives_come_from_the_depth_reranked_and_the_training_queries_only() -> None:
+    # v has a sparse label (v4) and candidates too, but it is a dev query: no negatives for it
+    config = LabConfig(rerank_depth=2, n_per_positive=3)  # negative_depth None: the depth reranked
+    assert config.pair_depth == 2
+    naive, _ = lab_negatives("naive", data(), config)
+    assert set(naive["query_id"]) == {"t"} and set(naive["neg_doc_id"]) == {"a2"}  # dense's top 2 minus the label
+    wider, _ = lab_negatives("naive", data(), replace(config, negative_depth=4))
+    assert set(wider["neg_doc_id"]) == {"a2", "a3", "a4"}  # three per label from the top 4 minus a1
+    assert set(wider["query_id"]) == {"t"}
+    with pytest.raises(ValueError, match="negative_depth must be >= 1 or None"):
+        LabConfig(negative_depth=0)
+
+
+def test_each_ranker_keeps_its_best_dev_epoch_by_default(tmp_path) -> None:
+    from dagster_ir.methods.cet.lab import dev_mrr10, train_lab
+    from dagster_ir.methods.cet.model import CetConfig, RankerConfig
+    from dagster_ir.neural.backbone import make_tiny_backbone
+    from dagster_ir.neural.cross_encoder import CrossEncoder
+    from dagster_ir.neural.training import TrainConfig
+
+    tiny = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))
+    docs = [f"d{i}" for i in range(8)]
+    corpus = pl.DataFrame({"doc_id": docs, "title": [""] * 8,
+                           "text": ["solar panels", "river fish", "solar energy", "stock markets", "fish swim",
+                                    "solar cells", "cats sit", "rivers flow"]})
+    queries = pl.DataFrame({"query_id": ["t1", "t2", "v1", "v2"], "text": ["solar", "fish", "solar power", "river"]})
+    runs = run_of("dense", {q: docs for q in ("t1", "t2", "v1", "v2")})
+    sparse = pl.DataFrame([("t1", "d2", 1), ("t2", "d4", 1), ("v1", "d5", 1), ("v2", "d7", 1)], schema=QRELS, orient="row")
+    lab = LabData(runs, queries, corpus, sparse, sparse, ("t1", "t2"), ("v1", "v2"))
+    assert LabConfig().select_on_dev
+    config = LabConfig(methods=("naive",), rerank_depth=6, dev_judgments="sparse", cet=CetConfig(
+        ranker=RankerConfig(backbone=tiny, max_length=24, max_query_length=6),
+        train=TrainConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant", epochs=4, batch_size=2, seed=1)))
+    [naive] = train_lab(lab, config, tmp_path / "lab")
+    scores = naive.result.dev_scores
+    assert len(scores) == 4 and naive.best_epoch == scores.index(max(scores))
+    # the dev MRR@10 reported is the kept weights' (reused from the epoch's scoring, equal to reranking afresh)
+    kept = CrossEncoder.from_pretrained(naive.relevance_path)
+    assert naive.dev_mrr10 == pytest.approx(max(scores)) == pytest.approx(dev_mrr10(kept, lab, config))

@@ -57,6 +57,20 @@ def test_training_pools_come_from_the_given_queries_and_the_top_of_the_run(data,
     assert training_pools(data, ["q0"], dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=1))) == {}
 
 
+def test_training_pools_follow_the_rerank_depth_unless_told_and_read_only_the_training_queries(data, collection):
+    _, _, _, run, _, _ = collection
+    # train_depth None: pairs come from the depth reranked (rerank_depth 4: q0's relevant ranks 2 and 5 -> only 2)
+    default = dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=None, rerank_depth=4))
+    assert default.training.pair_depth == 4
+    assert training_pools(data, ["q0"], default)["q0"][0] == [_rank(run, "q0", 2)]
+    assert sorted(sum(training_pools(data, ["q0"], default)["q0"], [])) == sorted(
+        run.filter((pl.col("query_id") == "q0") & (pl.col("rank") <= 4))["doc_id"].to_list())
+    # only the queries given (the training fold's) get pools, though q3 has pairs in its top too
+    assert list(training_pools(data, ["q0"], CONFIG)) == ["q0"] and "q3" in training_pools(data, ["q0", "q3"], CONFIG)
+    with pytest.raises(ValueError, match="train_depth must be >= 1 or None"):
+        TrainingConfig(train_depth=0)
+
+
 def test_a_batch_holds_distinct_queries_with_one_pair_each():
     pools = {f"q{i}": ([f"p{i}a", f"p{i}b"], [f"n{i}a", f"n{i}b", f"n{i}c"]) for i in range(20)}
     rng = np.random.default_rng(0)

@@ -1,0 +1,305 @@
+"""Learning curves on Cranfield: validation nDCG@10 of each trained method against its training budget.
+
+Budget x1 is what the demo profile gives the method on Cranfield (the `examples/cranfield.yaml`
+settings over the demo profiles); x4 and x16 multiply its epochs. For each method, fold and seed
+the method trains on the rotation's training queries (the collection's 5 folds: test fold i,
+validation fold i+1, training the rest, as `make demo` rotates them) and reranks the validation
+queries' BM25 candidates after every epoch; each point is the validation nDCG@10 of the weights at
+that budget (the epoch it ends), and beside it the weights the trainer would have kept (the best
+validation epoch up to that budget). BM25's validation nDCG@10 over the same queries is the
+horizontal line. Points are averaged over the folds and seeds run.
+
+One run per method serves every budget when its learning rate is constant (GHRM and the
+interaction baselines: their epoch e is the same whatever the number of epochs, since each epoch's
+batches are drawn from a generator seeded by (seed, epoch)): it trains for the largest budget and is
+read at the others. Methods with a decaying schedule (the cross-encoder "bert": warm-up then
+linear decay to 0 at the last step) train once per budget, since a 2-epoch run is not the first
+2 epochs of a 32-epoch one.
+
+Methods: "bert" (the cross-encoder fine-tuned from the bundled MiniLM, `dagster_ir.neural.finetune`,
+demo profile with Cranfield's 2 epochs uncapped), "ghrm" (demo profile, 10 epochs of 32 batches;
+`selection_measure` set to nDCG@10 here, the demo selects on nDCG@20), and any of the neural
+baselines (`dagster_ir.methods.baselines`, demo profile: 4 epochs of at most 24 steps of 16):
+"drmm", "knrm", "co-pacrr", ... Word vectors are the bundled MiniLM's input embeddings (the word2vec
+asset's default), lengths read off the collection (the assets' default).
+
+Writes `<out>/<method>.png` (one figure per method), `<out>/learning_curves.csv` (one row per method,
+fold, seed and budget) and `<out>/learning_curves.md` (the means). Figures depend on the machine's
+load; they are indicative.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/learning_curves.py [--methods knrm drmm co-pacrr ghrm bert]
+        [--folds 0] [--seeds 0] [--budgets 1 4 16] [--out benchmarks/out/learning_curves] [--cranfield PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+import polars as pl
+import torch
+
+from dagster_ir.collections import SplitConfig, fold_assignment, offset_seeds, read_cranfield, split_queries
+from dagster_ir.collections.lengths import collection_lengths
+from dagster_ir.evaluation import evaluate_run
+from dagster_ir.methods.baselines import protocol as baselines
+from dagster_ir.methods.baselines.reranker import MODELS as BASELINE_MODELS
+from dagster_ir.methods.baselines.reranker import profile as baseline_profile
+from dagster_ir.methods.ghrm import protocol as ghrm
+from dagster_ir.methods.ghrm.model import profile as ghrm_profile
+from dagster_ir.methods.ghrm.text import tokens
+from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
+from dagster_ir.methods.ghrm.word2vec import collection_words
+from dagster_ir.neural import finetune
+from dagster_ir.neural.device import resolve_placement
+from dagster_ir.neural.training import TrainResult
+from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
+from dagster_ir.storage.atomic import atomic_path, write_text_atomic
+
+DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
+DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "learning_curves"
+MEASURE = "nDCG@10"
+METHODS = ("bert", "ghrm", *BASELINE_MODELS)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Cranfield as the demo reads it: texts, qrels, the 5 folds and BM25's top 100."""
+
+    corpus: pl.DataFrame
+    queries: pl.DataFrame
+    qrels: pl.DataFrame
+    splits: pl.DataFrame
+    bm25: pl.DataFrame
+    workdir: Path
+    vectors: object = None  # the MiniLM input embeddings of the collection's words (built on first use)
+
+    def roles(self, fold: int) -> dict[str, list[str]]:
+        roles = fold_assignment(self.splits, fold)
+        return {r: roles.filter(pl.col("role") == r)["query_id"].sort().to_list() for r in ("train", "validation")}
+
+    def word_vectors(self):
+        if self.vectors is None:
+            from dagster_ir.neural.word_vectors import embedding_vectors
+
+            config = WORD2VEC_PROFILES["demo"]
+            words = collection_words(ghrm.corpus_texts(self.corpus), config)
+            object.__setattr__(self, "vectors", embedding_vectors(words))
+        return self.vectors
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One training's validation score per epoch (index 0: epoch 1) and the examples one epoch sees."""
+
+    scores: list[float]
+    examples_per_epoch: int
+    seconds: float
+    examples: int  # the training unit's distinct examples (query, positive, negatives)
+
+
+def load_inputs(cranfield: Path, workdir: Path) -> Inputs:
+    corpus, queries, qrels = read_cranfield(cranfield)
+    splits = split_queries(queries, SplitConfig())
+    index = workdir / "bm25-index"
+    build_index(corpus, index, threads=2)
+    bm25 = search(index, queries.select("query_id", "text"), k=100, model=Bm25Config(), threads=2, run_name="bm25")
+    return Inputs(corpus, queries.select("query_id", "text"), qrels, splits, bm25, workdir)
+
+
+def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str]) -> float:
+    judged = qrels.filter(pl.col("query_id").is_in(pl.Series(list(query_ids), dtype=pl.String).implode()))
+    return float(evaluate_run(run, judged, [MEASURE])["value"].mean())
+
+
+# --- one trainer per kind of method ---------------------------------------------------------------
+
+
+def train_baseline(name: str, inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
+    """A neural baseline of the demo profile, its epochs times `factor` (constant learning rate)."""
+    config = offset_seeds(baseline_profile("demo"), seed)
+    tokenize = partial(tokens, config=WORD2VEC_PROFILES["demo"].text)
+    found = collection_lengths(inputs.queries["text"].to_list(), baselines.corpus_texts(inputs.corpus), tokenize)
+    config = replace(config, query_words=found.query_words, doc_words=found.doc_words,
+                     epochs=config.epochs * factor, selection_measure=MEASURE)
+    roles = inputs.roles(fold)
+    [done] = baselines.run_baselines(
+        [name], config, corpus=inputs.corpus, queries=inputs.queries, qrels=inputs.qrels, candidates=inputs.bm25,
+        negatives=pl.DataFrame(), train_queries=roles["train"], validation_queries=roles["validation"],
+        test_queries=roles["validation"][:1], checkpoint_root=inputs.workdir / f"{name}-f{fold}-s{seed}-x{factor}",
+        tokenize=tokenize, vectors=inputs.word_vectors())
+    per_epoch = min(done.examples, config.steps_per_epoch * config.batch_size)
+    return Curve(list(done.result.dev_scores), per_epoch, done.result.seconds, done.examples)
+
+
+def train_ghrm(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
+    """GHRM ("ghrm" variant) of the demo profile, its epochs times `factor` (constant learning rate)."""
+    config = offset_seeds(ghrm_profile("demo"), seed)
+    text = config.inputs.text
+    found = collection_lengths(inputs.queries["text"].to_list(), ghrm.corpus_texts(inputs.corpus),
+                               partial(tokens, config=text))
+    config = replace(config, inputs=replace(config.inputs, query_words=found.query_words, doc_words=found.doc_words),
+                     training=replace(config.training, epochs=config.training.epochs * factor, selection_measure=MEASURE))
+    data = ghrm.prepare_data(inputs.corpus, inputs.queries, inputs.qrels, inputs.bm25, inputs.word_vectors(), config)
+    roles = inputs.roles(fold)
+    _, result = ghrm.train_ghrm(data, config, "ghrm", roles["train"], roles["validation"],
+                                inputs.workdir / f"ghrm-f{fold}-s{seed}-x{factor}")
+    positives = sum(len(p) for p, _ in ghrm.training_pools(data, roles["train"], config).values())
+    return Curve(list(result.dev_scores), config.training.batches_per_epoch * config.training.pairs_per_batch,
+                 result.seconds, positives)
+
+
+def train_cross_encoder(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
+    """The "bert" cross-encoder: the demo profile with Cranfield's 2 epochs uncapped, times `factor`."""
+    config = offset_seeds(finetune.PROFILES["demo"], seed)
+    placement = resolve_placement("auto", None)
+    config = replace(config, train=replace(config.train, epochs=2 * factor, max_steps=None, device=placement.device,
+                                           bf16=placement.bf16), dev_measure=MEASURE)
+    roles = inputs.roles(fold)
+    pairs = finetune.training_pairs(inputs.bm25, inputs.qrels, roles["train"], config)
+    evaluate = finetune.dev_evaluator(inputs.bm25, inputs.queries, inputs.corpus, inputs.qrels, roles["validation"], config)
+    model = finetune.load_model("", config)
+    tuned = finetune.fine_tune(model, inputs.queries, inputs.corpus, pairs, config,
+                               inputs.workdir / f"bert-f{fold}-s{seed}-x{factor}", evaluate=evaluate)
+    return Curve(list(tuned.train.dev_scores), tuned.examples, tuned.train.seconds, tuned.examples)
+
+
+def trainer(method: str) -> tuple[Callable[[Inputs, int, int, int], Curve], bool]:
+    """(train(inputs, fold, seed, factor), whether one run at the largest budget serves every budget)."""
+    if method == "bert":
+        return train_cross_encoder, False
+    if method == "ghrm":
+        return train_ghrm, True
+    if method in BASELINE_MODELS:
+        return partial(train_baseline, method), True
+    raise SystemExit(f"learning_curves: unknown method {method!r} (have {', '.join(METHODS)})")
+
+
+def demo_epochs(method: str) -> int:
+    if method == "bert":
+        return 2
+    if method == "ghrm":
+        return ghrm_profile("demo").training.epochs
+    return baseline_profile("demo").epochs
+
+
+def points(method: str, inputs: Inputs, fold: int, seed: int, budgets: Sequence[int]) -> list[dict]:
+    """Train `method` on one rotation and seed for `budgets` and read its validation scores there."""
+    train, one_run = trainer(method)
+    factors = [max(budgets)] if one_run else list(budgets)
+    curves = {factor: train(inputs, fold, seed, factor) for factor in factors}
+    bm25 = mean_measure(inputs.bm25, inputs.qrels, inputs.roles(fold)["validation"])
+    return budget_rows(method, fold, seed, budgets, demo_epochs(method), curves, bm25)
+
+
+def budget_rows(method: str, fold: int, seed: int, budgets: Sequence[int], epochs: int, curves: dict[int, Curve],
+                bm25: float) -> list[dict]:
+    """One row per budget b: the validation score after `epochs` * b epochs and the best one up to there.
+
+    `curves` holds one training per budget, or a single one (at the largest budget) read at every budget.
+    """
+    rows = []
+    for budget in budgets:
+        curve = curves.get(budget) or curves[max(curves)]
+        seen = curve.scores[: epochs * budget]
+        if len(seen) < epochs * budget:
+            raise ValueError(f"{method}: budget x{budget} needs {epochs * budget} epochs, the training ran {len(seen)}")
+        rows.append({"method": method, "fold": fold, "seed": seed, "budget": f"x{budget}", "epochs": len(seen),
+                     "unit_examples": curve.examples, "examples_seen": len(seen) * curve.examples_per_epoch,
+                     "validation_at_budget": seen[-1], "validation_kept": max(seen),
+                     "kept_epoch": seen.index(max(seen)) + 1, "bm25": bm25,
+                     "train_seconds": round(curve.seconds * len(seen) / len(curve.scores), 1),
+                     "one_run": len(curves) == 1 and len(budgets) > 1})
+    return rows
+
+
+# --- outputs --------------------------------------------------------------------------------------
+
+
+def summary(rows: pl.DataFrame) -> pl.DataFrame:
+    """Means over folds and seeds per (method, budget)."""
+    return (rows.group_by("method", "budget", maintain_order=True)
+            .agg(pl.col("examples_seen").mean(), pl.col("validation_at_budget").mean(),
+                 pl.col("validation_kept").mean(), pl.col("bm25").mean(), pl.len().alias("runs"),
+                 pl.col("train_seconds").mean()))
+
+
+def plot(method: str, table: pl.DataFrame, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    from dagster_ir.evaluation.plots import figure_to_png_bytes
+
+    part = table.filter(pl.col("method") == method)
+    fig = Figure(figsize=(5.5, 3.6), layout="constrained")
+    ax = fig.subplots()
+    x = part["examples_seen"].to_list()
+    ax.plot(x, part["validation_at_budget"].to_list(), marker="o", label=f"{method}: weights at the budget")
+    ax.plot(x, part["validation_kept"].to_list(), marker="*", linestyle="--", label=f"{method}: best epoch so far")
+    ax.axhline(part["bm25"][0], color="grey", linestyle=":", label="BM25")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(x, [f"{b}\n{int(e)}" for b, e in zip(part["budget"], x, strict=True)])
+    ax.set_xlabel("training budget (demo = x1) / examples seen")
+    ax.set_ylabel(f"validation {MEASURE}")
+    ax.set_title(f"{method} on Cranfield (mean of {part['runs'][0]} fold x seed runs)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    with atomic_path(path) as tmp:
+        Path(tmp).write_bytes(figure_to_png_bytes(fig))
+
+
+def markdown(table: pl.DataFrame) -> str:
+    lines = ["| method | budget | examples seen | validation nDCG@10 at budget | best epoch so far | BM25 | runs |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in table.iter_rows(named=True):
+        lines.append(f"| {r['method']} | {r['budget']} | {r['examples_seen']:.0f} | {r['validation_at_budget']:.3f} | "
+                     f"{r['validation_kept']:.3f} | {r['bm25']:.3f} | {r['runs']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", nargs="+", default=["knrm", "drmm", "co-pacrr", "ghrm", "bert"])
+    parser.add_argument("--folds", nargs="+", type=int, default=[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--budgets", nargs="+", type=int, default=[1, 4, 16])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--cranfield", type=Path, default=DEFAULT_CRANFIELD)
+    args = parser.parse_args(argv)
+    for method in args.methods:
+        trainer(method)  # unknown names fail before any work
+    if not (args.cranfield / "cran.qry").is_file():
+        raise SystemExit(f"learning_curves: no Cranfield files in {args.cranfield}; pass --cranfield DIR "
+                         "(the folder of cran.all.1400, cran.qry, cranqrel)")
+    if sorted(set(args.budgets)) != list(args.budgets) or min(args.budgets) < 1:
+        raise SystemExit("learning_curves: --budgets must be increasing multiples >= 1, e.g. 1 4 16")
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.monotonic()
+        inputs = load_inputs(args.cranfield, Path(folder))
+        print(f"inputs: {time.monotonic() - started:.0f} s", flush=True)
+        for method in args.methods:
+            for fold in args.folds:
+                for seed in args.seeds:
+                    started = time.monotonic()
+                    rows += points(method, inputs, fold, seed, args.budgets)
+                    print(f"{method} fold {fold} seed {seed}: {time.monotonic() - started:.0f} s "
+                          f"{[round(r['validation_at_budget'], 3) for r in rows[-len(args.budgets):]]}", flush=True)
+            frame = pl.DataFrame(rows)  # written after every method, so a long run leaves what it finished
+            with atomic_path(args.out / "learning_curves.csv") as tmp:
+                frame.write_csv(tmp)
+            table = summary(frame)
+            write_text_atomic(args.out / "learning_curves.md", markdown(table))
+            plot(method, table, args.out / f"{method}.png")
+    print(markdown(table))
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    main()
