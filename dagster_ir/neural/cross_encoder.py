@@ -37,6 +37,10 @@ API
   - `collate(pairs, device) -> dict` of tensors padded to the longest pair (dynamic padding).
   - `save(folder) -> Path`: written atomically (`write_into(directory)` writes the same files into
     an existing folder, for callers that add files of their own inside one atomic write).
+`length_buckets(lengths, overhead=64) -> list[list[int]]`: indices grouped by similar length so that
+    padding each group to its longest wastes least (plus `overhead` tokens a group).
+`bucketed_scores(model, cross_encoder, pairs) -> scores (N,)` in the pairs' order, one forward pass
+    per length group (training uses it: the same scores as one padded pass, less padded arithmetic).
 `lce_loss(scores)`: scores (B, 1 + n) with the positive in column 0 ->
     mean over B of -log softmax(scores)[0] (Localized Contrastive Estimation).
 
@@ -269,6 +273,48 @@ def pad_pairs(pairs: Sequence[Pair], pad_id: int, device: torch.device | str = "
         types[row, :n] = torch.tensor(pair.token_type_ids)
         mask[row, :n] = 1
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "token_type_ids": types.to(device)}
+
+
+# What one more forward pass costs, in padded tokens: its fixed work (the modules' calls, smaller
+# matrix products) is a few tokens' arithmetic on MiniLM; 64 keeps a pass for a clear saving only.
+BUCKET_OVERHEAD_TOKENS = 64
+
+
+def length_buckets(lengths: Sequence[int], overhead: int = BUCKET_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Indices of `lengths` grouped into runs of similar length, shortest first: the grouping that
+    minimises the padded tokens (each group padded to its longest) plus `overhead` per group.
+    Every index is in exactly one group."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    sizes = [lengths[i] for i in order]
+    n = len(sizes)
+    # best[j]: the cost of grouping the j shortest; a group order[i:j] costs (j - i) * sizes[j - 1]
+    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            cost = best[i] + (j - i) * sizes[j - 1] + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def bucketed_scores(model: torch.nn.Module, cross_encoder: CrossEncoder, pairs: Sequence[Pair],
+                    overhead: int = BUCKET_OVERHEAD_TOKENS) -> torch.Tensor:
+    """Scores of `pairs` (N,), in their order, from one forward pass of `model` per group of
+    `length_buckets`: each group is padded to its own longest pair, not to the longest of all. Each
+    pair's score is the one a single padded pass gives, within float rounding (padding is masked);
+    only the padded arithmetic is saved. `model` is `cross_encoder` or a wrapper whose forward is
+    its forward (call it once per backward under DDP: pass one group, overhead=inf, there)."""
+    groups = length_buckets([len(p) for p in pairs], overhead)
+    if len(groups) == 1:
+        return model(**cross_encoder.collate(pairs))
+    scores = torch.cat([model(**cross_encoder.collate([pairs[i] for i in group])) for group in groups])
+    where = torch.empty(len(pairs), dtype=torch.long)
+    where[torch.tensor([i for group in groups for i in group])] = torch.arange(len(pairs))
+    return scores[where.to(scores.device)]
 
 
 def _read_settings(path: str) -> dict:
