@@ -196,3 +196,34 @@ def test_bucketed_scores_and_gradients_equal_one_padded_pass(tiny, head):
     assert grads.keys() == grads_one.keys() and grads
     for name, grad in grads.items():
         assert torch.allclose(grad, grads_one[name], atol=1e-6, rtol=1e-4), name
+
+
+def test_the_cls_head_computes_the_last_layer_for_cls_only_with_the_models_scores_and_gradients(tiny):
+    """The "cls" score skips the last layer's work for every token but [CLS]: the model's own forward
+    must give the same scores and the same gradients (training runs this path)."""
+    from dagster_ir.neural.cross_encoder import cls_only_supported
+
+    model = CrossEncoder.from_pretrained(tiny, max_length=32, max_query_length=6, head="cls", seed=1,
+                                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
+    assert cls_only_supported(model.model)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # weights far from the tiny model's near-zero start, so that scores differ by pair
+        for parameter in model.model.parameters():
+            if parameter.ndim == 2:
+                parameter.normal_(0.0, 0.3, generator=generator)
+    pairs = [model.encode_pair(torch.randint(1000, 2000, (q,), generator=generator).tolist(),
+                               torch.randint(1000, 2000, (d,), generator=generator).tolist())
+             for q, d in [(3, 20), (5, 4), (2, 11)]]
+    batch = model.collate(pairs)
+    ours = model(**batch)
+    (ours * torch.tensor([1.0, -2.0, 0.5])).sum().backward()
+    ours_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    theirs = model.model(**batch).logits.squeeze(-1)
+    (theirs * torch.tensor([1.0, -2.0, 0.5])).sum().backward()
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    assert theirs.std() > 0.1  # the scores differ by pair: a mix-up of rows would show
+    for name, parameter in model.named_parameters():
+        if parameter.grad is not None:
+            assert torch.allclose(ours_grads[name], parameter.grad, atol=1e-6, rtol=1e-4), name
+    assert model.model.bert.encoder.layer[-1].output.dense.weight.grad.abs().sum() > 0  # the last layer trains
