@@ -5,7 +5,7 @@ transformers model, at the same model, data order, batch, lengths, loss, optimiz
 The model: the bundled all-MiniLM-L6-v2 with a seeded one-output [CLS] head (`head="cls"`: the head
 sentence-transformers' `CrossEncoder` has), written once by `CrossEncoder.save` with dropout set to 0
 so that every arm computes the same function and the loss curves can be compared step by step; each
-arm loads that folder afresh. The data: `--examples-per-step * --steps` (query, positive, negative)
+arm loads that folder afresh. The data: `--batch-size * --steps` (query, positive, negative)
 triples - the first Cranfield queries, each positive a judged-relevant abstract and each negative a
 seeded draw (title + text), or seeded synthetic text when the Cranfield folder is absent - in the
 order our loop draws its batches (seed `--seed`); sentence-transformers reads them in that order (its
@@ -18,7 +18,7 @@ sentence-transformers' `MultipleNegativesRankingLoss` with no in-batch negatives
 activation), torch's fused AdamW (lr 2e-4, weight decay 0.1 on matrices, betas and eps as torch's;
 the transformers Trainer's default optimizer), linear decay without warm-up, gradient norm clipped
 to 1. What each arm's clock covers: ours the `fine_tune` call (tokenising once, training, the
-resumable checkpoint it writes at the end, about 2.5 s here), sentence-transformers `trainer.train()`
+resumable checkpoint it writes at the end, a few CPU-seconds), sentence-transformers `trainer.train()`
 (it tokenises every batch as it goes and saves nothing), the plain loop tokenising once then the
 steps (transformers' full forward, one padded pass a step). What ours does that the others do not,
 each keeping the loss within float rounding: the last layer computed for [CLS] alone (the head reads
