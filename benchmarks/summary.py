@@ -12,7 +12,7 @@ rerun's are read from `benchmarks/recorded.json` (their lines say "recorded" and
 machine: the documentation's Performance page includes `docs/snippets/bench.md`, which `make bench`
 writes so.
 
-    .venv/bin/python benchmarks/summary.py [--only bm25_speed ...] [--timeout 1800] [--docs PATH]
+    .venv/bin/python benchmarks/summary.py [--only bm25_speed ...] [--timeout 1800] [--docs PATH] [--from-logs]
 """
 
 from __future__ import annotations
@@ -112,6 +112,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed to each script")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--docs", type=Path, help="also write the tables as the docs' Markdown fragment there")
+    parser.add_argument("--from-logs", action="store_true",
+                        help="run nothing: make the table from the logs an earlier run left in --out (one stopped "
+                             "part-way, say); a script without a log counts as not measured")
     args = parser.parse_args()
     unknown = set(args.only or []) - set(BENCHMARKS)
     if unknown:
@@ -122,10 +125,15 @@ def main() -> None:
     for name, script_args in BENCHMARKS.items():
         if args.only is not None and name not in args.only:
             continue
-        load = os.getloadavg()[0]
-        print(f"{name} ... (load {load:.1f})", flush=True)
-        ratios, ended, seconds = run_one(name, script_args, args.out, args.timeout)
-        runs.append(f"| {name} | {ended} | {seconds:.0f} s | {load:.1f} |")
+        if args.from_logs:
+            log = args.out / f"{name}.log"
+            ratios = parse_ratios(log.read_text()) if log.is_file() else {}
+            runs.append(f"| {name} | {'from its log' if log.is_file() else 'no log'} | - | - |")
+        else:
+            load = os.getloadavg()[0]
+            print(f"{name} ... (load {load:.1f})", flush=True)
+            ratios, ended, seconds = run_one(name, script_args, args.out, args.timeout)
+            runs.append(f"| {name} | {ended} | {seconds:.0f} s | {load:.1f} |")
         rows += [(name, ratio, value) for ratio, value in ratios.items()]
         for ratio, value in ratios.items():
             print(f"  {ratio} = {value:.2f}", flush=True)

@@ -68,3 +68,18 @@ def test_the_demo_timings_are_read_from_the_record(tmp_path, capsys, monkeypatch
         assert "lacks ['conditions', 'date']" in str(error) and str(bad) in str(error)
     else:
         raise AssertionError("a record without its date and conditions was accepted")
+
+
+def test_the_table_can_be_made_from_an_earlier_runs_logs(tmp_path, monkeypatch, capsys):
+    import summary
+
+    (tmp_path / "bm25_speed.log").write_text("noise\nratio: BM25 q/s, ours / bm25s, cranfield = 0.809\n")
+    monkeypatch.setattr(summary, "run_one", lambda *a: (_ for _ in ()).throw(AssertionError("ran a script")))
+    monkeypatch.setattr(sys, "argv", ["summary.py", "--from-logs", "--out", str(tmp_path),
+                                      "--only", "bm25_speed", "train_speed"])
+    summary.main()
+    written = (tmp_path / "summary.md").read_text()
+    assert "| bm25_speed | BM25 q/s, ours / bm25s, cranfield | 0.81 | >= 1.0 | **no** |" in written
+    assert "| train_speed | no log | - | - |" in written and "| bm25_speed | from its log | - | - |" in written
+    assert ("| train_speed | training examples/s, ours / sentence-transformers CrossEncoderTrainer (fp32) "
+            "| not measured | >= 1.5 | **no** (not measured) |") in written
