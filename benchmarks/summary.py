@@ -73,7 +73,9 @@ def docs_fragment(rows: list[tuple[str, str, float]], runs: list[str], when: str
     command = "make bench" if only is None else f"benchmarks/summary.py --only {' '.join(only)}"
     head = (f"Measured by `{command}` on {when}, commit `{commit}`, on {on}. Each ratio is ours over the "
             "baseline run in the same process on the same inputs; the load average before each script is in "
-            "the second table (a loaded machine slows whichever side runs while the load lasts).")
+            "the second table (a loaded machine slows whichever side runs while the load lasts). Every goal has "
+            "a line. The demo's minutes and a no-op rerun's seconds are absolute figures: \"recorded\" ones are "
+            "read from `benchmarks/recorded.json` with their date, not measured by this run.")
     return "\n".join([head, "", *table(rows, None if only is None else set(only)), "",
                       "| script | ended | wall | load before |", "|---|---|---:|---:|",
                       *runs, ""])
