@@ -6,8 +6,9 @@ The model: the bundled all-MiniLM-L6-v2 with a seeded one-output [CLS] head (`he
 sentence-transformers' `CrossEncoder` has), written once by `CrossEncoder.save` with dropout set to 0
 so that every arm computes the same function and the loss curves can be compared step by step; each
 arm loads that folder afresh. The data: `--batch-size * --steps` (query, positive, negative)
-triples - the first Cranfield queries, each positive a judged-relevant abstract and each negative a
-seeded draw (title + text), or seeded synthetic text when the Cranfield folder is absent - in the
+triples - the first Cranfield queries of at most 32 tokens (so that our truncation and
+sentence-transformers' give the same pairs), each positive a judged-relevant abstract and each
+negative a seeded draw (title + text), or seeded synthetic text when the Cranfield folder is absent - in the
 order our loop draws its batches (seed `--seed`); sentence-transformers reads them in that order (its
 batch sampler made sequential) and the plain loop too.
 
@@ -67,9 +68,15 @@ def cranfield_data(directory: Path, n: int, seed: int) -> tuple[pl.DataFrame, pl
     """(queries, corpus, negatives): n (query, relevant abstract) pairs, each with one seeded negative."""
     from dagster_ir.collections.cranfield import read_cranfield
 
+    from dagster_ir.neural.backbone import load_tokenizer
+
     corpus, queries, qrels = read_cranfield(directory)
-    positives = qrels.filter(pl.col("relevance") > 0).sort("query_id", "doc_id").unique(
-        "query_id", keep="first", maintain_order=True).head(n)
+    # queries of at most MAX_QUERY_LENGTH tokens: then our cut (the query to 32 tokens, the document to
+    # what is left) and sentence-transformers' (the longer side trimmed first) give the same pairs
+    lengths = [len(ids) for ids in load_tokenizer()(queries["text"].to_list(), add_special_tokens=False)["input_ids"]]
+    short = queries.filter(pl.Series(lengths) <= MAX_QUERY_LENGTH)["query_id"].implode()
+    judged = qrels.filter((pl.col("relevance") > 0) & pl.col("query_id").is_in(short))
+    positives = judged.sort("query_id", "doc_id").unique("query_id", keep="first", maintain_order=True).head(n)
     rng = np.random.default_rng(seed)
     doc_ids = corpus["doc_id"].to_list()
     negatives = pl.DataFrame({"query_id": positives["query_id"], "pos_doc_id": positives["doc_id"],
@@ -178,7 +185,8 @@ def run_plain(folder: Path, triples, config: FineTuneConfig) -> tuple[float, flo
     rest = [p for p in model.parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": train.weight_decay},
                                    {"params": rest, "weight_decay": 0.0}], lr=train.lr, fused=True)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, (train.max_steps - s) / train.max_steps))
+    total = train.max_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, (total - step) / total))
     clock = Clock()
     query = tokenizer([t[0] for t in triples], add_special_tokens=False)["input_ids"]
     docs = tokenizer([d for t in triples for d in t[1:]], add_special_tokens=False)["input_ids"]
