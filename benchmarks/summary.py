@@ -2,14 +2,17 @@
 
 Each script runs in a fresh interpreter, one after the other (never two at once: they measure the
 same cores), with its output kept in `benchmarks/out/<script>.log`. The table holds every line a
-script printed as `ratio: NAME = VALUE` (see `ratios.py`), the goal of issue #20 beside it and
-whether it is met, with the commit, the date, the cores and the load average before each script
-(a loaded machine slows whichever side runs while the load lasts: read the ratios with it).
+script printed as `ratio: NAME = VALUE` (see `ratios.py`), its goal beside it and whether it is
+met - every goal has a line, "not measured" where its script printed nothing for it - with the
+commit, the date, the cores and the load average before each script (a loaded machine slows
+whichever side runs while the load lasts: read the ratios with it). The demo's time and a no-op
+rerun's are read from `benchmarks/recorded.json` (their lines say "recorded" and when) unless
+`demo_time.py --run` measures them (see that script).
 `--docs PATH` also writes the tables as a Markdown fragment headed by the date, the commit and the
 machine: the documentation's Performance page includes `docs/snippets/bench.md`, which `make bench`
 writes so.
 
-    .venv/bin/python benchmarks/summary.py [--only bm25_speed ...] [--timeout 1800] [--docs PATH]
+    .venv/bin/python benchmarks/summary.py [--only bm25_speed ...] [--timeout 1800] [--docs PATH] [--from-logs]
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from ratios import GOALS, meets, parse_ratios  # noqa: E402
+from ratios import GOALS, goal_name, meets, parse_ratios  # noqa: E402
 
 from dagster_ir.provenance import commit_of, machine  # noqa: E402
 
@@ -40,7 +43,13 @@ BENCHMARKS: dict[str, list[str]] = {
     "dense_speed": [],
     "ghrm_speed": [],
     "storage_overhead": [],
+    "train_speed": [],
+    "demo_time": [],  # the recorded demo timings unless run with --run (about 20 minutes more)
 }
+# the script that measures each goal's figure, by the start of its name
+SCRIPT_OF_GOAL = {"extraction": "wiki_extraction", "BM25": "bm25_speed", "rerank": "rerank_speed",
+                  "Model 1": "model1_speed", "evaluation": "evaluation_speed", "dense": "dense_speed",
+                  "training": "train_speed", "demo": "demo_time", "no-op": "demo_time"}
 
 
 def run_one(name: str, args: list[str], out: Path, timeout: float) -> tuple[dict[str, float], str, float]:
@@ -64,18 +73,38 @@ def docs_fragment(rows: list[tuple[str, str, float]], runs: list[str], when: str
     command = "make bench" if only is None else f"benchmarks/summary.py --only {' '.join(only)}"
     head = (f"Measured by `{command}` on {when}, commit `{commit}`, on {on}. Each ratio is ours over the "
             "baseline run in the same process on the same inputs; the load average before each script is in "
-            "the second table (a loaded machine slows whichever side runs while the load lasts).")
-    return "\n".join([head, "", *table(rows), "", "| script | ended | wall | load before |", "|---|---|---:|---:|",
+            "the second table (a loaded machine slows whichever side runs while the load lasts). Every goal has "
+            "a line. The demo's minutes and a no-op rerun's seconds are absolute figures: \"recorded\" ones are "
+            "read from `benchmarks/recorded.json` with their date, not measured by this run.")
+    return "\n".join([head, "", *table(rows, None if only is None else set(only)), "",
+                      "| script | ended | wall | load before |", "|---|---|---:|---:|",
                       *runs, ""])
 
 
-def table(rows: list[tuple[str, str, float]]) -> list[str]:
+def script_of_goal(name: str) -> str:
+    return next((script for start, script in SCRIPT_OF_GOAL.items() if name.startswith(start)), "-")
+
+
+def table(rows: list[tuple[str, str, float]], ran: set[str] | None = None) -> list[str]:
+    """One Markdown table: every goal first, in GOALS' order, with its measured value or "not
+    measured" (the script failed or printed no such line) or "not run" (a script not in `ran`;
+    None: all ran); then the ratios without a goal, in the order measured."""
     lines = ["| benchmark | ratio | value | goal | met |", "|---|---|---:|---|---|"]
-    for script, name, value in rows:
-        goal = " ".join(map(str, GOALS[name])) if name in GOALS else "-"
-        verdict = {True: "yes", False: "**no**", None: "-"}[meets(name, value)]
+
+    def line(script: str, name: str, value: str, verdict: str) -> str:
+        goal = " ".join(map(str, GOALS[goal_name(name)])) if goal_name(name) in GOALS else "-"
         cell = name.replace("|", "\\|")  # a ratio's name may hold |x|, which would split the Markdown row
-        lines.append(f"| {script} | {cell} | {value:.2f} | {goal} | {verdict} |")
+        return f"| {script} | {cell} | {value} | {goal} | {verdict} |"
+
+    for wanted in GOALS:
+        found = [(script, name, value) for script, name, value in rows if goal_name(name) == wanted]
+        for script, name, value in found:
+            lines.append(line(script, name, f"{value:.2f}", "yes" if meets(name, value) else "**no**"))
+        if not found:
+            script = script_of_goal(wanted)
+            absent = "not run" if ran is not None and script not in ran else "not measured"
+            lines.append(line(script, wanted, absent, f"**no** ({absent})"))
+    lines += [line(script, name, f"{value:.2f}", "-") for script, name, value in rows if meets(name, value) is None]
     return lines
 
 
@@ -85,6 +114,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed to each script")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--docs", type=Path, help="also write the tables as the docs' Markdown fragment there")
+    parser.add_argument("--from-logs", action="store_true",
+                        help="run nothing: make the table from the logs an earlier run left in --out (one stopped "
+                             "part-way, say); a script without a log counts as not measured")
     args = parser.parse_args()
     unknown = set(args.only or []) - set(BENCHMARKS)
     if unknown:
@@ -95,21 +127,27 @@ def main() -> None:
     for name, script_args in BENCHMARKS.items():
         if args.only is not None and name not in args.only:
             continue
-        load = os.getloadavg()[0]
-        print(f"{name} ... (load {load:.1f})", flush=True)
-        ratios, ended, seconds = run_one(name, script_args, args.out, args.timeout)
-        runs.append(f"| {name} | {ended} | {seconds:.0f} s | {load:.1f} |")
+        if args.from_logs:
+            log = args.out / f"{name}.log"
+            ratios = parse_ratios(log.read_text()) if log.is_file() else {}
+            runs.append(f"| {name} | {'from its log' if log.is_file() else 'no log'} | - | - |")
+        else:
+            load = os.getloadavg()[0]
+            print(f"{name} ... (load {load:.1f})", flush=True)
+            ratios, ended, seconds = run_one(name, script_args, args.out, args.timeout)
+            runs.append(f"| {name} | {ended} | {seconds:.0f} s | {load:.1f} |")
         rows += [(name, ratio, value) for ratio, value in ratios.items()]
         for ratio, value in ratios.items():
             print(f"  {ratio} = {value:.2f}", flush=True)
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     commit = commit_of()
-    text = [f"# Benchmarks: commit {commit}, {now}, {os.cpu_count()} cores", "", *table(rows), "",
+    ran = None if args.only is None else set(args.only)
+    text = [f"# Benchmarks: commit {commit}, {now}, {os.cpu_count()} cores", "", *table(rows, ran), "",
             "| script | ended | wall | load before |", "|---|---|---:|---:|", *runs, ""]
     target = args.out / "summary.md"
     target.write_text("\n".join(text))
-    print("\n".join(table(rows)))
+    print("\n".join(table(rows, ran)))
     print(f"written {target}")
     if args.docs:
         args.docs.write_text(docs_fragment(rows, runs, now, commit, machine(), args.only))

@@ -46,6 +46,13 @@ API
   - `collate(pairs, device) -> dict` of tensors padded to the longest pair (dynamic padding).
   - `save(folder) -> Path`: written atomically (`write_into(directory)` writes the same files into
     an existing folder, for callers that add files of their own inside one atomic write).
+`cls_only_logits(model, input_ids, attention_mask, token_type_ids)`: a BERT classifier's logits with
+    the last layer computed for [CLS] alone (what `score` runs for the "cls" head when
+    `cls_only_supported(model)`): its forward's result within rounding, a sixth less work on MiniLM.
+`length_buckets(lengths, overhead=64) -> list[list[int]]`: indices grouped by similar length so that
+    padding each group to its longest wastes least (plus `overhead` tokens a group).
+`bucketed_scores(model, cross_encoder, pairs) -> scores (N,)` in the pairs' order, one forward pass
+    per length group (training uses it: the same scores as one padded pass, less padded arithmetic).
 `lce_loss(scores)`: scores (B, 1 + n) with the positive in column 0 ->
     mean over B of -log softmax(scores)[0] (Localized Contrastive Estimation).
 
@@ -206,6 +213,8 @@ class CrossEncoder(torch.nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(scores (N,), the last layer's token states (N, L, H) when `with_states`, else None)."""
         types = token_type_ids if self.uses_token_types else None
+        if self.head == "cls" and not with_states and cls_only_supported(self.model):
+            return cls_only_logits(self.model, input_ids, attention_mask, types), None
         if self.head == "cls":
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types,
                              output_hidden_states=with_states)
@@ -278,6 +287,86 @@ def pad_pairs(pairs: Sequence[Pair], pad_id: int, device: torch.device | str = "
         types[row, :n] = torch.tensor(pair.token_type_ids)
         mask[row, :n] = 1
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "token_type_ids": types.to(device)}
+
+
+def cls_only_supported(model) -> bool:
+    """Whether `cls_only_logits` computes `model`'s logits: a BERT sequence classifier (encoder only)."""
+    config = model.config
+    return (type(model).__name__ == "BertForSequenceClassification" and not config.is_decoder
+            and not getattr(config, "add_cross_attention", False) and model.bert.pooler is not None)
+
+
+def cls_only_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    """`model(...).logits[:, 0]` of a `BertForSequenceClassification`, with the last layer computed
+    for [CLS] alone: the head reads only [CLS]'s last state, so that layer needs keys and values of
+    every token but queries, attention output and feed-forward of the [CLS] row only (one layer in
+    six of MiniLM's work, less its K/V projections, in the forward and the backward pass). The
+    model's own modules, in its order (dropout included): equal to its forward within float rounding."""
+    from transformers.masking_utils import create_bidirectional_mask
+
+    bert = model.bert
+    states = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+    mask = create_bidirectional_mask(config=bert.config, inputs_embeds=states, attention_mask=attention_mask)
+    *layers, last = bert.encoder.layer
+    for layer in layers:
+        out = layer(states, mask)
+        states = out[0] if isinstance(out, tuple) else out
+    attention = last.attention.self
+    rows, length, _ = states.shape
+    heads, size = attention.num_attention_heads, attention.attention_head_size
+    cls = states[:, :1]
+    query = attention.query(cls).view(rows, 1, heads, size).transpose(1, 2)
+    key = attention.key(states).view(rows, length, heads, size).transpose(1, 2)
+    value = attention.value(states).view(rows, length, heads, size).transpose(1, 2)
+    context = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask.bool()[:, None, None, :],
+        dropout_p=attention.dropout.p if attention.training else 0.0, scale=attention.scaling)
+    attended = last.attention.output(context.transpose(1, 2).reshape(rows, 1, heads * size), cls)
+    cls_state = last.output(last.intermediate(attended), attended)
+    return model.classifier(model.dropout(bert.pooler(cls_state))).squeeze(-1)
+
+
+# What one more forward pass costs, in padded tokens: its fixed work (the modules' calls, smaller
+# matrix products) is a few tokens' arithmetic on MiniLM; 64 keeps a pass for a clear saving only.
+BUCKET_OVERHEAD_TOKENS = 64
+
+
+def length_buckets(lengths: Sequence[int], overhead: int = BUCKET_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Indices of `lengths` grouped into runs of similar length, shortest first: the grouping that
+    minimises the padded tokens (each group padded to its longest) plus `overhead` per group.
+    Every index is in exactly one group."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    sizes = [lengths[i] for i in order]
+    n = len(sizes)
+    # best[j]: the cost of grouping the j shortest; a group order[i:j] costs (j - i) * sizes[j - 1]
+    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            cost = best[i] + (j - i) * sizes[j - 1] + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def bucketed_scores(model: torch.nn.Module, cross_encoder: CrossEncoder, pairs: Sequence[Pair],
+                    overhead: int = BUCKET_OVERHEAD_TOKENS) -> torch.Tensor:
+    """Scores of `pairs` (N,), in their order, from one forward pass of `model` per group of
+    `length_buckets`: each group is padded to its own longest pair, not to the longest of all. Each
+    pair's score is the one a single padded pass gives, within float rounding (padding is masked);
+    only the padded arithmetic is saved. `model` is `cross_encoder` or a wrapper whose forward is
+    its forward (call it once per backward under DDP: pass one group, overhead=inf, there)."""
+    groups = length_buckets([len(p) for p in pairs], overhead)
+    if len(groups) == 1:
+        return model(**cross_encoder.collate(pairs))
+    scores = torch.cat([model(**cross_encoder.collate([pairs[i] for i in group])) for group in groups])
+    where = torch.empty(len(pairs), dtype=torch.long)
+    where[torch.tensor([i for group in groups for i in group])] = torch.arange(len(pairs))
+    return scores[where.to(scores.device)]
 
 
 def _read_settings(path: str) -> dict:

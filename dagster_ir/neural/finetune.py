@@ -38,6 +38,7 @@ negatives per example at this budget.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ import polars as pl
 import torch
 
 from dagster_ir.negatives import NegativeConfig, candidate_pairs
-from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
+from dagster_ir.neural.cross_encoder import BUCKET_OVERHEAD_TOKENS, CrossEncoder, bucketed_scores, lce_loss
 from dagster_ir.neural.curves import EpochCurve, epoch_curve
 from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
@@ -212,7 +213,8 @@ def fine_tune(
         bare = unwrap(wrapped)
         pairs = [bare.encode_pair(query_tokens[e.query_id], doc_ids_tokens[d])
                  for e in batch for d in (e.pos_doc_id, *e.neg_doc_ids)]
-        scores = wrapped(**bare.collate(pairs))
+        # pairs of similar length share a pass, padded to their own longest (DDP allows one pass a step)
+        scores = bucketed_scores(wrapped, bare, pairs, BUCKET_OVERHEAD_TOKENS if wrapped is bare else math.inf)
         return lce_loss(scores.view(len(batch), -1)), {}
 
     def make_batches(epoch: int, rng: np.random.Generator) -> list[list[FineTuneExample]]:

@@ -25,3 +25,10 @@ def test_goals_are_judged_in_their_direction():
     assert meets("Model 1 (wp) scoring time / BM25 (wp)", 7.0) is False
     assert meets("a ratio without a goal", 5.0) is None
     assert all(comparison in (">=", "<=") for comparison, _ in GOALS.values())
+
+
+def test_a_recorded_figure_is_judged_by_its_bare_name():
+    assert meets("demo wall time, minutes (recorded 2026-12-03: fresh clone (install included))", 7.5) is True
+    assert meets("demo wall time, minutes (measured)", 9.0) is False
+    assert meets("no-op demo rerun, seconds (recorded 2026-12-03: 2 cores)", 10.0) is False
+    assert meets("demo wall time, minutes (other words)", 1.0) is None

@@ -153,3 +153,77 @@ def test_cosine_head_round_trips_trains_only_the_encoder_and_scores_alike_on_the
         CrossEncoder.from_pretrained(str(tmp_path / "ce"), head="cls")
     with pytest.raises(ValueError, match="needs token_type_ids"):
         model(batch["input_ids"], batch["attention_mask"])
+
+
+def test_length_buckets_group_similar_lengths_and_cover_every_index_once():
+    from dagster_ir.neural.cross_encoder import length_buckets
+
+    lengths = [90, 12, 88, 10, 95, 11, 13, 91]
+    groups = length_buckets(lengths, overhead=16)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    assert [sorted(lengths[i] for i in g) for g in groups] == [[10, 11, 12, 13], [88, 90, 91, 95]]
+    padded = sum(len(g) * max(lengths[i] for i in g) for g in groups)
+    assert padded == 4 * 13 + 4 * 95 < len(lengths) * max(lengths)
+    assert length_buckets([50, 52, 51], overhead=16) == [[0, 2, 1]]  # nothing to save: one pass
+    assert length_buckets(lengths, overhead=float("inf")) == [sorted(range(8), key=lambda i: lengths[i])]
+    assert length_buckets([]) == []
+
+
+@pytest.mark.parametrize("head", ["cls", "cosine"])
+def test_bucketed_scores_and_gradients_equal_one_padded_pass(tiny, head):
+    """Fine-tuning scores pairs in length groups: the loss and every gradient are the single pass's."""
+    import torch
+
+    from dagster_ir.neural.cross_encoder import bucketed_scores, length_buckets
+
+    def loss_and_grads(bucketed: bool):
+        model = CrossEncoder.from_pretrained(tiny, max_length=64, max_query_length=8, head=head, seed=3,
+                                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        generator = torch.Generator().manual_seed(0)
+        pairs = [model.encode_pair(torch.randint(1000, 2000, (q,), generator=generator).tolist(),
+                                   torch.randint(1000, 2000, (d,), generator=generator).tolist())
+                 for q, d in [(3, 50), (5, 4), (2, 45), (6, 6), (4, 52), (3, 2)]]  # 3 examples of 1 + 1
+        assert len(length_buckets([len(p) for p in pairs])) == 2  # the lengths do vary: two passes
+        scores = (bucketed_scores(model, model, pairs) if bucketed else model(**model.collate(pairs)))
+        loss = lce_loss(scores.view(3, 2))
+        loss.backward()
+        return scores.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    scores, loss, grads = loss_and_grads(True)
+    scores_one, loss_one, grads_one = loss_and_grads(False)
+    assert torch.allclose(scores, scores_one, atol=1e-5)  # in the pairs' order, not the groups'
+    assert abs(float(loss) - float(loss_one)) < 1e-6
+    assert grads.keys() == grads_one.keys() and grads
+    for name, grad in grads.items():
+        assert torch.allclose(grad, grads_one[name], atol=1e-6, rtol=1e-4), name
+
+
+def test_the_cls_head_computes_the_last_layer_for_cls_only_with_the_models_scores_and_gradients(tiny):
+    """The "cls" score skips the last layer's work for every token but [CLS]: the model's own forward
+    must give the same scores and the same gradients (training runs this path)."""
+    from dagster_ir.neural.cross_encoder import cls_only_supported
+
+    model = CrossEncoder.from_pretrained(tiny, max_length=32, max_query_length=6, head="cls", seed=1,
+                                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
+    assert cls_only_supported(model.model)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # weights far from the tiny model's near-zero start, so that scores differ by pair
+        for parameter in model.model.parameters():
+            if parameter.ndim == 2:
+                parameter.normal_(0.0, 0.3, generator=generator)
+    pairs = [model.encode_pair(torch.randint(1000, 2000, (q,), generator=generator).tolist(),
+                               torch.randint(1000, 2000, (d,), generator=generator).tolist())
+             for q, d in [(3, 20), (5, 4), (2, 11)]]
+    batch = model.collate(pairs)
+    ours = model(**batch)
+    (ours * torch.tensor([1.0, -2.0, 0.5])).sum().backward()
+    ours_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    theirs = model.model(**batch).logits.squeeze(-1)
+    (theirs * torch.tensor([1.0, -2.0, 0.5])).sum().backward()
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    assert theirs.std() > 0.1  # the scores differ by pair: a mix-up of rows would show
+    for name, parameter in model.named_parameters():
+        if parameter.grad is not None:
+            assert torch.allclose(ours_grads[name], parameter.grad, atol=1e-6, rtol=1e-4), name
+    assert model.model.bert.encoder.layer[-1].output.dense.weight.grad.abs().sum() > 0  # the last layer trains
