@@ -1,11 +1,13 @@
 """Fixtures shared by the asset-layer tests."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 import assets.settings as settings
 from dagster_ir.collections.config import load_collections_config
+from dagster_ir.neural.backbone import make_tiny_backbone
 
 
 @pytest.fixture
@@ -22,3 +24,13 @@ def project(tmp_path, monkeypatch):
 
     monkeypatch.delenv(settings.PROFILE_ENV, raising=False)
     return use
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory) -> str:
+    """A tiny BERT without dropout, so that one and two torchrun processes draw nothing different."""
+    folder = make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)

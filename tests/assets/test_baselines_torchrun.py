@@ -2,7 +2,6 @@
 give the test runs (and the epochs chosen on validation) one process gives, within float tolerance,
 for an interaction model (KNRM) and the BERT ones (BERT-FirstP, CEDR-KNRM: a tiny BERT without dropout)."""
 
-import json
 from pathlib import Path
 
 from dataclasses import replace
@@ -17,20 +16,10 @@ from test_baselines_assets import _collection
 from assets.baselines import NeuralBaselinesConfig, neural_baselines
 from assets.ghrm import Word2VecAssetConfig, word2vec
 from assets.resources import DataDirResource
-from dagster_ir.neural.backbone import make_tiny_backbone
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ["knrm", "bert-firstp", "cedr-knrm"]
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory) -> str:
-    folder = make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return str(folder)
 
 
 def _train(root: Path, backbone: str, nproc: int):

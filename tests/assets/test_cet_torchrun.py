@@ -2,7 +2,6 @@
 CPU give the rankers (naive's R, CET's R and S) one process gives, within float tolerance, with the
 same steps and dev MRR@10, and the job's metrics reach the materialization."""
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -14,21 +13,10 @@ from test_cet_assets import _collection
 from assets.cet import CetConfig, SparseQrelsConfig, cet, sparse_qrels
 from assets.resources import DataDirResource
 from dagster_ir.methods.cet.model import CoupledRanker
-from dagster_ir.neural.backbone import make_tiny_backbone
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "wiki-car/seed-0"
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory) -> str:
-    """A tiny BERT without dropout (so one and two processes draw nothing different)."""
-    folder = make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return str(folder)
 
 
 def _settings(backbone: str, nproc: int) -> CetConfig:

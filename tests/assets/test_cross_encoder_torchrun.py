@@ -2,8 +2,6 @@
 processes on the CPU give the model one process gives (the same global batches, within float
 tolerance), and the job's metrics reach the materialization."""
 
-import json
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -14,7 +12,6 @@ from safetensors.torch import load_file
 
 from assets.php import CrossEncoderSettings, cross_encoder
 from assets.resources import DataDirResource
-from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.schemas import NEGATIVES, QRELS, QUERY_SPLITS, RUN
 
@@ -45,16 +42,6 @@ def _frames() -> dict:
         "php_ablations": pl.DataFrame(schema={"variant": pl.String, "path": pl.String}),
         "php_baselines": pl.DataFrame(schema={"method": pl.String, "path": pl.String}),
     }
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory) -> str:
-    """A tiny BERT without dropout (so one and two processes draw nothing different)."""
-    folder = make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return str(folder)
 
 
 def _train(root: Path, backbone: str, nproc: int):

@@ -2,7 +2,6 @@
 gloo processes on the CPU give the model one process gives (the same global batches, within float
 tolerance), the dev choice alike, and the job's metrics reach the materialization."""
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -13,23 +12,12 @@ from test_model1_assets import collection_frames
 
 from assets.model1 import BertModel1AssetConfig, NeuralModel1AssetConfig, bert_model1, bert_vanilla, neural_model1
 from assets.resources import DataDirResource
-from dagster_ir.neural.backbone import make_tiny_backbone
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "wiki-car/seed-0"
 ASSETS = {"neural_model1": (neural_model1, NeuralModel1AssetConfig), "bert_model1": (bert_model1, BertModel1AssetConfig),
           "bert_vanilla": (bert_vanilla, BertModel1AssetConfig)}
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory) -> str:
-    """A tiny BERT without dropout (so one and two processes draw nothing different)."""
-    folder = make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return str(folder)
 
 
 def _train(name: str, root: Path, backbone: str, nproc: int, lr: float = 1e-2, max_steps: int | None = None):

@@ -3,7 +3,6 @@ processes on the CPU give the ablation (its three stages, each from the one befo
 baseline (HARP) one process gives, within float tolerance. Without the MLM term, as in
 test_php_torchrun (MLM's token mean is per process)."""
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -15,21 +14,10 @@ from test_php_assets import _upstream_assets, _upstream_tables
 
 from assets.definitions import resources
 from assets.php import php_assets
-from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.storage.parquet import table_path, write_table
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory) -> str:
-    """A tiny BERT without dropout (one and two processes then draw nothing different)."""
-    folder = make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return str(folder)
 
 
 def _pretrain(root: Path, backbone: str, nproc: int):

@@ -6,7 +6,6 @@ in BERT's own multi-GPU pre-training), so with it N processes weight the tokens 
 than one process does (measured here: 10% of the distance the weights moved in 3 steps at lr 5e-3).
 """
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -17,20 +16,9 @@ from test_php_assets import _upstream_assets, _upstream_tables
 
 from assets.definitions import resources
 from assets.php import php_assets
-from dagster_ir.neural.backbone import make_tiny_backbone
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory) -> str:
-    """A tiny BERT without dropout (one and two processes then draw nothing different)."""
-    folder = make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return str(folder)
 
 
 def _stage(root: Path, backbone: str, nproc: int, mlm_weight: float = 0.0):
