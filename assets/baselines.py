@@ -173,6 +173,7 @@ def neural_baselines(
         values, frames = baselines_job.job_inputs(
             config.models, domain, corpus=corpus, queries=queries, qrels=qrels, candidates=run, negatives=negatives,
             vectors=word2vec["path"][0], remove_stopwords=text.remove_stopwords, lemmatize=text.lemmatize,
+            text_module="dagster_ir.methods.ghrm.text", vectors_module="dagster_ir.methods.ghrm.word2vec",
             checkpoint_root=root, query_splits=query_splits if rotate else None,
             roles=None if rotate else {"train": roles.train, "validation": roles.validation, "test": roles.test})
         outcome, launched = run_train_job(context, config.torchrun, data.files("neural_baselines", "jobs") / unit.key.replace("/", "-"),

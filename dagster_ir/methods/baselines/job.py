@@ -38,6 +38,7 @@ TARGET = f"{__name__}:baselines_job"
 def job_inputs(models: Sequence[str], config: BaselineConfig, *, corpus: pl.DataFrame | pl.LazyFrame,
                queries: pl.DataFrame, qrels: pl.DataFrame, candidates: pl.DataFrame, negatives: pl.DataFrame,
                vectors: str | os.PathLike[str], remove_stopwords: bool, lemmatize: bool, checkpoint_root: str | Path,
+               text_module: str, vectors_module: str,
                roles: dict[str, Sequence[str]] | None = None, query_splits: pl.DataFrame | None = None
                ) -> tuple[dict, dict]:
     """(values, frames) of a job; `roles` (train/validation/test query ids) or `query_splits` (rotate the folds)."""
@@ -53,20 +54,24 @@ def job_inputs(models: Sequence[str], config: BaselineConfig, *, corpus: pl.Data
         frames["query_splits"] = query_splits
     values = {"models": list(models), "config": config_to_json(config), "vectors": str(vectors),
               "text": {"remove_stopwords": remove_stopwords, "lemmatize": lemmatize},
+              # the asset layer names the text preprocessing (`TextConfig`, `tokens`) and the vector loader
+              # (`load_vectors`) the job imports: methods do not import each other
+              "text_module": text_module, "vectors_module": vectors_module,
               "checkpoint_root": str(checkpoint_root), "roles": {k: list(v) for k, v in (roles or {}).items()}}
     return values, frames
 
 
 def baselines_job(job: Job) -> dict:
     """One process's part (see the module docstring)."""
-    from dagster_ir.methods.ghrm.text import TextConfig, tokens
-    from dagster_ir.methods.ghrm.word2vec import load_vectors
+    import importlib
 
     values = job.values
+    text = importlib.import_module(values["text_module"])
+    load_vectors = importlib.import_module(values["vectors_module"]).load_vectors
     config = config_from_json(BaselineConfig, values["config"])
     common = dict(corpus=job.lazy("corpus"), queries=job.frame("queries"), qrels=job.frame("qrels"),
                   candidates=job.frame("candidates"), negatives=job.frame("negatives"),
-                  tokenize=partial(tokens, config=TextConfig(**values["text"])), vectors=load_vectors(values["vectors"]))
+                  tokenize=partial(text.tokens, config=text.TextConfig(**values["text"])), vectors=load_vectors(values["vectors"]))
     if values["roles"]:
         roles = values["roles"]
         results = run_baselines(values["models"], config, train_queries=roles["train"],

@@ -15,7 +15,8 @@ def _inputs(models, **roles):
     return job_inputs(models, profile("demo"), corpus=corpus, queries=pl.DataFrame({"query_id": ["q"], "text": ["x"]}),
                       qrels=pl.DataFrame([("q", "a", 1)], schema=QRELS, orient="row"), candidates=candidates,
                       negatives=negatives, vectors="vectors.txt", remove_stopwords=True, lemmatize=False,
-                      checkpoint_root="ckpt", **roles)
+                      checkpoint_root="ckpt", text_module="dagster_ir.methods.ghrm.text",
+                      vectors_module="dagster_ir.methods.ghrm.word2vec", **roles)
 
 
 def test_bert_models_alone_carry_only_the_documents_they_read():
