@@ -16,6 +16,21 @@ read at the others. Methods with a decaying schedule (the cross-encoder "bert": 
 linear decay to 0 at the last step) train once per budget, since a 2-epoch run is not the first
 2 epochs of a 32-epoch one.
 
+"cet" (CET's coupled relevance and selection cross-encoders, `dagster_ir.methods.cet`, the ranker the
+`cet` asset names "cet": naive's negatives, CET's inverse-propensity-weighted loss, the profile's tau)
+is trained as the asset trains it on a unit with the demo profile (Cranfield's YAML sets nothing for
+it): the simulated sparse labels of `sparse_qrels` (at most one relevant document of BM25's top 10 per
+query, seed 42), negatives drawn afresh every epoch from the strong run's top 20 (the dense run of the
+bundled MiniLM, passages at 128 tokens, as `dense_embeddings` and `candidate_runs` make it;
+`--cet-candidates bm25` takes BM25's instead) and the first 2 MiniLM layers at 64 tokens, 1 epoch in
+batches of 8 queries, lr 2e-4 with warm-up 0.1 then linear decay. Its budget xb is b epochs (b times
+the steps: one step per 8 labelled training queries), and since the learning rate decays to 0 at the
+last step it trains once per budget. It is scored after every epoch by the validation nDCG@10 (all
+judgments) of R reranking the strong run's top 20; the asset keeps the epoch with the best MRR@10
+against the validation queries' sparse labels instead, so the "kept" point here is the best epoch by
+nDCG@10, as for the other methods. The dense run's own validation nDCG@10 is a second horizontal line
+in its figure (the order CET reorders) and a note under the table.
+
 Methods: "bert" (the cross-encoder fine-tuned from the bundled MiniLM, `dagster_ir.neural.finetune`,
 demo profile with Cranfield's 2 epochs uncapped), "ghrm" (demo profile, 10 epochs of 32 batches;
 `selection_measure` set to nDCG@10 here, the demo selects on nDCG@20), and any of the neural
@@ -27,14 +42,15 @@ Writes `<out>/<method>.png` (one figure per method), `<out>/learning_curves.csv`
 fold, seed and budget) and `<out>/learning_curves.md` (the means). Figures depend on the machine's
 load; they are indicative.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/learning_curves.py [--methods knrm drmm co-pacrr ghrm bert]
+    PYTHONPATH=. .venv/bin/python benchmarks/learning_curves.py [--methods knrm drmm co-pacrr ghrm cet bert]
         [--folds 0] [--seeds 0] [--budgets 1 4 16] [--out benchmarks/out/learning_curves] [--cranfield PATH]
+        [--cet-candidates dense|bm25]
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +65,8 @@ from dagster_ir.collections import SplitConfig, fold_assignment, offset_seeds, r
 from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.baselines import protocol as baselines
+from dagster_ir.methods.cet import model as cet
+from dagster_ir.methods.cet.lab import LabData, lab_negatives, rerank_with
 from dagster_ir.methods.baselines.reranker import MODELS as BASELINE_MODELS
 from dagster_ir.methods.baselines.reranker import profile as baseline_profile
 from dagster_ir.methods.ghrm import protocol as ghrm
@@ -56,16 +74,20 @@ from dagster_ir.methods.ghrm.model import profile as ghrm_profile
 from dagster_ir.methods.ghrm.text import tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
 from dagster_ir.methods.ghrm.word2vec import collection_words
+from dagster_ir.negatives.pooling import PoolingConfig, simulate_sparse_labels
 from dagster_ir.neural import finetune
 from dagster_ir.neural.device import resolve_placement
-from dagster_ir.neural.training import TrainResult
+from dagster_ir.neural.training import unwrap
+from dagster_ir.retrieval.dense import DenseConfig, dense_search, encode, passage_text
 from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "learning_curves"
 MEASURE = "nDCG@10"
-METHODS = ("bert", "ghrm", *BASELINE_MODELS)
+METHODS = ("bert", "ghrm", "cet", *BASELINE_MODELS)
+DENSE = DenseConfig(max_length=128)  # the dense_embeddings asset's demo default (the bundled MiniLM)
+CANDIDATES = {"bert": "bm25", "ghrm": "bm25", **{m: "bm25" for m in BASELINE_MODELS}}  # cet: --cet-candidates
 
 
 @dataclass(frozen=True)
@@ -79,6 +101,8 @@ class Inputs:
     bm25: pl.DataFrame
     workdir: Path
     vectors: object = None  # the MiniLM input embeddings of the collection's words (built on first use)
+    dense: object = None  # the dense run (top 100 of the bundled MiniLM bi-encoder; built on first use)
+    cet_candidates: str = "dense"  # the run CET takes negatives from and reranks (the asset's strong run)
 
     def roles(self, fold: int) -> dict[str, list[str]]:
         roles = fold_assignment(self.splits, fold)
@@ -93,6 +117,20 @@ class Inputs:
             object.__setattr__(self, "vectors", embedding_vectors(words))
         return self.vectors
 
+    def dense_run(self) -> pl.DataFrame:
+        """The `candidate_runs` asset's "dense" run: the corpus passages and the queries embedded by the
+        bundled MiniLM at 128 tokens (`dense_embeddings`' demo default), exact inner-product top 100."""
+        if self.dense is None:
+            passages = self.corpus.select("doc_id", passage=passage_text())
+            docs = encode(passages["passage"].to_list(), DENSE)
+            queries = encode(self.queries["text"].to_list(), DENSE)
+            run = dense_search(docs, passages["doc_id"], queries, self.queries["query_id"], 100, "dense")
+            object.__setattr__(self, "dense", run)
+        return self.dense
+
+    def run(self, name: str) -> pl.DataFrame:
+        return self.dense_run() if name == "dense" else self.bm25
+
 
 @dataclass(frozen=True)
 class Curve:
@@ -102,6 +140,7 @@ class Curve:
     examples_per_epoch: int
     seconds: float
     examples: int  # the training unit's distinct examples (query, positive, negatives)
+    steps: int = 0  # optimizer steps of the whole training
 
 
 def load_inputs(cranfield: Path, workdir: Path) -> Inputs:
@@ -135,7 +174,7 @@ def train_baseline(name: str, inputs: Inputs, fold: int, seed: int, factor: int)
         test_queries=roles["validation"][:1], checkpoint_root=inputs.workdir / f"{name}-f{fold}-s{seed}-x{factor}",
         tokenize=tokenize, vectors=inputs.word_vectors())
     per_epoch = min(done.examples, config.steps_per_epoch * config.batch_size)
-    return Curve(list(done.result.dev_scores), per_epoch, done.result.seconds, done.examples)
+    return Curve(list(done.result.dev_scores), per_epoch, done.result.seconds, done.examples, done.result.steps)
 
 
 def train_ghrm(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
@@ -152,7 +191,7 @@ def train_ghrm(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
                                 inputs.workdir / f"ghrm-f{fold}-s{seed}-x{factor}")
     positives = sum(len(p) for p, _ in ghrm.training_pools(data, roles["train"], config).values())
     return Curve(list(result.dev_scores), config.training.batches_per_epoch * config.training.pairs_per_batch,
-                 result.seconds, positives)
+                 result.seconds, positives, result.steps)
 
 
 def train_cross_encoder(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
@@ -167,7 +206,58 @@ def train_cross_encoder(inputs: Inputs, fold: int, seed: int, factor: int) -> Cu
     model = finetune.load_model("", config)
     tuned = finetune.fine_tune(model, inputs.queries, inputs.corpus, pairs, config,
                                inputs.workdir / f"bert-f{fold}-s{seed}-x{factor}", evaluate=evaluate)
-    return Curve(list(tuned.train.dev_scores), tuned.examples, tuned.train.seconds, tuned.examples)
+    return Curve(list(tuned.train.dev_scores), tuned.examples, tuned.train.seconds, tuned.examples, tuned.train.steps)
+
+
+def cet_config(seed: int, factor: int, candidates: str = "dense") -> cet.LabConfig:
+    """The `cet` asset's demo profile for the "cet" ranker alone: seeds offset by `seed` (as a unit's
+    seed offsets them), epochs times `factor`, negatives from and reranking of `candidates`."""
+    config = offset_seeds(cet.profile("demo"), seed)
+    placement = resolve_placement("auto", None)
+    train = replace(config.cet.train, epochs=config.cet.train.epochs * factor, device=placement.device,
+                    bf16=placement.bf16)
+    return replace(config, cet=replace(config.cet, train=train), methods=("cet",), taus=(), strong_run=candidates)
+
+
+def sparse_labels(inputs: Inputs) -> pl.DataFrame:
+    """The `sparse_qrels` asset's labels of every query (under `cv` every query is some unit's training
+    or validation query): at most one relevant document of BM25's top 10, chosen at random (seed 42)."""
+    return simulate_sparse_labels(inputs.bm25, inputs.qrels, inputs.queries["query_id"], PoolingConfig()).qrels
+
+
+def train_cet(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
+    """CET (the "cet" ranker: R and S) of the demo profile, its epochs times `factor` (linear decay)."""
+    config = cet_config(seed, factor, inputs.cet_candidates)
+    roles = inputs.roles(fold)
+    runs = pl.concat([inputs.bm25, inputs.run(config.strong_run)]) if config.strong_run != "bm25" else inputs.bm25
+    data = LabData(runs, inputs.queries, inputs.corpus, sparse_labels(inputs), inputs.qrels,
+                   tuple(roles["train"]), tuple(roles["validation"]))
+    model = cet.CoupledRanker.build(config.cet.ranker, coupled=True, seed=config.cet.train.seed)
+    draws: dict[int, list[cet.QueryPairs]] = {}
+
+    def examples(epoch: int) -> list[cet.QueryPairs]:  # the lab's draw: naive's negatives, fresh every epoch
+        if epoch not in draws:
+            draws[epoch] = cet.query_pairs(lab_negatives("cet", data, config, epoch=epoch)[0])
+        return draws[epoch]
+
+    train_ids = pl.Series(roles["train"], dtype=pl.String).implode()
+    pool = data.run(config.strong_run).filter(pl.col("query_id").is_in(train_ids),
+                                              pl.col("rank") <= config.pair_depth)
+    labels = data.sparse_qrels.filter(pl.col("query_id").is_in(train_ids))
+    texts = cet.tokenize_texts(model.relevance, inputs.queries, inputs.corpus, labels["query_id"].unique(),
+                               pl.concat([pool["doc_id"], labels["doc_id"]]).unique(), config.cet.ranker.use_title)
+    validation = pl.Series(roles["validation"], dtype=pl.String).implode()
+    candidates = data.run(config.strong_run).filter(pl.col("query_id").is_in(validation))
+
+    def evaluate(trained: torch.nn.Module) -> float:  # R reranking the validation queries' top rerank_depth
+        reranked = rerank_with(unwrap(trained).relevance, candidates, inputs.queries, inputs.corpus, config, "cet")
+        return mean_measure(reranked, inputs.qrels, roles["validation"])
+
+    state = inputs.workdir / f"cet-f{fold}-s{seed}-x{factor}"
+    result = cet.train_ranker(model, examples, texts, config.cet, state, evaluate=evaluate)
+    shutil.rmtree(state, ignore_errors=True)  # resumable states of two cross-encoders: not needed here
+    per_epoch = len(examples(0))
+    return Curve(list(result.dev_scores), per_epoch, result.seconds, per_epoch, result.steps)
 
 
 def trainer(method: str) -> tuple[Callable[[Inputs, int, int, int], Curve], bool]:
@@ -176,6 +266,8 @@ def trainer(method: str) -> tuple[Callable[[Inputs, int, int, int], Curve], bool
         return train_cross_encoder, False
     if method == "ghrm":
         return train_ghrm, True
+    if method == "cet":
+        return train_cet, False
     if method in BASELINE_MODELS:
         return partial(train_baseline, method), True
     raise SystemExit(f"learning_curves: unknown method {method!r} (have {', '.join(METHODS)})")
@@ -186,6 +278,8 @@ def demo_epochs(method: str) -> int:
         return 2
     if method == "ghrm":
         return ghrm_profile("demo").training.epochs
+    if method == "cet":
+        return cet.profile("demo").cet.train.epochs
     return baseline_profile("demo").epochs
 
 
@@ -194,16 +288,26 @@ def points(method: str, inputs: Inputs, fold: int, seed: int, budgets: Sequence[
     train, one_run = trainer(method)
     factors = [max(budgets)] if one_run else list(budgets)
     curves = {factor: train(inputs, fold, seed, factor) for factor in factors}
-    bm25 = mean_measure(inputs.bm25, inputs.qrels, inputs.roles(fold)["validation"])
-    return budget_rows(method, fold, seed, budgets, demo_epochs(method), curves, bm25)
+    validation = inputs.roles(fold)["validation"]
+    bm25 = mean_measure(inputs.bm25, inputs.qrels, validation)
+    name = candidates_of(method, inputs)
+    reference = (name, bm25 if name == "bm25" else mean_measure(inputs.run(name), inputs.qrels, validation))
+    return budget_rows(method, fold, seed, budgets, demo_epochs(method), curves, bm25, reference)
+
+
+def candidates_of(method: str, inputs: Inputs) -> str:
+    """The run whose candidates `method` reranks."""
+    return inputs.cet_candidates if method == "cet" else CANDIDATES[method]
 
 
 def budget_rows(method: str, fold: int, seed: int, budgets: Sequence[int], epochs: int, curves: dict[int, Curve],
-                bm25: float) -> list[dict]:
+                bm25: float, candidates: tuple[str, float] | None = None) -> list[dict]:
     """One row per budget b: the validation score after `epochs` * b epochs and the best one up to there.
 
     `curves` holds one training per budget, or a single one (at the largest budget) read at every budget.
+    `candidates`: (name, validation score) of the run the method reranks (default: BM25's).
     """
+    candidates = candidates or ("bm25", bm25)
     rows = []
     for budget in budgets:
         curve = curves.get(budget) or curves[max(curves)]
@@ -214,7 +318,9 @@ def budget_rows(method: str, fold: int, seed: int, budgets: Sequence[int], epoch
                      "unit_examples": curve.examples, "examples_seen": len(seen) * curve.examples_per_epoch,
                      "validation_at_budget": seen[-1], "validation_kept": max(seen),
                      "kept_epoch": seen.index(max(seen)) + 1, "bm25": bm25,
+                     "candidates": candidates[0], "candidates_score": candidates[1],
                      "train_seconds": round(curve.seconds * len(seen) / len(curve.scores), 1),
+                     "train_steps": curve.steps * len(seen) // len(curve.scores),
                      "one_run": len(curves) == 1 and len(budgets) > 1})
     return rows
 
@@ -227,7 +333,8 @@ def summary(rows: pl.DataFrame) -> pl.DataFrame:
     return (rows.group_by("method", "budget", maintain_order=True)
             .agg(pl.col("examples_seen").mean(), pl.col("validation_at_budget").mean(),
                  pl.col("validation_kept").mean(), pl.col("bm25").mean(), pl.len().alias("runs"),
-                 pl.col("train_seconds").mean()))
+                 pl.col("train_seconds").mean(), pl.col("train_steps").mean(), pl.col("candidates").first(),
+                 pl.col("candidates_score").mean()))
 
 
 def plot(method: str, table: pl.DataFrame, path: Path) -> None:
@@ -242,6 +349,9 @@ def plot(method: str, table: pl.DataFrame, path: Path) -> None:
     ax.plot(x, part["validation_at_budget"].to_list(), marker="o", label=f"{method}: weights at the budget")
     ax.plot(x, part["validation_kept"].to_list(), marker="*", linestyle="--", label=f"{method}: best epoch so far")
     ax.axhline(part["bm25"][0], color="grey", linestyle=":", label="BM25")
+    if part["candidates"][0] != "bm25":  # the run the method reorders, when it is not BM25's
+        ax.axhline(part["candidates_score"][0], color="tab:green", linestyle="-.",
+                   label=f"{part['candidates'][0]} (the candidates reranked)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(x, [f"{b}\n{int(e)}" for b, e in zip(part["budget"], x, strict=True)])
     ax.set_xlabel("training budget (demo = x1) / examples seen")
@@ -259,17 +369,22 @@ def markdown(table: pl.DataFrame) -> str:
     for r in table.iter_rows(named=True):
         lines.append(f"| {r['method']} | {r['budget']} | {r['examples_seen']:.0f} | {r['validation_at_budget']:.3f} | "
                      f"{r['validation_kept']:.3f} | {r['bm25']:.3f} | {r['runs']} |")
-    return "\n".join(lines) + "\n"
+    others = table.filter(pl.col("candidates") != "bm25").unique("method", maintain_order=True)
+    notes = [f"\n{r['method']} reranks the {r['candidates']} run, whose own validation {MEASURE} is "
+             f"{r['candidates_score']:.3f}." for r in others.iter_rows(named=True)]
+    return "\n".join(lines) + "\n" + "".join(notes)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", nargs="+", default=["knrm", "drmm", "co-pacrr", "ghrm", "bert"])
+    parser.add_argument("--methods", nargs="+", default=["knrm", "drmm", "co-pacrr", "ghrm", "cet", "bert"])
     parser.add_argument("--folds", nargs="+", type=int, default=[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 4, 16])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--cranfield", type=Path, default=DEFAULT_CRANFIELD)
+    parser.add_argument("--cet-candidates", choices=["dense", "bm25"], default="dense",
+                        help="the run CET draws negatives from and reranks (default: the asset's strong run)")
     args = parser.parse_args(argv)
     for method in args.methods:
         trainer(method)  # unknown names fail before any work
@@ -282,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         started = time.monotonic()
-        inputs = load_inputs(args.cranfield, Path(folder))
+        inputs = replace(load_inputs(args.cranfield, Path(folder)), cet_candidates=args.cet_candidates)
         print(f"inputs: {time.monotonic() - started:.0f} s", flush=True)
         for method in args.methods:
             for fold in args.folds:

@@ -1,5 +1,6 @@
 """`benchmarks/learning_curves.py`: reading validation scores at each budget, the summary table and figure."""
 
+import math
 import sys
 from pathlib import Path
 
@@ -44,3 +45,133 @@ def test_every_method_has_a_trainer_and_an_unknown_one_is_refused():
     assert trainer("bert")[1] is False and trainer("ghrm")[1] is True and trainer("knrm")[1] is True
     with pytest.raises(SystemExit, match="unknown method 'nope'"):
         trainer("nope")
+
+
+# --- CET on a tiny collection the tests make -----------------------------------------------------
+
+import learning_curves  # noqa: E402
+from dagster_ir.schemas import RUN  # noqa: E402
+
+WORDS = ["wing", "flow", "shock", "heat", "boundary", "layer", "pressure", "nozzle", "plate", "wave",
+         "drag", "lift", "cone", "jet", "mach", "vortex", "panel", "flutter", "stress", "buckling"]
+FOLDS = 5
+PER_FOLD = 4  # 20 queries: 12 train (2 optimizer steps of 8 a CET epoch), 4 validation
+
+
+def _tiny_inputs(tmp_path) -> learning_curves.Inputs:
+    """20 queries, 40 documents; query i is about WORDS[i] and WORDS[i+1], its relevant document is d<2i>.
+
+    BM25 puts the relevant document at rank 3 (inside the pool of 10 the sparse labels come from), the
+    dense run puts it at rank 1 for training queries and ranks 2 / 1 / 1 / 3 for the validation ones.
+    """
+    n = FOLDS * PER_FOLD
+    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(n)],
+                            "text": [f"{WORDS[i]} {WORDS[(i + 1) % n]} effect" for i in range(n)]})
+    corpus = pl.DataFrame({"doc_id": [f"d{j}" for j in range(2 * n)],
+                           "title": [f"on {WORDS[(j // 2) % n]}" for j in range(2 * n)],
+                           "text": [f"{WORDS[(j // 2) % n]} {WORDS[(j // 2 + 1) % n] if j % 2 == 0 else 'other'} "
+                                    f"measured in a tunnel" for j in range(2 * n)]})
+    qrels = pl.DataFrame({"query_id": [f"q{i}" for i in range(n)], "doc_id": [f"d{2 * i}" for i in range(n)],
+                          "relevance": [1] * n}, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32})
+    splits = pl.DataFrame({"query_id": [f"q{i}" for i in range(n)], "split": ["train/model"] * n,
+                           "fold": [i // PER_FOLD for i in range(n)]}, schema={"query_id": pl.String, "split": pl.String,
+                                                                              "fold": pl.Int32})
+
+    def run(name: str, relevant_rank) -> pl.DataFrame:
+        rows = []
+        for i in range(n):
+            others = [f"d{j}" for j in range(2 * n) if j != 2 * i][: 24]
+            ranked = others[: relevant_rank(i) - 1] + [f"d{2 * i}"] + others[relevant_rank(i) - 1:]
+            rows += [(f"q{i}", d, float(100 - r), r + 1, name) for r, d in enumerate(ranked)]
+        return pl.DataFrame(rows, schema=RUN, orient="row")
+
+    validation_ranks = {4: 2, 5: 1, 6: 1, 7: 3}  # fold 1: the validation queries of rotation 0
+    return learning_curves.Inputs(corpus, queries, qrels, splits, run("bm25", lambda i: 3), tmp_path,
+                                  dense=run("dense", lambda i: validation_ranks.get(i, 1)))
+
+
+@pytest.fixture
+def tiny_cet(tmp_path_factory, monkeypatch):
+    """The demo profile's CET with a tiny random BERT (same vocabulary) as R and S: seconds, not minutes."""
+    from dataclasses import replace
+
+    from dagster_ir.neural.backbone import make_tiny_backbone
+
+    folder = str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
+    demo = learning_curves.cet_config
+
+    def config(seed, factor, candidates="dense"):
+        real = demo(seed, factor, candidates)
+        return replace(real, cet=replace(real.cet, ranker=replace(real.cet.ranker, backbone=folder, layers=None)))
+
+    monkeypatch.setattr(learning_curves, "cet_config", config)
+
+
+def _ndcg_at_rank(rank: int) -> float:
+    return 1.0 / math.log2(rank + 1)
+
+
+def test_cet_config_scales_the_epochs_and_offsets_the_seeds():
+    base = learning_curves.cet.profile("demo")
+    config = learning_curves.cet_config(2, 4, "bm25")
+    assert config.cet.train.epochs == 4 * base.cet.train.epochs and config.cet.train.max_steps is None
+    assert config.cet.train.schedule == "linear" and config.cet.train.lr == base.cet.train.lr  # decays: one run a budget
+    assert config.cet.train.seed == base.cet.train.seed + 2 and config.negative_seed == base.negative_seed + 2
+    assert config.methods == ("cet",) and config.taus == () and config.strong_run == "bm25"
+    assert config.rerank_depth == base.rerank_depth == 20 and config.cet.tau == base.cet.tau
+    assert learning_curves.trainer("cet") == (learning_curves.train_cet, False)
+    assert learning_curves.demo_epochs("cet") == base.cet.train.epochs
+
+
+def test_cet_is_scored_on_the_validation_queries_reranking_the_strong_runs_top_20(tmp_path, monkeypatch, tiny_cet):
+    inputs = _tiny_inputs(tmp_path)
+    seen = []
+
+    def keep_order(model, run, queries, corpus, config, run_name):  # a reranker that keeps the candidates' order
+        seen.append((sorted(run["query_id"].unique().to_list()), config.rerank_depth))
+        return run.filter(pl.col("rank") <= config.rerank_depth).with_columns(run_name=pl.lit(run_name))
+
+    monkeypatch.setattr(learning_curves, "rerank_with", keep_order)
+    curve = learning_curves.train_cet(inputs, 0, 0, 1)
+    expected = sum(_ndcg_at_rank(r) for r in (2, 1, 1, 3)) / 4  # the dense run's validation nDCG@10
+    assert curve.scores == pytest.approx([expected])  # one score per epoch of the x1 budget
+    assert seen == [(["q4", "q5", "q6", "q7"], 20)]
+    assert curve.examples == 12 and curve.steps == 2  # 12 labelled training queries in batches of 8
+
+
+def test_cet_rows_one_per_budget_from_one_training_per_budget(tmp_path, monkeypatch, tiny_cet):
+    inputs = _tiny_inputs(tmp_path)
+    curves = []
+    train = learning_curves.train_cet
+    monkeypatch.setattr(learning_curves, "train_cet", lambda *args: curves.append(train(*args)) or curves[-1])
+    rows = learning_curves.points("cet", inputs, 0, 0, [1, 2])
+    assert [(r["fold"], r["seed"], r["budget"]) for r in rows] == [(0, 0, "x1"), (0, 0, "x2")]
+    assert [len(c.scores) for c in curves] == [1, 2] and [c.steps for c in curves] == [2, 4]  # the budget trains more
+    assert [r["train_steps"] for r in rows] == [2, 4] and not any(r["one_run"] for r in rows)
+    for row, curve in zip(rows, curves, strict=True):
+        assert 0.0 <= row["validation_at_budget"] <= 1.0 and math.isfinite(row["validation_at_budget"])
+        assert row["validation_at_budget"] == curve.scores[-1] and row["validation_kept"] == max(curve.scores)
+        assert row["kept_epoch"] == curve.scores.index(max(curve.scores)) + 1
+    assert rows[0]["bm25"] == pytest.approx(_ndcg_at_rank(3))
+    assert rows[0]["candidates"] == "dense"
+    assert rows[0]["candidates_score"] == pytest.approx(sum(_ndcg_at_rank(r) for r in (2, 1, 1, 3)) / 4)
+
+
+def test_the_dense_run_is_the_bi_encoders_top_100(tmp_path):
+    inputs = _tiny_inputs(tmp_path)
+    inputs = learning_curves.Inputs(inputs.corpus, inputs.queries.head(3), inputs.qrels, inputs.splits, inputs.bm25,
+                                    tmp_path)
+    run = inputs.run("dense")
+    assert run["run_name"].unique().to_list() == ["dense"] and run.group_by("query_id").len()["len"].max() == 40
+    assert run.filter(pl.col("rank") == 1).sort("query_id")["doc_id"].to_list() == ["d0", "d2", "d4"]
+    assert inputs.run("bm25") is inputs.bm25 and inputs.run("dense") is run  # built once
+
+
+def test_a_method_reranking_another_run_gets_its_line_and_a_note(tmp_path):
+    rows = budget_rows("cet", 0, 0, [1, 4], 1, {1: Curve([0.4], 8, 1.0, 8, 2), 4: Curve([0.3, 0.5, 0.4, 0.45], 8, 4.0, 8, 8)},
+                       0.35, ("dense", 0.42))
+    assert [r["train_steps"] for r in rows] == [2, 8] and [r["validation_kept"] for r in rows] == [0.4, 0.5]
+    table = summary(pl.DataFrame(rows))
+    assert "cet reranks the dense run, whose own validation nDCG@10 is 0.420." in markdown(table)
+    plot("cet", table, tmp_path / "cet.png")
+    assert (tmp_path / "cet.png").read_bytes()[:4] == b"\x89PNG"
