@@ -31,6 +31,18 @@ against the validation queries' sparse labels instead, so the "kept" point here 
 nDCG@10, as for the other methods. The dense run's own validation nDCG@10 is a second horizontal line
 in its figure (the order CET reorders) and a note under the table.
 
+"neural-model1" and "bert-model1" (`dagster_ir.methods.model1.neural` and `.bert`) train as the
+`neural_model1` and `bert_model1` assets train them on a unit, demo profile (Cranfield's YAML sets
+nothing for them): per epoch one (query, judged positive, negative) triple per training query, the
+negatives drawn from BM25's top 500 (20 per positive), the margin loss summed over the batch, and
+each epoch scored by the nDCG@10 of reranking the validation queries' BM25 top `dev_depth` (10 for
+neural Model 1; 5 for BERT-Model1, whose figure then also draws BM25's top 5 as it stands, the
+order it reorders). Neural Model 1: 3 epochs of batches of 32 at lr 1e-2, warm-up over the first
+10% of the steps, then constant times 0.9 after each epoch; xb is 3b epochs. BERT-Model1: the
+bundled MiniLM with the Model 1 layer, 1 epoch of batches of 8 capped at 24 steps, warm-up then
+linear decay; xb is b epochs and a cap of 24b steps. Both train once per budget: the warm-up (a
+share of all steps) and BERT-Model1's decay depend on the budget.
+
 Methods: "bert" (the cross-encoder fine-tuned from the bundled MiniLM, `dagster_ir.neural.finetune`,
 demo profile with Cranfield's 2 epochs uncapped), "ghrm" (demo profile, 10 epochs of 32 batches;
 `selection_measure` set to nDCG@10 here, the demo selects on nDCG@20), and any of the neural
@@ -42,7 +54,8 @@ Writes `<out>/<method>.png` (one figure per method), `<out>/learning_curves.csv`
 fold, seed and budget) and `<out>/learning_curves.md` (the means). Figures depend on the machine's
 load; they are indicative.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/learning_curves.py [--methods knrm drmm co-pacrr ghrm cet bert]
+    PYTHONPATH=. .venv/bin/python benchmarks/learning_curves.py
+        [--methods knrm drmm co-pacrr ghrm cet neural-model1 bert-model1 bert]
         [--folds 0] [--seeds 0] [--budgets 1 4 16] [--out benchmarks/out/learning_curves] [--cranfield PATH]
         [--cet-candidates dense|bm25]
 """
@@ -74,6 +87,11 @@ from dagster_ir.methods.ghrm.model import profile as ghrm_profile
 from dagster_ir.methods.ghrm.text import tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
 from dagster_ir.methods.ghrm.word2vec import collection_words
+from dagster_ir.methods.model1 import bert as model1_bert
+from dagster_ir.methods.model1 import neural as model1_neural
+from dagster_ir.methods.model1 import candidates as top_of, collection_stats, wordpiece_vocabulary
+from dagster_ir.negatives import sample_negatives
+from dagster_ir.schemas import NEGATIVES
 from dagster_ir.negatives.pooling import PoolingConfig, simulate_sparse_labels
 from dagster_ir.neural import finetune
 from dagster_ir.neural.device import resolve_placement
@@ -85,9 +103,9 @@ from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "learning_curves"
 MEASURE = "nDCG@10"
-METHODS = ("bert", "ghrm", "cet", *BASELINE_MODELS)
+MODEL1 = {"neural-model1": model1_neural, "bert-model1": model1_bert}
+METHODS = ("bert", "ghrm", "cet", *MODEL1, *BASELINE_MODELS)
 DENSE = DenseConfig(max_length=128)  # the dense_embeddings asset's demo default (the bundled MiniLM)
-CANDIDATES = {"bert": "bm25", "ghrm": "bm25", **{m: "bm25" for m in BASELINE_MODELS}}  # cet: --cet-candidates
 
 
 @dataclass(frozen=True)
@@ -102,6 +120,7 @@ class Inputs:
     workdir: Path
     vectors: object = None  # the MiniLM input embeddings of the collection's words (built on first use)
     dense: object = None  # the dense run (top 100 of the bundled MiniLM bi-encoder; built on first use)
+    deep: object = None  # BM25's top 1000 (the candidate_runs asset's depth: Model 1's negatives; on first use)
     cet_candidates: str = "dense"  # the run CET takes negatives from and reranks (the asset's strong run)
 
     def roles(self, fold: int) -> dict[str, list[str]]:
@@ -127,6 +146,14 @@ class Inputs:
             run = dense_search(docs, passages["doc_id"], queries, self.queries["query_id"], 100, "dense")
             object.__setattr__(self, "dense", run)
         return self.dense
+
+    def deep_bm25(self) -> pl.DataFrame:
+        """BM25's top 1000 (`candidate_runs`' depth), from the index `load_inputs` built."""
+        if self.deep is None:
+            run = search(self.workdir / "bm25-index", self.queries, k=1000, model=Bm25Config(), threads=2,
+                         run_name="bm25")
+            object.__setattr__(self, "deep", run)
+        return self.deep
 
     def run(self, name: str) -> pl.DataFrame:
         return self.dense_run() if name == "dense" else self.bm25
@@ -260,6 +287,45 @@ def train_cet(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
     return Curve(list(result.dev_scores), per_epoch, result.seconds, per_epoch, result.steps)
 
 
+def model1_config(method: str, seed: int, factor: int):
+    """The `neural_model1` / `bert_model1` asset's demo profile: seeds offset by `seed`, epochs (and BERT-Model1's
+    step cap) times `factor`, placed as the asset places it (neural Model 1 in float32)."""
+    config = offset_seeds(MODEL1[method].PROFILES["demo"], seed)
+    placement = resolve_placement("auto", None if method == "bert-model1" else False)
+    steps = config.train.max_steps and config.train.max_steps * factor
+    train = replace(config.train, epochs=config.train.epochs * factor, max_steps=steps, device=placement.device,
+                    bf16=placement.bf16)
+    return replace(config, train=train)
+
+
+def train_model1(method: str, inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
+    """Neural Model 1 or BERT-Model1 as `assets.model1._train_ranker` trains it on a unit: negatives from BM25's
+    top 500 of the training queries' judged documents, the epoch scored by nDCG@10 reranking the validation
+    queries' BM25 top `dev_depth`."""
+    config = model1_config(method, seed, factor)
+    roles = inputs.roles(fold)
+    train_ids = pl.Series("query_id", roles["train"], dtype=pl.String)
+    validation_ids = pl.Series("query_id", roles["validation"], dtype=pl.String)
+    judged = inputs.qrels.filter(pl.col("query_id").is_in(train_ids.implode()))
+    negatives = sample_negatives(inputs.deep_bm25(), judged, train_ids, config.negatives).negatives
+    negatives = negatives.select(list(NEGATIVES)).sort(list(NEGATIVES))
+    vocabulary = wordpiece_vocabulary(config.backbone)
+    stats = collection_stats(inputs.corpus, vocabulary)
+    if method == "neural-model1":
+        model, _ = model1_neural.build_model(stats, config)
+    else:
+        model = model1_bert.BertModel1.from_backbone(stats, config)
+    dev_run = top_of(inputs.bm25, "bm25", validation_ids, config.dev_depth)
+    docs = pl.concat([negatives["pos_doc_id"], negatives["neg_doc_id"], dev_run["doc_id"]]).unique()
+    texts = model1_neural.NeuralTexts(model1_neural.TokenizedTexts.of_queries(inputs.queries, vocabulary),
+                                      model1_neural.TokenizedTexts.of_documents(inputs.corpus, docs, vocabulary))
+    state = inputs.workdir / f"{method}-f{fold}-s{seed}-x{factor}"
+    result = model1_neural.train_ranker(model, texts, negatives, state, dev_run=dev_run, qrels=inputs.qrels)
+    shutil.rmtree(state, ignore_errors=True)
+    per_epoch = negatives["query_id"].n_unique()  # one (query, positive, negative) triple per query and epoch
+    return Curve(list(result.dev_scores), per_epoch, result.seconds, per_epoch, result.steps)
+
+
 def trainer(method: str) -> tuple[Callable[[Inputs, int, int, int], Curve], bool]:
     """(train(inputs, fold, seed, factor), whether one run at the largest budget serves every budget)."""
     if method == "bert":
@@ -268,6 +334,8 @@ def trainer(method: str) -> tuple[Callable[[Inputs, int, int, int], Curve], bool
         return train_ghrm, True
     if method == "cet":
         return train_cet, False
+    if method in MODEL1:
+        return partial(train_model1, method), False
     if method in BASELINE_MODELS:
         return partial(train_baseline, method), True
     raise SystemExit(f"learning_curves: unknown method {method!r} (have {', '.join(METHODS)})")
@@ -280,6 +348,8 @@ def demo_epochs(method: str) -> int:
         return ghrm_profile("demo").training.epochs
     if method == "cet":
         return cet.profile("demo").cet.train.epochs
+    if method in MODEL1:
+        return MODEL1[method].PROFILES["demo"].train.epochs
     return baseline_profile("demo").epochs
 
 
@@ -290,14 +360,19 @@ def points(method: str, inputs: Inputs, fold: int, seed: int, budgets: Sequence[
     curves = {factor: train(inputs, fold, seed, factor) for factor in factors}
     validation = inputs.roles(fold)["validation"]
     bm25 = mean_measure(inputs.bm25, inputs.qrels, validation)
-    name = candidates_of(method, inputs)
-    reference = (name, bm25 if name == "bm25" else mean_measure(inputs.run(name), inputs.qrels, validation))
+    name, run = candidates_of(method, inputs)
+    reference = (name, bm25 if name == "bm25" else mean_measure(run, inputs.qrels, validation))
     return budget_rows(method, fold, seed, budgets, demo_epochs(method), curves, bm25, reference)
 
 
-def candidates_of(method: str, inputs: Inputs) -> str:
-    """The run whose candidates `method` reranks."""
-    return inputs.cet_candidates if method == "cet" else CANDIDATES[method]
+def candidates_of(method: str, inputs: Inputs) -> tuple[str, pl.DataFrame]:
+    """(name, run) of the candidates `method` reranks on the validation queries: "bm25" (its top 100), the
+    CET strong run, or "bm25 top k" when a Model 1 ranker validates on fewer than 10 of BM25's."""
+    if method == "cet":
+        return inputs.cet_candidates, inputs.run(inputs.cet_candidates)
+    if method in MODEL1 and (depth := MODEL1[method].PROFILES["demo"].dev_depth) < 10:
+        return f"bm25 top {depth}", inputs.bm25.filter(pl.col("rank") <= depth)
+    return "bm25", inputs.bm25
 
 
 def budget_rows(method: str, fold: int, seed: int, budgets: Sequence[int], epochs: int, curves: dict[int, Curve],
@@ -370,14 +445,14 @@ def markdown(table: pl.DataFrame) -> str:
         lines.append(f"| {r['method']} | {r['budget']} | {r['examples_seen']:.0f} | {r['validation_at_budget']:.3f} | "
                      f"{r['validation_kept']:.3f} | {r['bm25']:.3f} | {r['runs']} |")
     others = table.filter(pl.col("candidates") != "bm25").unique("method", maintain_order=True)
-    notes = [f"\n{r['method']} reranks the {r['candidates']} run, whose own validation {MEASURE} is "
+    notes = [f"\n{r['method']} reranks {r['candidates']}, whose own validation {MEASURE} is "
              f"{r['candidates_score']:.3f}." for r in others.iter_rows(named=True)]
     return "\n".join(lines) + "\n" + "".join(notes)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", nargs="+", default=["knrm", "drmm", "co-pacrr", "ghrm", "cet", "bert"])
+    parser.add_argument("--methods", nargs="+", default=["knrm", "drmm", "co-pacrr", "ghrm", "cet", "neural-model1", "bert-model1", "bert"])
     parser.add_argument("--folds", nargs="+", type=int, default=[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 4, 16])

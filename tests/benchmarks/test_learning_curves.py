@@ -86,18 +86,25 @@ def _tiny_inputs(tmp_path) -> learning_curves.Inputs:
         return pl.DataFrame(rows, schema=RUN, orient="row")
 
     validation_ranks = {4: 2, 5: 1, 6: 1, 7: 3}  # fold 1: the validation queries of rotation 0
-    return learning_curves.Inputs(corpus, queries, qrels, splits, run("bm25", lambda i: 3), tmp_path,
-                                  dense=run("dense", lambda i: validation_ranks.get(i, 1)))
+    bm25 = run("bm25", lambda i: 3)
+    return learning_curves.Inputs(corpus, queries, qrels, splits, bm25, tmp_path,
+                                  dense=run("dense", lambda i: validation_ranks.get(i, 1)), deep=bm25)
+
+
+@pytest.fixture(scope="module")
+def tiny_backbone(tmp_path_factory) -> str:
+    """A tiny random BERT with the bundled vocabulary: the trainings below take seconds, not minutes."""
+    from dagster_ir.neural.backbone import make_tiny_backbone
+
+    return str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
 
 
 @pytest.fixture
-def tiny_cet(tmp_path_factory, monkeypatch):
-    """The demo profile's CET with a tiny random BERT (same vocabulary) as R and S: seconds, not minutes."""
+def tiny_cet(tiny_backbone, monkeypatch):
+    """The demo profile's CET with the tiny BERT as R and S."""
     from dataclasses import replace
 
-    from dagster_ir.neural.backbone import make_tiny_backbone
-
-    folder = str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
+    folder = tiny_backbone
     demo = learning_curves.cet_config
 
     def config(seed, factor, candidates="dense"):
@@ -172,6 +179,50 @@ def test_a_method_reranking_another_run_gets_its_line_and_a_note(tmp_path):
                        0.35, ("dense", 0.42))
     assert [r["train_steps"] for r in rows] == [2, 8] and [r["validation_kept"] for r in rows] == [0.4, 0.5]
     table = summary(pl.DataFrame(rows))
-    assert "cet reranks the dense run, whose own validation nDCG@10 is 0.420." in markdown(table)
+    assert "cet reranks dense, whose own validation nDCG@10 is 0.420." in markdown(table)
     plot("cet", table, tmp_path / "cet.png")
     assert (tmp_path / "cet.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# --- neural Model 1 and BERT-Model1 ----------------------------------------------------------------
+
+
+def test_model1_configs_scale_epochs_and_the_step_cap_and_offset_the_seeds():
+    neural, bert = learning_curves.model1_neural.PROFILES["demo"], learning_curves.model1_bert.PROFILES["demo"]
+    config = learning_curves.model1_config("neural-model1", 1, 4)
+    assert config.train.epochs == 4 * neural.train.epochs and config.train.max_steps is None
+    assert config.train.seed == neural.train.seed + 1 and config.negatives.seed == neural.negatives.seed + 1
+    assert config.train.bf16 is False and config.train.warmup_ratio > 0  # the warm-up spans a share of all steps
+    config = learning_curves.model1_config("bert-model1", 0, 4)
+    assert config.train.epochs == 4 * bert.train.epochs and config.train.max_steps == 4 * bert.train.max_steps
+    assert config.train.schedule == "linear" and config.dev_depth == bert.dev_depth
+    for method in ("neural-model1", "bert-model1"):
+        assert learning_curves.trainer(method)[1] is False
+        assert learning_curves.demo_epochs(method) == learning_curves.MODEL1[method].PROFILES["demo"].train.epochs
+
+
+@pytest.mark.parametrize("method, steps_per_epoch", [("neural-model1", 1), ("bert-model1", 2)])
+def test_model1_rows_one_per_budget_from_one_training_per_budget(method, steps_per_epoch, tmp_path, monkeypatch,
+                                                                 tiny_backbone):
+    from dataclasses import replace
+
+    demo = learning_curves.model1_config
+    monkeypatch.setattr(learning_curves, "model1_config",
+                        lambda *args: replace(demo(*args), backbone=tiny_backbone))
+    inputs = _tiny_inputs(tmp_path)
+    curves = []
+    train = learning_curves.train_model1
+    monkeypatch.setattr(learning_curves, "train_model1", lambda *args: curves.append(train(*args)) or curves[-1])
+    rows = learning_curves.points(method, inputs, 0, 0, [1, 2])
+    epochs = learning_curves.demo_epochs(method)
+    assert [(r["fold"], r["seed"], r["budget"]) for r in rows] == [(0, 0, "x1"), (0, 0, "x2")]
+    assert [len(c.scores) for c in curves] == [epochs, 2 * epochs]  # one validation score per epoch
+    assert [c.steps for c in curves] == [epochs * steps_per_epoch, 2 * epochs * steps_per_epoch]  # 12 train queries
+    assert [r["train_steps"] for r in rows] == [c.steps for c in curves] and curves[0].examples == 12
+    for row, curve in zip(rows, curves, strict=True):
+        assert 0.0 <= row["validation_at_budget"] <= 1.0 and math.isfinite(row["validation_at_budget"])
+        assert row["validation_at_budget"] == curve.scores[-1] and row["validation_kept"] == max(curve.scores)
+    if method == "bert-model1":  # validates on BM25's top 5: that order is its reference line
+        assert rows[0]["candidates"] == "bm25 top 5" and rows[0]["candidates_score"] == pytest.approx(_ndcg_at_rank(3))
+    else:
+        assert rows[0]["candidates"] == "bm25"
