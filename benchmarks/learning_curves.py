@@ -452,7 +452,8 @@ def markdown(table: pl.DataFrame) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", nargs="+", default=["knrm", "drmm", "co-pacrr", "ghrm", "cet", "neural-model1", "bert-model1", "bert"])
+    parser.add_argument("--methods", nargs="+",
+                        default=["knrm", "drmm", "co-pacrr", "ghrm", "cet", "neural-model1", "bert-model1", "bert"])
     parser.add_argument("--folds", nargs="+", type=int, default=[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 4, 16])
