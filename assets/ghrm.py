@@ -23,6 +23,7 @@ methods report merges the units into the sweeps' figure of its GHRM section.
 import base64
 import io
 import json
+import os
 import time
 from dataclasses import asdict, replace
 from functools import partial
@@ -193,6 +194,17 @@ class GHRMAssetConfig(GHRMSettings):
     folds: Optional[list[int]] = None
     seeds: Optional[list[int]] = None  # None: the collection's `seeds`
     interpolate: bool = True  # also <variant>+<candidate_run>: interpolated with the candidates, weight on validation
+    # worker processes training the (variant, rotation) pairs at once (same results as 1); None: 2 when the
+    # profile trains on one torch thread (the demo) and this process may use 2+ cores, else 1
+    workers: Optional[int] = None
+
+    def training_workers(self, domain: GHRMConfig) -> int:
+        """How many (variant, rotation) pairs train at once (`dagster_ir.methods.ghrm.protocol.run_variants`)."""
+        if self.workers is not None:
+            if self.workers < 1:
+                raise ValueError(f"GHRMAssetConfig.workers must be >= 1, got {self.workers}")
+            return self.workers
+        return 2 if domain.training.threads == 1 and len(os.sched_getaffinity(0)) >= 2 else 1
 
     def to_domain(self) -> GHRMConfig:
         unknown = sorted(set(self.variants) - set(VARIANTS))
@@ -256,7 +268,7 @@ def ghrm_runs(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
-    from dagster_ir.methods.ghrm.protocol import fingerprint, fold_run, interpolated_fold_run, mean_measure, run_folds
+    from dagster_ir.methods.ghrm.protocol import fingerprint, fold_run, interpolated_fold_run, mean_measure, run_variants
 
     config = with_settings(config, "ghrm_runs", context.partition_key, context)
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
@@ -264,13 +276,15 @@ def ghrm_runs(
     base, lengths = fit_lengths(config, config.to_domain(), queries, corpus)
     run, inputs = _prepare(config, base, corpus, queries, qrels, candidate_runs, word2vec)
     runs, curves, roots = [], {}, []
-    metadata = {"vocabulary": len(inputs.vocabulary), "seeds": seeds, "vectors": word2vec["source"][0], **lengths}
+    workers = config.training_workers(base)
+    metadata = {"vocabulary": len(inputs.vocabulary), "seeds": seeds, "vectors": word2vec["source"][0], **lengths,
+                "workers": workers}
     for seed in seeds:
         domain = offset_seeds(base, seed)
         root = data.files("ghrm", context.partition_key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
         roots.append(str(root))
-        for variant in config.variants:
-            results = run_folds(inputs, query_splits, domain, variant, root / variant, folds=config.folds)
+        trained = run_variants(inputs, query_splits, domain, config.variants, root, folds=config.folds, workers=workers)
+        for variant, results in trained.items():
             variant_run = fold_run(results)
             runs.append(variant_run.with_columns(seed=pl.lit(seed, dtype=pl.Int64)))
             if config.interpolate:

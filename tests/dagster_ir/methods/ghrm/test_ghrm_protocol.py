@@ -20,6 +20,7 @@ from dagster_ir.methods.ghrm.protocol import (
     rerank,
     rerank_inputs,
     run_folds,
+    run_variants,
     sample_batch,
     score_inputs,
     score_pairs,
@@ -240,3 +241,21 @@ def test_training_on_kept_validation_batches_chooses_as_without(data, collection
     assert kept.dev_scores == fresh.dev_scores and kept.best_epoch == fresh.best_epoch
     assert kept.loss_curve == fresh.loss_curve
     assert kept_run.equals(fresh_run)
+
+
+def test_variants_trained_in_worker_processes_equal_those_trained_here(data, collection, tmp_path):
+    """Two spawned workers train the (variant, rotation) pairs: the same curves, choices and runs as one process."""
+    splits = collection[4]
+    here = run_variants(data, splits, CONFIG, ["ghrm", "ghrm-nopool"], tmp_path / "here", folds=[0, 3])
+    there = run_variants(data, splits, CONFIG, ["ghrm", "ghrm-nopool"], tmp_path / "there", folds=[0, 3], workers=2)
+    assert list(there) == ["ghrm", "ghrm-nopool"]
+    for variant in here:
+        assert [r.fold for r in there[variant]] == [0, 3]
+        for mine, theirs in zip(here[variant], there[variant], strict=True):
+            assert theirs.result.dev_scores == mine.result.dev_scores and theirs.result.loss_curve == mine.result.loss_curve
+            assert theirs.result.best_epoch == mine.result.best_epoch
+            assert theirs.test_run.equals(mine.test_run) and theirs.validation_run.equals(mine.validation_run)
+            assert theirs.checkpoint_dir == tmp_path / "there" / variant / f"fold-{mine.fold}"
+            assert (theirs.checkpoint_dir / "best" / "model.safetensors").is_file()
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        run_variants(data, splits, CONFIG, ["ghrm"], tmp_path / "none", workers=0)
