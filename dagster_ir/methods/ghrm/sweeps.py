@@ -27,7 +27,7 @@ import polars as pl
 
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.ghrm.model import GHRMConfig, ModelConfig
-from dagster_ir.methods.ghrm.protocol import GHRMData, rerank, torch_threads, train_ghrm
+from dagster_ir.methods.ghrm.protocol import GHRMData, RerankInputs, rerank_inputs, score_inputs, torch_threads, train_ghrm
 
 PARAMETERS = {"rate": "pooling rate", "blocks": "number of blocks T", "top_k": "k of the k-max readout"}
 # one unit's rows; the asset adds the unit's fold and seed
@@ -90,21 +90,25 @@ def run_sweep(
     trained: dict[str, list[tuple[str, float, int]]] = {}
     rows = []
     with torch_threads(config.training.threads):
+        # every setting scores the same validation candidates after each epoch: batched (and collated) once
+        validation = rerank_inputs(data, validation_queries, config.training.rerank_depth,
+                                   config.training.eval_batch_size)
         for name, value, model in sweep_settings(config.model, sweep):
             key = _setting_name(model)
             if key not in trained:
                 trained[key] = _validate_one(data, dataclasses.replace(config, model=model), train_queries,
-                                             validation_queries, sweep.measures, Path(checkpoint_root) / key)
+                                             validation_queries, validation, sweep.measures, Path(checkpoint_root) / key)
             rows += [(name, value, measure, score, epoch) for measure, score, epoch in trained[key]]
     return pl.DataFrame(rows, schema=SWEEP_RESULTS, orient="row")
 
 
-def _validate_one(data: GHRMData, config: GHRMConfig, train: Sequence[str], validation: Sequence[str],
-                  measures: Sequence[str], folder: Path) -> list[tuple[str, float, int]]:
-    """Train one setting and score the validation queries with the chosen epoch's weights."""
-    model, result = train_ghrm(data, config, "ghrm", train, validation, folder)
-    run = rerank(model, data, validation, config.training.rerank_depth, "ghrm", config.training.eval_batch_size)
-    judged = data.qrels.filter(pl.col("query_id").is_in(pl.Series(list(validation), dtype=pl.String).implode()))
+def _validate_one(data: GHRMData, config: GHRMConfig, train: Sequence[str], queries: Sequence[str],
+                  validation: RerankInputs, measures: Sequence[str], folder: Path) -> list[tuple[str, float, int]]:
+    """Train one setting and score the validation `queries` (`validation`: their candidates, batched) with the
+    chosen epoch's weights."""
+    model, result = train_ghrm(data, config, "ghrm", train, queries, folder, validation)
+    run = score_inputs(model, data, validation, "ghrm")
+    judged = data.qrels.filter(pl.col("query_id").is_in(pl.Series(list(queries), dtype=pl.String).implode()))
     values = evaluate_run(run, judged, list(measures))
     means = values.group_by("measure").agg(pl.col("value").mean())
     return [(m, float(v), result.best_epoch) for m, v in means.sort("measure").iter_rows()]
