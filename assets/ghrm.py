@@ -171,6 +171,17 @@ class GHRMSettings(dg.Config):
     seed: Optional[int] = None
     train_depth: Optional[int] = None
     rerank_depth: Optional[int] = None
+    # worker processes training at once (GHRM's (variant, rotation) pairs, the sweeps' settings; the same
+    # results as 1); None: 2 when the profile trains on one torch thread (the demo) and 2+ cores are ours, else 1
+    workers: Optional[int] = None
+
+    def training_workers(self, domain: GHRMConfig) -> int:
+        """How many models train at once (`dagster_ir.methods.ghrm.protocol.run_variants`, `sweeps.run_sweep`)."""
+        if self.workers is not None:
+            if self.workers < 1:
+                raise ValueError(f"{type(self).__name__}.workers must be >= 1, got {self.workers}")
+            return self.workers
+        return 2 if domain.training.threads == 1 and len(os.sched_getaffinity(0)) >= 2 else 1
 
     def to_domain(self) -> GHRMConfig:
         base = profile(self.profile)
@@ -194,17 +205,6 @@ class GHRMAssetConfig(GHRMSettings):
     folds: Optional[list[int]] = None
     seeds: Optional[list[int]] = None  # None: the collection's `seeds`
     interpolate: bool = True  # also <variant>+<candidate_run>: interpolated with the candidates, weight on validation
-    # worker processes training the (variant, rotation) pairs at once (same results as 1); None: 2 when the
-    # profile trains on one torch thread (the demo) and this process may use 2+ cores, else 1
-    workers: Optional[int] = None
-
-    def training_workers(self, domain: GHRMConfig) -> int:
-        """How many (variant, rotation) pairs train at once (`dagster_ir.methods.ghrm.protocol.run_variants`)."""
-        if self.workers is not None:
-            if self.workers < 1:
-                raise ValueError(f"GHRMAssetConfig.workers must be >= 1, got {self.workers}")
-            return self.workers
-        return 2 if domain.training.threads == 1 and len(os.sched_getaffinity(0)) >= 2 else 1
 
     def to_domain(self) -> GHRMConfig:
         unknown = sorted(set(self.variants) - set(VARIANTS))
@@ -417,7 +417,8 @@ def ghrm_sweeps(
     domain, sweep = offset_seeds(domain, unit.seed), config.to_sweep()
     _, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
     root = data.files("ghrm_sweeps", unit.key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
-    results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root)
+    workers = config.training_workers(domain)
+    results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root, workers=workers)
     measure = domain.training.selection_measure
     chosen = choose(results, measure)
     png = figure_to_png_bytes(sweep_figure(results, chosen, sweep.measures))
@@ -426,7 +427,7 @@ def ghrm_sweeps(
         "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
         "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
         "train_queries": len(roles.train), "validation_queries": len(roles.validation),
-        "seconds": round(time.monotonic() - started, 1), **lengths,
+        "seconds": round(time.monotonic() - started, 1), "workers": workers, **lengths,
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
         "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
         "checkpoints": dg.MetadataValue.path(str(root)),

@@ -112,3 +112,14 @@ def test_a_sweep_point_equals_training_and_reranking_that_setting_alone(collecti
     expected = dict(means.group_by("measure").agg(pl.col("value").mean()).iter_rows())
     assert dict(results.select("measure", "validation").iter_rows()) == expected
     assert results["best_epoch"].unique().to_list() == [result.best_epoch]
+
+
+def test_a_sweep_in_worker_processes_equals_one_in_this_process(collection, tmp_path):
+    corpus, queries, qrels, run, splits, vectors = collection
+    data = prepare_data(corpus, queries, qrels, run, vectors, CONFIG)
+    here = run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "here")
+    there = run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "there", workers=2)
+    assert there.equals(here)
+    assert sorted(p.name for p in (tmp_path / "there").iterdir()) == sorted(p.name for p in (tmp_path / "here").iterdir())
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "none", workers=0)
