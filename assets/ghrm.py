@@ -181,7 +181,8 @@ class GHRMSettings(dg.Config):
             if self.workers < 1:
                 raise ValueError(f"{type(self).__name__}.workers must be >= 1, got {self.workers}")
             return self.workers
-        return 2 if domain.training.threads == 1 and len(os.sched_getaffinity(0)) >= 2 else 1
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return 2 if domain.training.threads == 1 and cores >= 2 else 1
 
     def to_domain(self) -> GHRMConfig:
         base = profile(self.profile)
