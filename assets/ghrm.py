@@ -23,6 +23,7 @@ methods report merges the units into the sweeps' figure of its GHRM section.
 import base64
 import io
 import json
+import os
 import time
 from dataclasses import asdict, replace
 from functools import partial
@@ -170,6 +171,18 @@ class GHRMSettings(dg.Config):
     seed: Optional[int] = None
     train_depth: Optional[int] = None
     rerank_depth: Optional[int] = None
+    # worker processes training at once (GHRM's (variant, rotation) pairs, the sweeps' settings; the same
+    # results as 1); None: 2 when the profile trains on one torch thread (the demo) and 2+ cores are ours, else 1
+    workers: Optional[int] = None
+
+    def training_workers(self, domain: GHRMConfig) -> int:
+        """How many models train at once (`dagster_ir.methods.ghrm.protocol.run_variants`, `sweeps.run_sweep`)."""
+        if self.workers is not None:
+            if self.workers < 1:
+                raise ValueError(f"{type(self).__name__}.workers must be >= 1, got {self.workers}")
+            return self.workers
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return 2 if domain.training.threads == 1 and cores >= 2 else 1
 
     def to_domain(self) -> GHRMConfig:
         base = profile(self.profile)
@@ -256,7 +269,7 @@ def ghrm_runs(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
-    from dagster_ir.methods.ghrm.protocol import fingerprint, fold_run, interpolated_fold_run, mean_measure, run_folds
+    from dagster_ir.methods.ghrm.protocol import fingerprint, fold_run, interpolated_fold_run, mean_measure, run_variants
 
     config = with_settings(config, "ghrm_runs", context.partition_key, context)
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
@@ -264,13 +277,15 @@ def ghrm_runs(
     base, lengths = fit_lengths(config, config.to_domain(), queries, corpus)
     run, inputs = _prepare(config, base, corpus, queries, qrels, candidate_runs, word2vec)
     runs, curves, roots = [], {}, []
-    metadata = {"vocabulary": len(inputs.vocabulary), "seeds": seeds, "vectors": word2vec["source"][0], **lengths}
+    workers = config.training_workers(base)
+    metadata = {"vocabulary": len(inputs.vocabulary), "seeds": seeds, "vectors": word2vec["source"][0], **lengths,
+                "workers": workers}
     for seed in seeds:
         domain = offset_seeds(base, seed)
         root = data.files("ghrm", context.partition_key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
         roots.append(str(root))
-        for variant in config.variants:
-            results = run_folds(inputs, query_splits, domain, variant, root / variant, folds=config.folds)
+        trained = run_variants(inputs, query_splits, domain, config.variants, root, folds=config.folds, workers=workers)
+        for variant, results in trained.items():
             variant_run = fold_run(results)
             runs.append(variant_run.with_columns(seed=pl.lit(seed, dtype=pl.Int64)))
             if config.interpolate:
@@ -403,7 +418,8 @@ def ghrm_sweeps(
     domain, sweep = offset_seeds(domain, unit.seed), config.to_sweep()
     _, inputs = _prepare(config, domain, corpus, queries, qrels, candidate_runs, word2vec)
     root = data.files("ghrm_sweeps", unit.key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
-    results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root)
+    workers = config.training_workers(domain)
+    results = run_sweep(inputs, roles.train, roles.validation, domain, sweep, root, workers=workers)
     measure = domain.training.selection_measure
     chosen = choose(results, measure)
     png = figure_to_png_bytes(sweep_figure(results, chosen, sweep.measures))
@@ -412,7 +428,7 @@ def ghrm_sweeps(
         "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
         "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
         "train_queries": len(roles.train), "validation_queries": len(roles.validation),
-        "seconds": round(time.monotonic() - started, 1), **lengths,
+        "seconds": round(time.monotonic() - started, 1), "workers": workers, **lengths,
         "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
         "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
         "checkpoints": dg.MetadataValue.path(str(root)),

@@ -115,6 +115,18 @@ def test_check_fails_on_duplicates_and_non_finite_scores():
     assert not ghrm_runs_are_complete(good.with_columns(score=pl.Series([1.0, float("nan")]))).passed
 
 
+def test_one_thread_profiles_train_two_rotations_at_once_where_two_cores_are_free(monkeypatch):
+    demo, paper = GHRMAssetConfig().to_domain(), GHRMAssetConfig(profile="paper").to_domain()
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    assert GHRMAssetConfig().training_workers(demo) == 2  # the demo trains on one thread
+    assert GHRMAssetConfig().training_workers(paper) == 1  # the paper profile keeps torch's threads
+    assert GHRMAssetConfig(workers=3).training_workers(paper) == 3
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    assert GHRMAssetConfig().training_workers(demo) == 1
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        GHRMAssetConfig(workers=0).training_workers(demo)
+
+
 def test_configs_map_onto_the_profiles():
     assert GHRMAssetConfig().to_domain() == PROFILES["demo"]
     assert GHRMAssetConfig(profile="paper").to_domain() == PROFILES["paper"]

@@ -98,6 +98,7 @@ PROFILES: dict[str, GHRMConfig] = {
     # fold). 120 document words and k=20 because wiki-car's segments are short; BM25's top 30 keeps
     # reranking cheap. One thread: the graphs are small, so a step is several times faster on one
     # thread than on two when another asset shares the cores (13 ms against 150 ms measured).
+    # On a 2-core machine the assets train two models at once, one thread each (`protocol.run_variants`).
     "demo": GHRMConfig(
         inputs=InputConfig(doc_words=120, query_words=4, min_count=5),
         model=ModelConfig(top_k=20),

@@ -52,7 +52,7 @@ from dagster_ir.collections import fold_assignment
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.fusion.interpolate import interpolated_run
 from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
-from dagster_ir.methods.ghrm.inputs import GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
+from dagster_ir.methods.ghrm.inputs import GraphBatch, GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
 from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
 from dagster_ir.retrieval.runs import strictly_decreasing, top_k
@@ -126,9 +126,67 @@ def corpus_texts(corpus: pl.DataFrame | pl.LazyFrame, chunk: int = 50_000) -> It
 
 def score_pairs(model: GHRM, data: GHRMData, pairs: Sequence[tuple[str, str]]) -> torch.Tensor:
     """rel(q, d) for (query_id, doc_id) pairs, as one batch (gradients flow)."""
+    return model(_collate_pairs(data, pairs))
+
+
+def _collate_pairs(data: GHRMData, pairs: Sequence[tuple[str, str]]) -> GraphBatch:
     graphs = [data.graphs[doc_id] for _, doc_id in pairs]
     queries = [data.query_terms[query_id] for query_id, _ in pairs]
-    return model(collate(graphs, queries, data.vocabulary, data.inputs.query_words))
+    return collate(graphs, queries, data.vocabulary, data.inputs.query_words)
+
+
+# collated validation batches are kept across epochs up to this size (their padded arrays); above it
+# they are collated again at each scoring, as before (the paper profile's 300-word graphs at depth 150)
+CACHE_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True, eq=False)
+class RerankInputs:
+    """What `rerank` scores for some queries: their candidates' top `depth`, the (query, doc) pairs in batches of
+    similar graph size, and those batches collated once (`batches`; None: collated at each scoring)."""
+
+    candidates: pl.DataFrame  # RUN rows: the top `depth` of the queries' candidates
+    pairs: list[tuple[str, str]]  # (query_id, doc_id), one per row of `candidates`
+    chunks: list[list[int]]  # indices into `pairs`, one list per batch
+    batches: list[GraphBatch] | None
+
+
+def rerank_inputs(data: GHRMData, query_ids: Iterable[str], depth: int, batch_size: int = 256,
+                  cache_bytes: int = CACHE_BYTES) -> RerankInputs:
+    """The candidates' top `depth` of `query_ids`, batched for `score_inputs`; collated now when the padded
+    batches take at most `cache_bytes` (0: never), so scoring them every epoch does not collate them again."""
+    wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
+    candidates = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), depth)
+    pairs = list(zip(candidates["query_id"], candidates["doc_id"], strict=True))
+    order = sorted(range(len(pairs)), key=lambda i: len(data.graphs[pairs[i][1]].nodes))
+    chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    largest = [max([1, *(len(data.graphs[pairs[i][1]].nodes) for i in chunk)]) for chunk in chunks]
+    padded = sum(len(chunk) * n * (n + data.inputs.query_words) * 4 for chunk, n in zip(chunks, largest, strict=True))
+    batches = None
+    if 0 < padded <= cache_bytes:
+        batches = [_collate_pairs(data, [pairs[i] for i in chunk]) for chunk in chunks]
+    return RerankInputs(candidates, pairs, chunks, batches)
+
+
+def score_inputs(model: GHRM, data: GHRMData, inputs: RerankInputs, run_name: str) -> pl.DataFrame:
+    """`inputs`' candidates rescored by `model` and re-ranked (RUN frame); see `rerank`."""
+    scores = np.zeros(len(inputs.pairs))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for b, chosen in enumerate(inputs.chunks):
+                batch = (inputs.batches[b] if inputs.batches is not None
+                         else _collate_pairs(data, [inputs.pairs[i] for i in chosen]))
+                scores[chosen] = model(batch).double().numpy()
+    finally:
+        model.train(was_training)
+    rescored = inputs.candidates.select("query_id", "doc_id", pl.Series("score", scores), first_rank=pl.col("rank"))
+    return strictly_decreasing(
+        rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
+        .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
+        .select(list(RUN))
+    ).sort(["query_id", "rank"])
 
 
 def rerank(
@@ -138,27 +196,10 @@ def rerank(
 
     Batches hold documents of similar graph size (less padding). Ties keep the first-stage order
     (`strictly_decreasing`: tied scores move down a few float64 steps, so evaluators keep it too).
+    To score the same queries again and again (validation, every epoch), build `rerank_inputs` once
+    and call `score_inputs`: the same scores, without collating the batches again.
     """
-    wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
-    candidates = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), depth)
-    pairs = list(zip(candidates["query_id"], candidates["doc_id"], strict=True))
-    order = sorted(range(len(pairs)), key=lambda i: len(data.graphs[pairs[i][1]].nodes))
-    scores = np.zeros(len(pairs))
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chosen = order[start : start + batch_size]
-                scores[chosen] = score_pairs(model, data, [pairs[i] for i in chosen]).double().numpy()
-    finally:
-        model.train(was_training)
-    rescored = candidates.select("query_id", "doc_id", pl.Series("score", scores), first_rank=pl.col("rank"))
-    return strictly_decreasing(
-        rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
-        .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
-        .select(list(RUN))
-    ).sort(["query_id", "rank"])
+    return score_inputs(model, data, rerank_inputs(data, query_ids, depth, batch_size, cache_bytes=0), run_name)
 
 
 def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str], measure: str) -> float:
@@ -213,11 +254,14 @@ def train_ghrm(
     train_queries: Sequence[str],
     validation_queries: Sequence[str],
     checkpoint_dir: str | Path,
+    validation: RerankInputs | None = None,
 ) -> tuple[GHRM, TrainResult]:
     """Train one variant on `train_queries`, choosing the epoch on `validation_queries` only.
 
     Returns the model with the best validation epoch's weights. `checkpoint_dir` gets the shared
     loop's checkpoints (resumed when they match) and `ghrm.json` (the settings to rebuild the model).
+    `validation`: `rerank_inputs` of `validation_queries` at `rerank_depth`, built here when not given;
+    every epoch scores these same batches.
     """
     training = config.training
     pools = training_pools(data, train_queries, config)
@@ -237,8 +281,11 @@ def train_ghrm(
         positive, negative = scores[: len(batch)], scores[len(batch) :]
         return hinge_loss(positive, negative), {"accuracy": float((positive > negative).float().mean())}
 
+    if validation is None:
+        validation = rerank_inputs(data, validation_queries, training.rerank_depth, training.eval_batch_size)
+
     def evaluate(module: torch.nn.Module) -> float:
-        run = rerank(module, data, validation_queries, training.rerank_depth, variant, training.eval_batch_size)
+        run = score_inputs(module, data, validation, variant)
         return mean_measure(run, data.qrels, validation_queries, training.selection_measure)
 
     loop = TrainConfig(lr=training.lr, warmup_ratio=0.0, schedule=training.schedule, weight_decay=0.0, epochs=training.epochs,
@@ -308,13 +355,60 @@ def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[Fo
         roles = fold_assignment(splits, fold, folds=k)
         members = {role: roles.filter(pl.col("role") == role)["query_id"].to_list() for role in ("train", "validation", "test")}
         folder = Path(checkpoint_root) / f"fold-{fold}"
-        model, result = train_ghrm(data, config, variant, members["train"], members["validation"], folder)
+        validation = rerank_inputs(data, members["validation"], config.training.rerank_depth,
+                                   config.training.eval_batch_size)
+        model, result = train_ghrm(data, config, variant, members["train"], members["validation"], folder, validation)
         test_run = rerank(model, data, members["test"], config.training.rerank_depth, variant, config.training.eval_batch_size)
-        validation_run = rerank(model, data, members["validation"], config.training.rerank_depth, variant,
-                                config.training.eval_batch_size)
+        validation_run = score_inputs(model, data, validation, variant)
         results.append(FoldResult(fold, members["train"], members["validation"], members["test"], result,
                                   test_run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)), folder, validation_run))
     return results
+
+
+def run_variants(
+    data: GHRMData,
+    splits: pl.DataFrame,
+    config: GHRMConfig,
+    variants: Sequence[str],
+    checkpoint_root: str | Path,
+    folds: Sequence[int] | None = None,
+    workers: int = 1,
+) -> dict[str, list[FoldResult]]:
+    """`run_folds` of each of `variants` (checkpoints under `checkpoint_root/<variant>`), as {variant: results}.
+
+    `workers` > 1 trains the (variant, rotation) pairs that many at a time, each in a worker process of
+    its own (spawned: the caller may hold a JVM) with `config.training.threads` torch threads. Every
+    pair is seeded on its own, so the results equal those of `workers=1`, only sooner: the demo
+    profile trains on one thread, and two workers keep both cores of a 2-core machine busy.
+    """
+    validate(splits, QUERY_SPLITS, "query_splits")
+    if workers < 1:
+        raise ValueError(f"run_variants: workers must be >= 1, got {workers}")
+    rotations = list(range(int(splits["fold"].max()) + 1)) if folds is None else list(folds)
+    root = Path(checkpoint_root)
+    jobs = [(variant, fold) for variant in variants for fold in rotations]
+    if workers == 1 or len(jobs) < 2:
+        return {variant: run_folds(data, splits, config, variant, root / variant, rotations) for variant in variants}
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"), initializer=_start_worker,
+                             initargs=(data, splits, config)) as pool:
+        futures = {job: pool.submit(_rotation_in_worker, job[0], str(root / job[0]), job[1]) for job in jobs}
+        done = {job: future.result() for job, future in futures.items()}
+    return {variant: [done[(variant, fold)] for fold in rotations] for variant in variants}
+
+
+_WORKER: dict[str, object] = {}  # what a `run_variants` worker process trains on, set once per process
+
+
+def _start_worker(data: GHRMData, splits: pl.DataFrame, config: GHRMConfig) -> None:
+    _WORKER.update(data=data, splits=splits, config=config)
+
+
+def _rotation_in_worker(variant: str, checkpoint_root: str, fold: int) -> FoldResult:
+    (result,) = run_folds(_WORKER["data"], _WORKER["splits"], _WORKER["config"], variant, checkpoint_root, [fold])
+    return result
 
 
 def fold_run(results: Sequence[FoldResult]) -> pl.DataFrame:

@@ -27,7 +27,7 @@ import polars as pl
 
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.ghrm.model import GHRMConfig, ModelConfig
-from dagster_ir.methods.ghrm.protocol import GHRMData, rerank, torch_threads, train_ghrm
+from dagster_ir.methods.ghrm.protocol import GHRMData, RerankInputs, rerank_inputs, score_inputs, torch_threads, train_ghrm
 
 PARAMETERS = {"rate": "pooling rate", "blocks": "number of blocks T", "top_k": "k of the k-max readout"}
 # one unit's rows; the asset adds the unit's fold and seed
@@ -80,31 +80,65 @@ def run_sweep(
     config: GHRMConfig,
     sweep: SweepConfig,
     checkpoint_root: str | Path,
+    workers: int = 1,
 ) -> pl.DataFrame:
     """SWEEP_RESULTS rows: every grid point's chosen epoch and validation measures.
 
-    Checkpoints go to `checkpoint_root/<setting hash>` (resumed when present).
+    Checkpoints go to `checkpoint_root/<setting hash>` (resumed when present). `workers` > 1 trains the
+    settings that many at a time in spawned worker processes (each seeded alike: the same rows).
     """
     if not validation_queries:
         raise ValueError("run_sweep: no validation queries; the sweep chooses on them")
-    trained: dict[str, list[tuple[str, float, int]]] = {}
-    rows = []
-    with torch_threads(config.training.threads):
-        for name, value, model in sweep_settings(config.model, sweep):
-            key = _setting_name(model)
-            if key not in trained:
-                trained[key] = _validate_one(data, dataclasses.replace(config, model=model), train_queries,
-                                             validation_queries, sweep.measures, Path(checkpoint_root) / key)
-            rows += [(name, value, measure, score, epoch) for measure, score, epoch in trained[key]]
+    if workers < 1:
+        raise ValueError(f"run_sweep: workers must be >= 1, got {workers}")
+    settings = sweep_settings(config.model, sweep)
+    distinct = {_setting_name(model): model for _, _, model in settings}
+    job = (data, list(train_queries), list(validation_queries), config, tuple(sweep.measures), str(checkpoint_root))
+    if workers == 1 or len(distinct) < 2:
+        _start_worker(*job)
+        try:
+            trained = {key: _setting_in_worker(model) for key, model in distinct.items()}
+        finally:
+            _WORKER.clear()
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        with ProcessPoolExecutor(min(workers, len(distinct)), mp_context=get_context("spawn"),
+                                 initializer=_start_worker, initargs=job) as pool:
+            futures = {key: pool.submit(_setting_in_worker, model) for key, model in distinct.items()}
+            trained = {key: future.result() for key, future in futures.items()}
+    rows = [(name, value, measure, score, epoch) for name, value, model in settings
+            for measure, score, epoch in trained[_setting_name(model)]]
     return pl.DataFrame(rows, schema=SWEEP_RESULTS, orient="row")
 
 
-def _validate_one(data: GHRMData, config: GHRMConfig, train: Sequence[str], validation: Sequence[str],
-                  measures: Sequence[str], folder: Path) -> list[tuple[str, float, int]]:
-    """Train one setting and score the validation queries with the chosen epoch's weights."""
-    model, result = train_ghrm(data, config, "ghrm", train, validation, folder)
-    run = rerank(model, data, validation, config.training.rerank_depth, "ghrm", config.training.eval_batch_size)
-    judged = data.qrels.filter(pl.col("query_id").is_in(pl.Series(list(validation), dtype=pl.String).implode()))
+_WORKER: dict[str, object] = {}  # what `_setting_in_worker` trains on (set once per process)
+
+
+def _start_worker(data: GHRMData, train: list[str], validation: list[str], config: GHRMConfig,
+                  measures: tuple[str, ...], root: str) -> None:
+    # every setting scores the same validation candidates after each epoch: batched (and collated) once
+    inputs = rerank_inputs(data, validation, config.training.rerank_depth, config.training.eval_batch_size)
+    _WORKER.update(data=data, train=train, validation=validation, inputs=inputs, config=config, measures=measures,
+                   root=Path(root))
+
+
+def _setting_in_worker(model: ModelConfig) -> list[tuple[str, float, int]]:
+    w = _WORKER
+    config = dataclasses.replace(w["config"], model=model)
+    with torch_threads(config.training.threads):
+        return _validate_one(w["data"], config, w["train"], w["validation"], w["inputs"], w["measures"],
+                             w["root"] / _setting_name(model))
+
+
+def _validate_one(data: GHRMData, config: GHRMConfig, train: Sequence[str], queries: Sequence[str],
+                  validation: RerankInputs, measures: Sequence[str], folder: Path) -> list[tuple[str, float, int]]:
+    """Train one setting and score the validation `queries` (`validation`: their candidates, batched) with the
+    chosen epoch's weights."""
+    model, result = train_ghrm(data, config, "ghrm", train, queries, folder, validation)
+    run = score_inputs(model, data, validation, "ghrm")
+    judged = data.qrels.filter(pl.col("query_id").is_in(pl.Series(list(queries), dtype=pl.String).implode()))
     values = evaluate_run(run, judged, list(measures))
     means = values.group_by("measure").agg(pl.col("value").mean())
     return [(m, float(v), result.best_epoch) for m, v in means.sort("measure").iter_rows()]

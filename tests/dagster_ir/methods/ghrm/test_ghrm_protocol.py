@@ -18,11 +18,16 @@ from dagster_ir.methods.ghrm.protocol import (
     load_ghrm,
     prepare_data,
     rerank,
+    rerank_inputs,
     run_folds,
+    run_variants,
     sample_batch,
+    score_inputs,
     score_pairs,
+    train_ghrm,
     training_pools,
 )
+from dagster_ir.methods.ghrm import protocol
 from dagster_ir.methods.ghrm.text import RAW
 from dagster_ir.schemas import RUN
 
@@ -203,3 +208,54 @@ def test_fingerprint_follows_every_training_input(data, collection):
     assert fingerprint(CONFIG, data, moved) != fingerprint(CONFIG, data, splits)
     deeper = dataclasses.replace(CONFIG, model=dataclasses.replace(CONFIG.model, top_k=4))
     assert fingerprint(deeper, data, splits) != fingerprint(CONFIG, data, splits)
+
+
+def test_collated_once_scores_equal_collated_at_every_scoring(data):
+    """Validation batches collated once (kept across epochs) give exactly the scores of batches collated anew."""
+    torch.manual_seed(3)
+    model = GHRM(CONFIG.model, CONFIG.inputs.query_words).eval()
+    queries = ["q0", "q3", "q8"]
+    kept = rerank_inputs(data, queries, depth=5, batch_size=4)
+    fresh = rerank_inputs(data, queries, depth=5, batch_size=4, cache_bytes=0)
+    assert kept.batches is not None and len(kept.batches) == len(kept.chunks) == 4  # 15 pairs in batches of 4
+    assert fresh.batches is None
+    expected = rerank(model, data, queries, 5, "ghrm", batch_size=4)
+    assert score_inputs(model, data, kept, "ghrm").equals(expected)
+    assert score_inputs(model, data, fresh, "ghrm").equals(expected)
+    too_big = rerank_inputs(data, queries, depth=5, batch_size=4, cache_bytes=64)
+    assert too_big.batches is None and score_inputs(model, data, too_big, "ghrm").equals(expected)
+
+
+def test_training_on_kept_validation_batches_chooses_as_without(data, collection, tmp_path):
+    """train_ghrm scores the same validation batches every epoch: curves, choice and weights equal those of
+    collating them at every epoch."""
+    validation = ["q2", "q3"]
+    train = [f"q{i}" for i in (4, 5, 6, 7, 8, 9)]
+    outcomes = []
+    for name, cache in (("kept", protocol.CACHE_BYTES), ("fresh", 0)):
+        inputs = rerank_inputs(data, validation, CONFIG.training.rerank_depth, CONFIG.training.eval_batch_size, cache)
+        assert (inputs.batches is None) == (cache == 0)
+        model, result = train_ghrm(data, CONFIG, "ghrm", train, validation, tmp_path / name, inputs)
+        outcomes.append((result, rerank(model, data, ["q0", "q1"], 5, "ghrm")))
+    (kept, kept_run), (fresh, fresh_run) = outcomes
+    assert kept.dev_scores == fresh.dev_scores and kept.best_epoch == fresh.best_epoch
+    assert kept.loss_curve == fresh.loss_curve
+    assert kept_run.equals(fresh_run)
+
+
+def test_variants_trained_in_worker_processes_equal_those_trained_here(data, collection, tmp_path):
+    """Two spawned workers train the (variant, rotation) pairs: the same curves, choices and runs as one process."""
+    splits = collection[4]
+    here = run_variants(data, splits, CONFIG, ["ghrm", "ghrm-nopool"], tmp_path / "here", folds=[0, 3])
+    there = run_variants(data, splits, CONFIG, ["ghrm", "ghrm-nopool"], tmp_path / "there", folds=[0, 3], workers=2)
+    assert list(there) == ["ghrm", "ghrm-nopool"]
+    for variant in here:
+        assert [r.fold for r in there[variant]] == [0, 3]
+        for mine, theirs in zip(here[variant], there[variant], strict=True):
+            assert theirs.result.dev_scores == mine.result.dev_scores and theirs.result.loss_curve == mine.result.loss_curve
+            assert theirs.result.best_epoch == mine.result.best_epoch
+            assert theirs.test_run.equals(mine.test_run) and theirs.validation_run.equals(mine.validation_run)
+            assert theirs.checkpoint_dir == tmp_path / "there" / variant / f"fold-{mine.fold}"
+            assert (theirs.checkpoint_dir / "best" / "model.safetensors").is_file()
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        run_variants(data, splits, CONFIG, ["ghrm"], tmp_path / "none", workers=0)

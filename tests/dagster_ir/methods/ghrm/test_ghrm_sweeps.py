@@ -94,3 +94,32 @@ def test_choose_takes_the_best_mean_validation_value():
     figure = sweep_figure(results, {"rate": 0.8}, ["nDCG@20", "P@20"])
     assert isinstance(figure, matplotlib.figure.Figure) and len(figure.axes) == 2
     assert "mean of 2 training unit(s)" in sweep_caption(results, {"rate": 0.8}, "nDCG@20", ["nDCG@20"])
+
+
+def test_a_sweep_point_equals_training_and_reranking_that_setting_alone(collection, tmp_path):
+    """The sweep scores validation batches built once for all settings: each row equals that setting trained with
+    `train_ghrm` and its validation queries reranked with `rerank`, batches made anew."""
+    from dagster_ir.evaluation import evaluate_run
+    from dagster_ir.methods.ghrm.protocol import rerank, train_ghrm
+
+    corpus, queries, qrels, run, splits, vectors = collection
+    data = prepare_data(corpus, queries, qrels, run, vectors, CONFIG)
+    results = run_sweep(data, TRAIN, VALIDATION, CONFIG, SweepConfig(rate=(0.5,), blocks=(), top_k=()), tmp_path / "sweep")
+    alone = dataclasses.replace(CONFIG, model=dataclasses.replace(CONFIG.model, rate=0.5))
+    model, result = train_ghrm(data, alone, "ghrm", TRAIN, VALIDATION, tmp_path / "alone")
+    reranked = rerank(model, data, VALIDATION, CONFIG.training.rerank_depth, "ghrm", CONFIG.training.eval_batch_size)
+    means = evaluate_run(reranked, qrels.filter(pl.col("query_id").is_in(VALIDATION)), list(SweepConfig().measures))
+    expected = dict(means.group_by("measure").agg(pl.col("value").mean()).iter_rows())
+    assert dict(results.select("measure", "validation").iter_rows()) == expected
+    assert results["best_epoch"].unique().to_list() == [result.best_epoch]
+
+
+def test_a_sweep_in_worker_processes_equals_one_in_this_process(collection, tmp_path):
+    corpus, queries, qrels, run, splits, vectors = collection
+    data = prepare_data(corpus, queries, qrels, run, vectors, CONFIG)
+    here = run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "here")
+    there = run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "there", workers=2)
+    assert there.equals(here)
+    assert sorted(p.name for p in (tmp_path / "there").iterdir()) == sorted(p.name for p in (tmp_path / "here").iterdir())
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "none", workers=0)
