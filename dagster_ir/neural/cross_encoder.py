@@ -79,10 +79,14 @@ import torch
 import torch.nn.functional as F
 
 from dagster_ir.neural.backbone import DEFAULT_BACKBONE, backbone_path
+from dagster_ir.neural.gated_attention import gate_values, install_gates
 from dagster_ir.storage.atomic import atomic_path
 
 SETTINGS_FILE = "cross_encoder.json"
 HEADS = ("cls", "cosine")
+CROSS_ATTENTION = ("full", "gated")
+# cross_attention of a new model, by head (a saved folder keeps its own)
+DEFAULT_CROSS_ATTENTION = {"cls": "full", "cosine": "full"}
 COSINE_SCALE = 20.0  # the cosine head's starting scale (sentence-transformers' contrastive losses use 20)
 
 
@@ -132,10 +136,13 @@ class CrossEncoder(torch.nn.Module):
     """Scores (query, document) pairs with a sequence-classification model that has one output."""
 
     def __init__(self, model, tokenizer, *, max_length: int = 512, max_query_length: int | None = None,
-                 head: str = "cls", head_scale: float = COSINE_SCALE) -> None:
+                 head: str = "cls", head_scale: float = COSINE_SCALE, cross_attention: str = "full",
+                 gates: Sequence[float] | None = None) -> None:
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"CrossEncoder: head must be one of {HEADS}, got {head!r}")
+        if cross_attention not in CROSS_ATTENTION:
+            raise ValueError(f"CrossEncoder: cross_attention must be one of {CROSS_ATTENTION}, got {cross_attention!r}")
         if max_query_length is None:
             max_query_length = min(64, max_length // 2)
         if model.config.num_labels != 1:
@@ -155,6 +162,16 @@ class CrossEncoder(torch.nn.Module):
             for name, parameter in model.named_parameters():
                 if not name.startswith(f"{model.base_model_prefix}.") or ".pooler." in name:
                     parameter.requires_grad_(False)
+        self.cross_attention = cross_attention
+        if cross_attention == "gated":  # the raw gate parameters p_l (see neural.gated_attention), 0: closed
+            layers = model.config.num_hidden_layers
+            start = torch.zeros(layers) if gates is None else torch.tensor([float(g) for g in gates])
+            if start.shape != (layers,):
+                raise ValueError(f"CrossEncoder: {layers} layers, {len(start)} gates")
+            self.gates = torch.nn.Parameter(start)
+            install_gates(model, self.gates)
+        elif gates is not None:
+            raise ValueError("CrossEncoder: gates are for cross_attention='gated'")
 
     @classmethod
     def from_pretrained(
@@ -165,6 +182,7 @@ class CrossEncoder(torch.nn.Module):
         max_query_length: int | None = None,
         seed: int = 0,
         head: str | None = None,
+        cross_attention: str | None = None,
         **config_overrides,
     ) -> CrossEncoder:
         """A backbone (new score head seeded by `seed`) or a saved cross-encoder folder.
@@ -180,6 +198,11 @@ class CrossEncoder(torch.nn.Module):
         if saved and head is not None and head != saved.get("head", "cls"):
             raise ValueError(f"{path}: a cross-encoder with head {saved.get('head', 'cls')!r}; it cannot load as {head!r}")
         chosen = saved.get("head", "cls") if saved else (head or default_head(path))
+        saved_attention = saved.get("cross_attention", "full")
+        if saved and cross_attention is not None and cross_attention != saved_attention:
+            raise ValueError(f"{path}: a cross-encoder with cross_attention {saved_attention!r}; "
+                             f"it cannot load as {cross_attention!r}")
+        attention = saved_attention if saved else (cross_attention or DEFAULT_CROSS_ATTENTION[chosen])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForSequenceClassification.from_pretrained(
@@ -192,6 +215,8 @@ class CrossEncoder(torch.nn.Module):
             max_query_length=max_query_length or saved.get("max_query_length"),
             head=chosen,
             head_scale=saved.get("head_scale", COSINE_SCALE),
+            cross_attention=attention,
+            gates=saved.get("gates") if attention == "gated" else None,
         )
 
     def forward(
@@ -213,7 +238,7 @@ class CrossEncoder(torch.nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(scores (N,), the last layer's token states (N, L, H) when `with_states`, else None)."""
         types = token_type_ids if self.uses_token_types else None
-        if self.head == "cls" and not with_states and cls_only_supported(self.model):
+        if self.head == "cls" and not with_states and self.cross_attention == "full" and cls_only_supported(self.model):
             return cls_only_logits(self.model, input_ids, attention_mask, types), None
         if self.head == "cls":
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types,
@@ -231,6 +256,10 @@ class CrossEncoder(torch.nn.Module):
         if self.head != "cosine":
             raise ValueError("CrossEncoder.score_states: only the cosine head scores from token states")
         return self.head_scale * segment_cosine(states, attention_mask, token_type_ids)
+
+    def gate_values(self) -> tuple[float, ...] | None:
+        """The per-layer gates g_l of "gated" cross-attention (0: within segments, 1: full), else None."""
+        return gate_values(self.gates) if self.cross_attention == "gated" else None
 
     @property
     def device(self) -> torch.device:
@@ -270,6 +299,9 @@ class CrossEncoder(torch.nn.Module):
         self.tokenizer.save_pretrained(directory)
         settings = {"max_length": self.max_length, "max_query_length": self.max_query_length,
                     "head": self.head, "head_scale": float(self.head_scale.detach())}
+        if self.cross_attention == "gated":  # the raw parameters (exact as JSON floats) and their values
+            settings |= {"cross_attention": "gated", "gates": [float(p) for p in self.gates.detach().cpu()],
+                         "gate_values": list(self.gate_values())}
         (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
 
 
