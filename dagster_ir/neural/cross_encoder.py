@@ -21,6 +21,18 @@ Two score heads (`head`):
   token also attends to the document (and back), so the two mean-pooled segments are no longer the
   vectors the cosine was trained on. `neural.distill` warm-starts this head on the bi-encoder's
   scores (Margin-MSE); measured there.
+Cross-attention (`cross_attention`):
+- "full" (the default): the backbone's own attention; the model is the plain transformers one.
+- "gated": every layer's attention is `(1 - g_l) * attention within the token's own segment +
+  g_l * full attention`, g_l a learned per-layer gate starting at 0 (`neural.gated_attention`):
+  untrained, the query and the document are encoded without seeing each other (each in the
+  positions and token type of the joint input), and fine-tuning opens the gates where training
+  pulls. The gates live in the cross-encoder (parameter `gates`), not in the transformers model:
+  `save` writes them to cross_encoder.json, and a plain Hugging Face load of the folder ignores
+  them (it gives the full-attention model). Needs token types (BERT-style backbones); the "cls"
+  head then runs the model's full forward (no [CLS]-only last layer).
+  Measured on Cranfield (fold 0, BM25's top 20, nDCG@10 validation / test, bf16 as the demo runs):
+  see the figures in `neural.gated_attention`.
 Default (`head=None`): a saved folder's own head; a backbone whose sentence-transformers pooling
 config (`1_Pooling/config.json`) says mean pooling gets "cosine" (the bundled all-MiniLM-L6-v2);
 any other backbone (bert-base-uncased, the tiny test models) gets "cls".
@@ -29,9 +41,10 @@ API
 ---
 `CrossEncoder` (a `torch.nn.Module`)
   - `CrossEncoder.from_pretrained(name_or_path="", *, max_length=512, max_query_length=None, seed=0,
-    head=None, **config_overrides)`: a backbone ("" = the bundled all-MiniLM-L6-v2; the score head is
-    new: "cls" initialised with `seed`, "cosine" as above) or a folder written by `save` (head and
-    settings included).
+    head=None, cross_attention=None, **config_overrides)`: a backbone ("" = the bundled
+    all-MiniLM-L6-v2; the score head is new: "cls" initialised with `seed`, "cosine" as above;
+    cross_attention None: `DEFAULT_CROSS_ATTENTION` of the head) or a folder written by `save`
+    (head, cross-attention, gates and settings included; neither head nor cross_attention can change).
     max_query_length None: min(64, max_length // 2). `config_overrides` go to the model config
     (e.g. `hidden_dropout_prob=0.0`).
   - `forward(input_ids, attention_mask, token_type_ids=None) -> scores` of shape (N,) (the cosine head
@@ -44,6 +57,7 @@ API
   - `encode_pair(query_ids, doc_ids) -> Pair`: `[CLS] q [SEP] d [SEP]`; the query keeps at most
     `max_query_length` tokens and the document is cut to fit `max_length` (FirstP: its first part).
   - `collate(pairs, device) -> dict` of tensors padded to the longest pair (dynamic padding).
+  - `gate_values() -> tuple[float, ...] | None`: the gates g_l of "gated" cross-attention, else None.
   - `save(folder) -> Path`: written atomically (`write_into(directory)` writes the same files into
     an existing folder, for callers that add files of their own inside one atomic write).
 `cls_only_logits(model, input_ids, attention_mask, token_type_ids)`: a BERT classifier's logits with
@@ -58,7 +72,8 @@ API
 
 Folder layout (`save`): a Hugging Face `AutoModelForSequenceClassification` folder with
 `num_labels=1` (`model.safetensors`, `config.json`) plus the tokenizer files and `cross_encoder.json`
-(max_length, max_query_length, head, head_scale). With head "cls" the score head is the model's own
+(max_length, max_query_length, head, head_scale; with "gated" cross-attention also cross_attention,
+gates - the raw parameters - and gate_values, the g_l they give). With head "cls" the score head is the model's own
 classification head - for BERT the pooler (dense + tanh over the [CLS] vector) followed by a linear
 layer, i.e. an MLP over [CLS]; plain transformers loads it:
 `AutoModelForSequenceClassification.from_pretrained(folder)` gives the whole scorer and
@@ -399,6 +414,11 @@ def bucketed_scores(model: torch.nn.Module, cross_encoder: CrossEncoder, pairs: 
     where = torch.empty(len(pairs), dtype=torch.long)
     where[torch.tensor([i for group in groups for i in group])] = torch.arange(len(pairs))
     return scores[where.to(scores.device)]
+
+
+def is_saved(name_or_path: str) -> bool:
+    """Whether `name_or_path` is a folder written by `CrossEncoder.save` (not a bare backbone)."""
+    return bool(name_or_path) and (Path(name_or_path) / SETTINGS_FILE).is_file()
 
 
 def _read_settings(path: str) -> dict:

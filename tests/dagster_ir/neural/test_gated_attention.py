@@ -75,6 +75,9 @@ def test_closed_gates_keep_the_query_states_whatever_the_document(tiny):
     with torch.no_grad():
         _, states = gated.score(**gated.collate([a, b]), with_states=True)
     torch.testing.assert_close(states[0, :6], states[1, :6], atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # the encoder called directly, every layer's states (CEDR's call): gated too
+        layers = gated.model.base_model(**gated.collate([a, b]), output_hidden_states=True).hidden_states
+    assert torch.equal(layers[-1], states)
     _set_gates(gated, [0.5, 0.5])
     with torch.no_grad():
         _, states = gated.score(**gated.collate([a, b]), with_states=True)
