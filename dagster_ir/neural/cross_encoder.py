@@ -32,7 +32,7 @@ Cross-attention (`cross_attention`):
   them (it gives the full-attention model). Needs token types (BERT-style backbones); the "cls"
   head then runs the model's full forward (no [CLS]-only last layer).
   On Cranfield (fold 0, BM25's top 20, nDCG@10 validation / test) the gated start scores .311 /
-  .269, below full attention's .331 / .276 (the document's positions after the query cost most:
+  .269, below full attention's .332 / .276 (the document's positions after the query cost most:
   figures in `neural.gated_attention`), so "full" stays the default.
 Default (`head=None`): a saved folder's own head; a backbone whose sentence-transformers pooling
 config (`1_Pooling/config.json`) says mean pooling gets "cosine" (the bundled all-MiniLM-L6-v2);

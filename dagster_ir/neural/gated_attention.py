@@ -15,10 +15,10 @@ every g_l = 1 the pass is the plain cross-encoder's.
 
 Measured on Cranfield (fold 0: 135 training, 45 validation, 45 test queries; BM25's top 20 reranked,
 nDCG@10 validation / test; the bundled all-MiniLM-L6-v2 under the cosine head, demo profile with
-Cranfield's 2 epochs uncapped, bf16 autocast; `benchmarks/gated_cross_attention.py`; Intel Xeon
-(Sapphire Rapids, AMX), 2 cores shared with other jobs): BM25 .283 / .304; full cross-attention
-untrained .331 / .276 (fine-tuning never beat it on validation, so it is what is kept); the
-bi-encoder .353 / .335. Gated, untrained: .311 / .269 - below the full start, not the bi-encoder's
+Cranfield's 2 epochs uncapped, bf16 autocast; `benchmarks/gated_cross_attention.py`; an Intel Xeon
+with AMX, 2 cores shared with other jobs): BM25 .283 / .304; full cross-attention
+untrained .332 / .276 (fine-tuning never beat it on validation, so it is what is kept); the
+bi-encoder (measured before) .353 / .335. Gated, untrained: .311 / .269 - below the full start, not the bi-encoder's
 figure. Fine-tuned (102 steps, 1003 s, loss .655 -> .214): validation .312 after epoch 1 (kept),
 .305 after epoch 2; test of the kept weights .318; the gates opened to .24 .18 .34 .25 .40 .02
 (layers 1-6) at epoch 1 and .25 .23 .44 .28 .47 .02 at the end. Why the closed start is below the
