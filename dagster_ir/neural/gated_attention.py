@@ -23,10 +23,10 @@ figure. Fine-tuned (102 steps, 1003 s, loss .655 -> .214): validation .312 after
 .305 after epoch 2; test of the kept weights .318; the gates opened to .24 .18 .34 .25 .40 .02
 (layers 1-6) at epoch 1 and .25 .23 .44 .28 .47 .02 at the end. Why the closed start is below the
 bi-encoder: not the cross-attention (there is none at g = 0) but the document segment's embedding
-input - encoded alone with the plain backbone (fp32, validation): "d [SEP]" at the joint input's
-positions (after the query) and token type 1 .310 (= the gated start), type 0 .317; positions
-restarting at 0, type 1 .344, type 0 .347; "[CLS] d [SEP]" from position 0, type 0 .353 (the
-bi-encoder). The document's positions after the query cost most of the gap; they are the joint
+input - the query `[CLS] q [SEP]` and the document encoded apart with the plain backbone (fp32,
+validation / test): "d [SEP]" at the joint input's positions (after the query) and token type 1
+.310 / .269 (= the gated start), type 0 .317 / .258; positions restarting at 0, type 1 .344 / .341,
+type 0 .347 / .341; "[CLS] d [SEP]" from position 0, type 0 .353 / .340 (the bi-encoder). The document's positions after the query cost most of the gap; they are the joint
 input's and are kept here, so that open gates are exactly the plain cross-encoder. So "gated" stays
 opt-in (the default is "full"): on validation its start is below full attention's.
 
