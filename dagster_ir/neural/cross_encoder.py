@@ -21,6 +21,19 @@ Two score heads (`head`):
   token also attends to the document (and back), so the two mean-pooled segments are no longer the
   vectors the cosine was trained on. `neural.distill` warm-starts this head on the bi-encoder's
   scores (Margin-MSE); measured there.
+Cross-attention (`cross_attention`):
+- "full" (the default): the backbone's own attention; the model is the plain transformers one.
+- "gated": every layer's attention is `(1 - g_l) * attention within the token's own segment +
+  g_l * full attention`, g_l a learned per-layer gate starting at 0 (`neural.gated_attention`):
+  untrained, the query and the document are encoded without seeing each other (each in the
+  positions and token type of the joint input), and fine-tuning opens the gates where training
+  pulls. The gates live in the cross-encoder (parameter `gates`), not in the transformers model:
+  `save` writes them to cross_encoder.json, and a plain Hugging Face load of the folder ignores
+  them (it gives the full-attention model). Needs token types (BERT-style backbones); the "cls"
+  head then runs the model's full forward (no [CLS]-only last layer).
+  On Cranfield (fold 0, BM25's top 20, nDCG@10 validation / test) the gated start scores .311 /
+  .269, below full attention's .332 / .276 (the document's positions after the query cost most:
+  figures in `neural.gated_attention`), so "full" stays the default.
 Default (`head=None`): a saved folder's own head; a backbone whose sentence-transformers pooling
 config (`1_Pooling/config.json`) says mean pooling gets "cosine" (the bundled all-MiniLM-L6-v2);
 any other backbone (bert-base-uncased, the tiny test models) gets "cls".
@@ -29,9 +42,10 @@ API
 ---
 `CrossEncoder` (a `torch.nn.Module`)
   - `CrossEncoder.from_pretrained(name_or_path="", *, max_length=512, max_query_length=None, seed=0,
-    head=None, **config_overrides)`: a backbone ("" = the bundled all-MiniLM-L6-v2; the score head is
-    new: "cls" initialised with `seed`, "cosine" as above) or a folder written by `save` (head and
-    settings included).
+    head=None, cross_attention=None, **config_overrides)`: a backbone ("" = the bundled
+    all-MiniLM-L6-v2; the score head is new: "cls" initialised with `seed`, "cosine" as above;
+    cross_attention None: `DEFAULT_CROSS_ATTENTION` of the head) or a folder written by `save`
+    (head, cross-attention, gates and settings included; neither head nor cross_attention can change).
     max_query_length None: min(64, max_length // 2). `config_overrides` go to the model config
     (e.g. `hidden_dropout_prob=0.0`).
   - `forward(input_ids, attention_mask, token_type_ids=None) -> scores` of shape (N,) (the cosine head
@@ -44,6 +58,7 @@ API
   - `encode_pair(query_ids, doc_ids) -> Pair`: `[CLS] q [SEP] d [SEP]`; the query keeps at most
     `max_query_length` tokens and the document is cut to fit `max_length` (FirstP: its first part).
   - `collate(pairs, device) -> dict` of tensors padded to the longest pair (dynamic padding).
+  - `gate_values() -> tuple[float, ...] | None`: the gates g_l of "gated" cross-attention, else None.
   - `save(folder) -> Path`: written atomically (`write_into(directory)` writes the same files into
     an existing folder, for callers that add files of their own inside one atomic write).
 `cls_only_logits(model, input_ids, attention_mask, token_type_ids)`: a BERT classifier's logits with
@@ -58,7 +73,8 @@ API
 
 Folder layout (`save`): a Hugging Face `AutoModelForSequenceClassification` folder with
 `num_labels=1` (`model.safetensors`, `config.json`) plus the tokenizer files and `cross_encoder.json`
-(max_length, max_query_length, head, head_scale). With head "cls" the score head is the model's own
+(max_length, max_query_length, head, head_scale; with "gated" cross-attention also cross_attention,
+gates - the raw parameters - and gate_values, the g_l they give). With head "cls" the score head is the model's own
 classification head - for BERT the pooler (dense + tanh over the [CLS] vector) followed by a linear
 layer, i.e. an MLP over [CLS]; plain transformers loads it:
 `AutoModelForSequenceClassification.from_pretrained(folder)` gives the whole scorer and
@@ -79,10 +95,14 @@ import torch
 import torch.nn.functional as F
 
 from dagster_ir.neural.backbone import DEFAULT_BACKBONE, backbone_path
+from dagster_ir.neural.gated_attention import gate_values, install_gates
 from dagster_ir.storage.atomic import atomic_path
 
 SETTINGS_FILE = "cross_encoder.json"
 HEADS = ("cls", "cosine")
+CROSS_ATTENTION = ("full", "gated")
+# cross_attention of a new model, by head (a saved folder keeps its own)
+DEFAULT_CROSS_ATTENTION = {"cls": "full", "cosine": "full"}
 COSINE_SCALE = 20.0  # the cosine head's starting scale (sentence-transformers' contrastive losses use 20)
 
 
@@ -132,10 +152,13 @@ class CrossEncoder(torch.nn.Module):
     """Scores (query, document) pairs with a sequence-classification model that has one output."""
 
     def __init__(self, model, tokenizer, *, max_length: int = 512, max_query_length: int | None = None,
-                 head: str = "cls", head_scale: float = COSINE_SCALE) -> None:
+                 head: str = "cls", head_scale: float = COSINE_SCALE, cross_attention: str = "full",
+                 gates: Sequence[float] | None = None) -> None:
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"CrossEncoder: head must be one of {HEADS}, got {head!r}")
+        if cross_attention not in CROSS_ATTENTION:
+            raise ValueError(f"CrossEncoder: cross_attention must be one of {CROSS_ATTENTION}, got {cross_attention!r}")
         if max_query_length is None:
             max_query_length = min(64, max_length // 2)
         if model.config.num_labels != 1:
@@ -155,6 +178,16 @@ class CrossEncoder(torch.nn.Module):
             for name, parameter in model.named_parameters():
                 if not name.startswith(f"{model.base_model_prefix}.") or ".pooler." in name:
                     parameter.requires_grad_(False)
+        self.cross_attention = cross_attention
+        if cross_attention == "gated":  # the raw gate parameters p_l (see neural.gated_attention), 0: closed
+            layers = model.config.num_hidden_layers
+            start = torch.zeros(layers) if gates is None else torch.tensor([float(g) for g in gates])
+            if start.shape != (layers,):
+                raise ValueError(f"CrossEncoder: {layers} layers, {len(start)} gates")
+            self.gates = torch.nn.Parameter(start)
+            install_gates(model, self.gates)
+        elif gates is not None:
+            raise ValueError("CrossEncoder: gates are for cross_attention='gated'")
 
     @classmethod
     def from_pretrained(
@@ -165,6 +198,7 @@ class CrossEncoder(torch.nn.Module):
         max_query_length: int | None = None,
         seed: int = 0,
         head: str | None = None,
+        cross_attention: str | None = None,
         **config_overrides,
     ) -> CrossEncoder:
         """A backbone (new score head seeded by `seed`) or a saved cross-encoder folder.
@@ -180,6 +214,11 @@ class CrossEncoder(torch.nn.Module):
         if saved and head is not None and head != saved.get("head", "cls"):
             raise ValueError(f"{path}: a cross-encoder with head {saved.get('head', 'cls')!r}; it cannot load as {head!r}")
         chosen = saved.get("head", "cls") if saved else (head or default_head(path))
+        saved_attention = saved.get("cross_attention", "full")
+        if saved and cross_attention is not None and cross_attention != saved_attention:
+            raise ValueError(f"{path}: a cross-encoder with cross_attention {saved_attention!r}; "
+                             f"it cannot load as {cross_attention!r}")
+        attention = saved_attention if saved else (cross_attention or DEFAULT_CROSS_ATTENTION[chosen])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForSequenceClassification.from_pretrained(
@@ -192,6 +231,8 @@ class CrossEncoder(torch.nn.Module):
             max_query_length=max_query_length or saved.get("max_query_length"),
             head=chosen,
             head_scale=saved.get("head_scale", COSINE_SCALE),
+            cross_attention=attention,
+            gates=saved.get("gates") if attention == "gated" else None,
         )
 
     def forward(
@@ -213,7 +254,7 @@ class CrossEncoder(torch.nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(scores (N,), the last layer's token states (N, L, H) when `with_states`, else None)."""
         types = token_type_ids if self.uses_token_types else None
-        if self.head == "cls" and not with_states and cls_only_supported(self.model):
+        if self.head == "cls" and not with_states and self.cross_attention == "full" and cls_only_supported(self.model):
             return cls_only_logits(self.model, input_ids, attention_mask, types), None
         if self.head == "cls":
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types,
@@ -231,6 +272,10 @@ class CrossEncoder(torch.nn.Module):
         if self.head != "cosine":
             raise ValueError("CrossEncoder.score_states: only the cosine head scores from token states")
         return self.head_scale * segment_cosine(states, attention_mask, token_type_ids)
+
+    def gate_values(self) -> tuple[float, ...] | None:
+        """The per-layer gates g_l of "gated" cross-attention (0: within segments, 1: full), else None."""
+        return gate_values(self.gates) if self.cross_attention == "gated" else None
 
     @property
     def device(self) -> torch.device:
@@ -270,6 +315,9 @@ class CrossEncoder(torch.nn.Module):
         self.tokenizer.save_pretrained(directory)
         settings = {"max_length": self.max_length, "max_query_length": self.max_query_length,
                     "head": self.head, "head_scale": float(self.head_scale.detach())}
+        if self.cross_attention == "gated":  # the raw parameters (exact as JSON floats) and their values
+            settings |= {"cross_attention": "gated", "gates": [float(p) for p in self.gates.detach().cpu()],
+                         "gate_values": list(self.gate_values())}
         (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
 
 
@@ -367,6 +415,11 @@ def bucketed_scores(model: torch.nn.Module, cross_encoder: CrossEncoder, pairs: 
     where = torch.empty(len(pairs), dtype=torch.long)
     where[torch.tensor([i for group in groups for i in group])] = torch.arange(len(pairs))
     return scores[where.to(scores.device)]
+
+
+def is_saved(name_or_path: str) -> bool:
+    """Whether `name_or_path` is a folder written by `CrossEncoder.save` (not a bare backbone)."""
+    return bool(name_or_path) and (Path(name_or_path) / SETTINGS_FILE).is_file()
 
 
 def _read_settings(path: str) -> dict:

@@ -49,7 +49,8 @@ import polars as pl
 import torch
 
 from dagster_ir.negatives import NegativeConfig, candidate_pairs
-from dagster_ir.neural.cross_encoder import BUCKET_OVERHEAD_TOKENS, CrossEncoder, bucketed_scores, lce_loss
+from dagster_ir.neural.cross_encoder import (BUCKET_OVERHEAD_TOKENS, CROSS_ATTENTION, CrossEncoder, bucketed_scores,
+                                             is_saved, lce_loss)
 from dagster_ir.neural.curves import EpochCurve, epoch_curve
 from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
@@ -75,6 +76,9 @@ class FineTuneConfig:
     train_pairs: str = "candidates"  # "candidates": pairs from the run's top train_depth; "negatives": the table
     train_depth: int | None = None  # None: dev_depth
     select_start: bool = True  # the starting weights compete with every epoch on dev
+    # a model started from the backbone: "full" | "gated" (`neural.gated_attention`); None: the
+    # CrossEncoder's default for its head. A pre-trained folder keeps its own.
+    cross_attention: str | None = None
     train: TrainConfig = TrainConfig(lr=1e-5, warmup_ratio=0.01, weight_decay=0.1, epochs=1, batch_size=32)
 
     def __post_init__(self) -> None:
@@ -82,6 +86,9 @@ class FineTuneConfig:
             raise ValueError(f"FineTuneConfig.n_negatives must be >= 1 or None, got {self.n_negatives}")
         if self.train_pairs not in TRAIN_PAIRS:
             raise ValueError(f"FineTuneConfig.train_pairs must be one of {TRAIN_PAIRS}, got {self.train_pairs!r}")
+        if self.cross_attention not in (None, *CROSS_ATTENTION):
+            raise ValueError(f"FineTuneConfig.cross_attention must be one of {CROSS_ATTENTION} or None, "
+                             f"got {self.cross_attention!r}")
         if self.train_depth is not None and self.train_depth < 1:
             raise ValueError(f"FineTuneConfig.train_depth must be >= 1 or None, got {self.train_depth}")
 
@@ -167,10 +174,13 @@ class FineTuned:
 
 
 def load_model(init: str, config: FineTuneConfig, seed: int | None = None) -> CrossEncoder:
-    """The cross-encoder to fine-tune: the backbone (`init` "") or a pre-trained folder."""
-    return CrossEncoder.from_pretrained(init or config.backbone, max_length=config.max_length,
+    """The cross-encoder to fine-tune: the backbone (`init` "") or a pre-trained folder (a saved
+    cross-encoder keeps its own cross-attention; any other starts with `config.cross_attention`)."""
+    path = init or config.backbone
+    return CrossEncoder.from_pretrained(path, max_length=config.max_length,
                                         max_query_length=config.max_query_length,
-                                        seed=config.train.seed if seed is None else seed)
+                                        seed=config.train.seed if seed is None else seed,
+                                        cross_attention=None if is_saved(path) else config.cross_attention)
 
 
 def _doc_texts(corpus: pl.DataFrame | pl.LazyFrame, doc_ids: pl.Series, use_title: bool) -> dict[str, str]:

@@ -12,7 +12,8 @@ documents), pairs are sorted by length and batched with dynamic padding (each ba
 longest pair, so short pairs cost little), and scored under `torch.inference_mode` in eval mode,
 scores returned in input order. On the CPU a BERT model runs through `retrieval.fast_bert.FastBert` (the same
 arithmetic with kept buffers and, for the [CLS] head, a [CLS]-only last layer; the cosine head reads
-every token's last-layer state: scores equal the model's forward within 1e-5); `fast=False`, other architectures and GPUs run the model's own forward. `bf16` (default off)
+every token's last-layer state; a "gated" cross-attention model's gates go with it: scores equal the
+model's forward within 1e-5); `fast=False`, other architectures and GPUs run the model's own forward. `bf16` (default off)
 is opt-in bfloat16: on the CPU it needs native bf16 (AVX-512 BF16 or AMX; refused otherwise) and
 moves scores by about 1e-3 - the reranking benchmark checks that nDCG@10 of a reranked Cranfield run
 stays within 0.002 of fp32. Any object with `score_pairs(queries, docs) -> np.ndarray` can stand in
@@ -79,7 +80,8 @@ def score_encoded(
     device = torch.device(device)
     inner = model.model if type(model) is CrossEncoder else None  # exactly ours: a subclass may score differently
     use_fast = fast and inner is not None and device.type == "cpu"
-    engine = FastBert.for_model(inner, bf16=bf16) if use_fast else None
+    gates = model.gate_values() if inner is not None else None  # gated cross-attention's g per layer
+    engine = FastBert.for_model(inner, bf16=bf16, gates=gates) if use_fast else None
     uses_token_types = getattr(model, "uses_token_types", True)
     try:
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16,
@@ -90,10 +92,11 @@ def score_encoded(
                 if engine is not None:
                     types = batch["token_type_ids"] if uses_token_types else None
                     if model.head == "cosine":  # every token's last-layer state, then the head
-                        states = engine.hidden_states(batch["input_ids"], batch["attention_mask"], types)
+                        states = engine.hidden_states(batch["input_ids"], batch["attention_mask"], types,
+                                                      batch["token_type_ids"])
                         out = model.score_states(states, batch["attention_mask"], batch["token_type_ids"])
                     else:
-                        out = engine.scores(batch["input_ids"], batch["attention_mask"], types)
+                        out = engine.scores(batch["input_ids"], batch["attention_mask"], types, batch["token_type_ids"])
                 else:
                     out = model(**batch)
                 scores[chosen] = out.float().cpu().numpy()

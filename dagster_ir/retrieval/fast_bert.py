@@ -28,6 +28,12 @@ rounding (the tests hold them to 1e-5). What is faster:
    bfloat16 (oneDNN's AMX / AVX-512 BF16 kernels on CPUs that have them), while the residual stream,
    the LayerNorms, the pooler and the head stay in float32. Scores move by about 1e-2 (see the tests).
 
+`gates` (optional, one value in [0, 1] per layer): the gated cross-attention of
+`dagster_ir.neural.gated_attention` - each layer's attention is (1 - g) * attention within the
+token's segment + g * full attention, the segments passed as `segments` (token types: 0 query,
+1 document) to `hidden_states` / `scores`; a product whose weight is 0 is skipped (all gates 0: one
+within-segment product per layer).
+
 Not handled (None from `for_model`): other architectures, decoders, relative position embeddings,
 activations other than gelu, gelu_pytorch_tanh and relu, and models on a GPU (their own fused kernels
 are the faster path there). Weights are read when the wrapper is made: make a new one after training
@@ -124,7 +130,7 @@ def _layer_weights(layer: torch.nn.Module, dtype: torch.dtype) -> _Layer:
 class FastBert:
     """Inference forward of one BERT model (see the module docstring); not thread-safe (shared buffers)."""
 
-    def __init__(self, module: torch.nn.Module, *, bf16: bool = False) -> None:
+    def __init__(self, module: torch.nn.Module, *, bf16: bool = False, gates=None) -> None:
         if not supports(module):
             raise ValueError(f"FastBert: {type(module).__name__} is not a supported BERT model on the CPU in fp32")
         self.bert, self.head = _parts(module)
@@ -135,12 +141,15 @@ class FastBert:
         self.dtype = torch.bfloat16 if bf16 else torch.float32
         self.activation = _ACTIVATIONS[config.hidden_act]
         self.layers = [_layer_weights(layer, self.dtype) for layer in self.bert.encoder.layer]
+        self.gates = None if gates is None else tuple(float(g) for g in gates)
+        if self.gates is not None and (len(self.gates) != len(self.layers) or not all(0 <= g <= 1 for g in self.gates)):
+            raise ValueError(f"FastBert: gates must be {len(self.layers)} values in [0, 1], got {gates!r}")
         self._buffers: dict[str, torch.Tensor] = {}
 
     @classmethod
-    def for_model(cls, module: torch.nn.Module, *, bf16: bool = False) -> FastBert | None:
+    def for_model(cls, module: torch.nn.Module, *, bf16: bool = False, gates=None) -> FastBert | None:
         """A wrapper for `module`, or None when `supports(module)` is false."""
-        return cls(module, bf16=bf16) if supports(module) else None
+        return cls(module, bf16=bf16, gates=gates) if supports(module) else None
 
     def _buffer(self, name: str, *shape: int) -> torch.Tensor:
         numel = 1
@@ -153,31 +162,41 @@ class FastBert:
 
     @inference_mode
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+                      token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None) -> torch.Tensor:
         """The last layer's token states, (B, L, hidden), float32."""
         batch, length = input_ids.shape
-        return self._encode(input_ids, attention_mask, token_type_ids, cls_only=False).view(batch, length, -1)
+        return self._encode(input_ids, attention_mask, token_type_ids, segments, cls_only=False).view(batch, length, -1)
 
     @inference_mode
     def scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+               token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None) -> torch.Tensor:
         """The one-output classification logit of every row, (B,), float32."""
         if self.head is None or self.bert.pooler is None or self.head.config.num_labels != 1:
             raise ValueError("FastBert.scores needs a one-output BertForSequenceClassification with a pooler")
-        cls = self._encode(input_ids, attention_mask, token_type_ids, cls_only=True)
+        cls = self._encode(input_ids, attention_mask, token_type_ids, segments, cls_only=True)
         pooled = torch.tanh(self.bert.pooler.dense(cls))
         return self.head.classifier(pooled).squeeze(-1)
 
-    def _encode(self, input_ids, attention_mask, token_type_ids, *, cls_only: bool) -> torch.Tensor:
+    def _encode(self, input_ids, attention_mask, token_type_ids, segments, *, cls_only: bool) -> torch.Tensor:
         batch, length = input_ids.shape
         x = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids).reshape(batch * length, -1)
-        mask = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
+        real = attention_mask.bool()
+        mask = None if bool(real.all()) else real[:, None, None, :]
+        within = None
+        if self.gates is not None:  # gated cross-attention: see dagster_ir.neural.gated_attention
+            if segments is None:
+                raise ValueError("FastBert: gated attention needs the segments (token types: 0 query, 1 document)")
+            within = ((segments[:, :, None] == segments[:, None, :]) & real[:, None, :])[:, None]
         for i, weights in enumerate(self.layers):
-            x = self._layer(x, batch, length, weights, mask, cls_only and i == len(self.layers) - 1)
+            last = i == len(self.layers) - 1
+            masks = (mask, within, None if self.gates is None else self.gates[i])
+            x = self._layer(x, batch, length, weights, masks, cls_only and last)
         return x
 
-    def _layer(self, x: torch.Tensor, batch: int, length: int, w: _Layer, mask, cls_only: bool) -> torch.Tensor:
-        """One encoder layer over x (B*L, H) float32; the [CLS] rows only (B, H) when `cls_only`."""
+    def _layer(self, x: torch.Tensor, batch: int, length: int, w: _Layer, masks, cls_only: bool) -> torch.Tensor:
+        """One encoder layer over x (B*L, H) float32; the [CLS] rows only (B, H) when `cls_only`.
+        masks: (full (B,1,1,L) or None, within-segment (B,1,L,L) or None, gate or None): with a gate g the
+        attention is (1 - g) * within-segment + g * full (a product skipped when its weight is 0)."""
         tokens, hidden, heads, head_dim = batch * length, self.hidden, self.heads, self.head_dim
         low = self.dtype != torch.float32
         xin = x.to(self.dtype) if low else x
@@ -198,7 +217,15 @@ class FastBert:
             rows = tokens
         key = key_value[:, :, 0].transpose(1, 2)
         value = key_value[:, :, 1].transpose(1, 2)
-        context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+        mask, within, g = masks
+        if g is None or g == 1.0:
+            context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+        else:
+            within = within[:, :, :1] if cls_only else within
+            context = F.scaled_dot_product_attention(query, key, value, attn_mask=within)
+            if g > 0.0:
+                full = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+                context = (1.0 - g) * context + g * full
         context = context.transpose(1, 2).reshape(rows, hidden)
         attended = self._buffer("attended", rows, hidden)
         torch.addmm(w.bo, context, w.wo, out=attended)

@@ -114,3 +114,24 @@ def test_missing_texts_are_errors(tmp_path):
     queries = pl.DataFrame({"query_id": ["q1"], "text": ["x"]})
     with pytest.raises(ValueError, match="not in the corpus"):
         fine_tune(model, queries, corpus, _negatives(NEGATIVES_ROWS), config, tmp_path / "ck")
+
+
+def test_gated_cross_attention_is_a_setting_that_trains_the_gates(tmp_path):
+    """cross_attention "gated" starts a backbone with closed gates that fine-tuning moves (the gate
+    gradient is not zero at 0); a pre-trained folder keeps its own cross-attention."""
+    queries = pl.DataFrame({"query_id": ["q1", "q2"], "text": ["red apple", "blue sky"]})
+    corpus = pl.DataFrame({"doc_id": [f"d{i}" for i in range(1, 7)], "title": [""] * 6,
+                           "text": ["red apple pie", "cars", "boats", "planes", "blue sky", "trains"]})
+    config = FineTuneConfig(n_negatives=2, max_length=32, max_query_length=8, dev_depth=3, cross_attention="gated",
+                            train=TrainConfig(lr=1e-3, warmup_ratio=0.0, epochs=1, batch_size=2, seed=1))
+    backbone = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))
+    model = load_model(backbone, config)
+    assert model.cross_attention == "gated" and model.gate_values() == (0.0, 0.0)
+    assert load_model(backbone, FineTuneConfig()).cross_attention == "full"
+    fine_tune(model, queries, corpus, _negatives(NEGATIVES_ROWS), config, tmp_path / "ck")
+    assert any(g > 0 for g in model.gate_values())
+    folder = str(model.save(tmp_path / "tuned"))
+    again = load_model(folder, FineTuneConfig(cross_attention="full"))  # a folder keeps its own
+    assert again.cross_attention == "gated" and again.gate_values() == model.gate_values()
+    with pytest.raises(ValueError, match="cross_attention must be one of"):
+        FineTuneConfig(cross_attention="open")
