@@ -185,7 +185,8 @@ class CrossEncoderSettings(_TrainOverrides):
     train_pairs: Optional[str] = None  # "candidates" (pairs from BM25's top train_depth) | "negatives" (the asset's)
     train_depth: Optional[int] = None  # None: dev_depth
     select_start: Optional[bool] = None  # the starting weights compete with every epoch on validation
-    # "full" | "gated" for the models started from the backbone ("bert"); None: the cross-encoder's default
+    # "full" | "gated" | "gated-segments" for the models started from the backbone ("bert"); None: the
+    # cross-encoder's default
     cross_attention: Optional[str] = None
     # Evaluate the start and every epoch on the validation queries (candidate run "bm25") and keep the
     # best; False: no validation, the last step's weights are kept.

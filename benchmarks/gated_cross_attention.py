@@ -3,13 +3,13 @@
 One rotation of Cranfield's 5 folds (`--fold`, as `make demo` rotates them: test fold i, validation
 fold i+1, training the rest), BM25's top 20 reranked, nDCG@10 over the validation and the test
 queries of: BM25; the cross-encoder started from the bundled MiniLM with `--cross-attention`
-("full" | "gated", see `dagster_ir.neural.gated_attention`), untrained; with `--train`, the same
-fine-tuned as `benchmarks/learning_curves.py` trains "bert" (demo profile, Cranfield's 2 epochs
-uncapped, bf16 where the CPU has it), the weights validation keeps (the start or an epoch), and the
-gates every 10 steps and at the end. Choices are validation's; test is reported only.
+("full" | "gated" | "gated-segments", see `dagster_ir.neural.gated_attention`), untrained; with
+`--train`, the same fine-tuned as `benchmarks/learning_curves.py` trains "bert" (demo profile,
+Cranfield's 2 epochs uncapped, bf16 where the CPU has it), the weights validation keeps (the start
+or an epoch), and the gates every 10 steps and at the end. Choices are validation's; test is reported only.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/gated_cross_attention.py [--cross-attention gated] [--train]
-        [--fold 0] [--cranfield PATH]
+    PYTHONPATH=. .venv/bin/python benchmarks/gated_cross_attention.py [--cross-attention gated-segments]
+        [--train] [--fold 0] [--cranfield PATH]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import polars as pl
 from benchmarks.learning_curves import DEFAULT_CRANFIELD, load_inputs, mean_measure
 from dagster_ir.collections import fold_assignment
 from dagster_ir.neural import finetune
+from dagster_ir.neural.cross_encoder import CROSS_ATTENTION
 from dagster_ir.neural.device import resolve_placement
 from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 from dagster_ir.retrieval.runs import top_k
@@ -32,7 +33,7 @@ from dagster_ir.retrieval.runs import top_k
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cross-attention", choices=["full", "gated"], default="gated")
+    parser.add_argument("--cross-attention", choices=list(CROSS_ATTENTION), default="gated")
     parser.add_argument("--train", action="store_true")
     parser.add_argument("--fold", type=int, default=0)
     parser.add_argument("--cranfield", type=Path, default=DEFAULT_CRANFIELD)

@@ -76,8 +76,8 @@ class FineTuneConfig:
     train_pairs: str = "candidates"  # "candidates": pairs from the run's top train_depth; "negatives": the table
     train_depth: int | None = None  # None: dev_depth
     select_start: bool = True  # the starting weights compete with every epoch on dev
-    # a model started from the backbone: "full" | "gated" (`neural.gated_attention`); None: the
-    # CrossEncoder's default for its head. A pre-trained folder keeps its own.
+    # a model started from the backbone: "full" | "gated" | "gated-segments" (`neural.gated_attention`);
+    # None: the CrossEncoder's default for its head. A pre-trained folder keeps its own.
     cross_attention: str | None = None
     train: TrainConfig = TrainConfig(lr=1e-5, warmup_ratio=0.01, weight_decay=0.1, epochs=1, batch_size=32)
 

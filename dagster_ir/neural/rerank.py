@@ -12,8 +12,9 @@ documents), pairs are sorted by length and batched with dynamic padding (each ba
 longest pair, so short pairs cost little), and scored under `torch.inference_mode` in eval mode,
 scores returned in input order. On the CPU a BERT model runs through `retrieval.fast_bert.FastBert` (the same
 arithmetic with kept buffers and, for the [CLS] head, a [CLS]-only last layer; the cosine head reads
-every token's last-layer state; a "gated" cross-attention model's gates go with it: scores equal the
-model's forward within 1e-5); `fast=False`, other architectures and GPUs run the model's own forward. `bf16` (default off)
+every token's last-layer state; a gated cross-attention model's gates and position ids go with it:
+scores equal the model's forward within 1e-5); `fast=False`, other architectures and GPUs run the
+model's own forward. `bf16` (default off)
 is opt-in bfloat16: on the CPU it needs native bf16 (AVX-512 BF16 or AMX; refused otherwise) and
 moves scores by about 1e-3 - the reranking benchmark checks that nDCG@10 of a reranked Cranfield run
 stays within 0.002 of fp32. Any object with `score_pairs(queries, docs) -> np.ndarray` can stand in
@@ -91,12 +92,14 @@ def score_encoded(
                 batch = pad_pairs([pairs[i] for i in chosen], pad_id, device)
                 if engine is not None:
                     types = batch["token_type_ids"] if uses_token_types else None
+                    positions = model.position_ids(batch["token_type_ids"])  # None: the model's own 0..L-1
                     if model.head == "cosine":  # every token's last-layer state, then the head
                         states = engine.hidden_states(batch["input_ids"], batch["attention_mask"], types,
-                                                      batch["token_type_ids"])
+                                                      batch["token_type_ids"], positions)
                         out = model.score_states(states, batch["attention_mask"], batch["token_type_ids"])
                     else:
-                        out = engine.scores(batch["input_ids"], batch["attention_mask"], types, batch["token_type_ids"])
+                        out = engine.scores(batch["input_ids"], batch["attention_mask"], types, batch["token_type_ids"],
+                                            positions)
                 else:
                     out = model(**batch)
                 scores[chosen] = out.float().cpu().numpy()

@@ -32,7 +32,8 @@ rounding (the tests hold them to 1e-5). What is faster:
 `dagster_ir.neural.gated_attention` - each layer's attention is (1 - g) * attention within the
 token's segment + g * full attention, the segments passed as `segments` (token types: 0 query,
 1 document) to `hidden_states` / `scores`; a product whose weight is 0 is skipped (all gates 0: one
-within-segment product per layer).
+within-segment product per layer). `position_ids` (optional, (B, L)) go to the embeddings as in the
+model's forward (None: 0..L-1), e.g. the restarting document positions of "gated-segments".
 
 Not handled (None from `for_model`): other architectures, decoders, relative position embeddings,
 activations other than gelu, gelu_pytorch_tanh and relu, and models on a GPU (their own fused kernels
@@ -162,24 +163,29 @@ class FastBert:
 
     @inference_mode
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None) -> torch.Tensor:
+                      token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None,
+                      position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The last layer's token states, (B, L, hidden), float32."""
         batch, length = input_ids.shape
-        return self._encode(input_ids, attention_mask, token_type_ids, segments, cls_only=False).view(batch, length, -1)
+        return self._encode(input_ids, attention_mask, token_type_ids, segments, position_ids,
+                            cls_only=False).view(batch, length, -1)
 
     @inference_mode
     def scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None) -> torch.Tensor:
+               token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None,
+               position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The one-output classification logit of every row, (B,), float32."""
         if self.head is None or self.bert.pooler is None or self.head.config.num_labels != 1:
             raise ValueError("FastBert.scores needs a one-output BertForSequenceClassification with a pooler")
-        cls = self._encode(input_ids, attention_mask, token_type_ids, segments, cls_only=True)
+        cls = self._encode(input_ids, attention_mask, token_type_ids, segments, position_ids, cls_only=True)
         pooled = torch.tanh(self.bert.pooler.dense(cls))
         return self.head.classifier(pooled).squeeze(-1)
 
-    def _encode(self, input_ids, attention_mask, token_type_ids, segments, *, cls_only: bool) -> torch.Tensor:
+    def _encode(self, input_ids, attention_mask, token_type_ids, segments, position_ids, *,
+                cls_only: bool) -> torch.Tensor:
         batch, length = input_ids.shape
-        x = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids).reshape(batch * length, -1)
+        x = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
+        x = x.reshape(batch * length, -1)
         real = attention_mask.bool()
         mask = None if bool(real.all()) else real[:, None, None, :]
         within = None

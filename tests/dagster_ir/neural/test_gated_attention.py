@@ -8,7 +8,7 @@ import torch
 
 from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.neural.cross_encoder import CrossEncoder, segment_cosine
-from dagster_ir.neural.gated_attention import GATE_RATE, GatedSelfAttention
+from dagster_ir.neural.gated_attention import GATE_RATE, GatedSelfAttention, segment_position_ids
 from dagster_ir.neural.rerank import score_encoded
 
 
@@ -160,3 +160,83 @@ def test_a_gated_layer_outside_its_encoder_forward_is_an_error(tiny):
     batch = gated.collate(_pairs(gated))
     with pytest.raises(ValueError, match="needs token_type_ids"):
         gated.model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+
+
+def test_segment_positions_restart_at_the_documents_first_token_on_a_padded_batch(tiny):
+    model = _model(tiny, "gated-segments")
+    pairs = _pairs(model, sizes=((3, 4), (1, 2), (2, 0)))  # 3 + 2 + 5 = 10, 1 + 2 + 3 = 6, 2 + 2 + 1 = 5 tokens
+    batch = model.collate(pairs)
+    expected = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 2, 3, 4],
+                             [0, 1, 2, 0, 1, 2, 3, 4, 5, 6],  # padding after the document counts on (masked)
+                             [0, 1, 2, 3, 0, 1, 2, 3, 4, 5]])
+    assert torch.equal(model.position_ids(batch["token_type_ids"]), expected)
+    assert torch.equal(segment_position_ids(torch.zeros(1, 4, dtype=torch.long)), torch.arange(4)[None])  # no document
+    assert _model(tiny, "gated").position_ids(batch["token_type_ids"]) is None  # "gated": the joint input's positions
+    seen = []
+    embeddings = model.model.bert.embeddings
+    hook = embeddings.register_forward_pre_hook(lambda m, a, k: seen.append(k.get("position_ids")), with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(**batch)  # the cosine head (the base model)
+            model.model(**batch)  # the classification model's own call of its encoder ("cls" head, PHP)
+            model.model.base_model(**batch, output_hidden_states=True)  # CEDR's call
+            model.model.base_model(**batch, position_ids=torch.zeros_like(expected))  # a caller's own: kept
+    finally:
+        hook.remove()
+    assert [p.tolist() for p in seen] == [expected.tolist()] * 3 + [[[0] * 10] * 3]
+
+
+@pytest.mark.parametrize("head", ["cosine", "cls"])
+def test_gated_segments_closed_gates_score_the_segments_encoded_from_position_zero(tiny, head):
+    """g = 0 with restarting positions: each segment is the plain encoder's over that segment alone from
+    position 0 (the document under token type 1), and the fast CPU scorer equals the forward."""
+    model = _model(tiny, "gated-segments", head).eval()
+    assert model.gate_values() == (0.0, 0.0)
+    pairs = _pairs(model)
+    batch = model.collate(pairs)
+    with torch.no_grad():
+        scores = model(**batch)
+    if head == "cosine":
+        plain = _model(tiny, "full").model.bert.eval()  # the same weights, plain attention
+        expected = []
+        with torch.no_grad():
+            for pair in pairs:
+                split = pair.token_type_ids.index(1)
+                ids = torch.tensor([pair.input_ids])
+                query = plain(input_ids=ids[:, :split], token_type_ids=torch.zeros(1, split, dtype=torch.long))
+                doc = plain(input_ids=ids[:, split:], token_type_ids=torch.ones_like(ids[:, split:]))  # from 0
+                q, d = query.last_hidden_state.mean(1), doc.last_hidden_state.mean(1)
+                expected.append(model.head_scale * torch.nn.functional.cosine_similarity(q, d)[0])
+        torch.testing.assert_close(scores, torch.stack(expected), atol=1e-5, rtol=1e-5)
+        with torch.no_grad():  # "gated" (the document after the query) scores otherwise: the test can tell
+            joint = _model(tiny, "gated", head).eval()(**batch)
+        assert (joint - scores).abs().max() > 1e-2
+    # (closed gates, "cls" head: [CLS] sees the query segment alone, whose positions are 0.. either way)
+    for values in ([0.0, 0.0], [0.3, 0.8], [1.0, 1.0]):
+        _set_gates(model, values)
+        with torch.no_grad():
+            expected = model(**batch)
+        fast = score_encoded(model, pairs, model.tokenizer.pad_token_id, fast=True)
+        torch.testing.assert_close(torch.tensor(fast, dtype=torch.float32), expected, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # open gates: full attention, but at the restarted positions - not "full"
+        full = _model(tiny, "full", head).eval()(**batch)
+    assert (full - expected).abs().max() > 1e-2
+
+
+def test_gated_segments_save_and_load(tiny, tmp_path):
+    model = _model(tiny, "gated-segments").eval()
+    _set_gates(model, [0.25, 0.75])
+    batch = model.collate(_pairs(model))
+    with torch.no_grad():
+        expected = model(**batch)
+    folder = model.save(tmp_path / "ce")
+    settings = json.loads((folder / "cross_encoder.json").read_text())
+    assert settings["cross_attention"] == "gated-segments" and settings["gate_values"] == pytest.approx([0.25, 0.75])
+    reloaded = CrossEncoder.from_pretrained(str(folder)).eval()
+    assert reloaded.cross_attention == "gated-segments" and torch.equal(reloaded.gates, model.gates)
+    with torch.no_grad():
+        assert torch.equal(reloaded(**batch), expected)
+    fast = score_encoded(reloaded, _pairs(model), reloaded.tokenizer.pad_token_id, fast=True)
+    torch.testing.assert_close(torch.tensor(fast, dtype=torch.float32), expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="cannot load as 'gated'"):
+        CrossEncoder.from_pretrained(str(folder), cross_attention="gated")
