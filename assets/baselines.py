@@ -49,7 +49,7 @@ from dagster_ir.storage.parquet import frame_version
 baselines_job = lazy_module("dagster_ir.methods.baselines.job")
 
 GROUP = "baselines"
-CODE_VERSION = "4"  # 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: <model>+<candidates>
+CODE_VERSION = "5"  # 5: the BERT baselines start from gated-segments cross-attention; 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: <model>+<candidates>
 # rows, strictly decreasing scores, query and document words read off the collection; 4: pairs from the candidates'
 # top train_depth, the BERT passage models over the cosine head
 

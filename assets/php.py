@@ -373,7 +373,7 @@ def _stage_manifest(result: "php.StageResult", domain: "php.PhpConfig") -> pl.Da
     })
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3")  # 3: gated-segments cross-attention over the bundled backbone
 def php_hp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
            php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
@@ -381,7 +381,7 @@ def php_hp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: Da
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3")  # 3: gated-segments cross-attention over the bundled backbone
 def php_shp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
             php_hp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
             wiki_links: pl.LazyFrame) -> pl.DataFrame:
@@ -390,7 +390,7 @@ def php_shp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: D
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2")  # 2: the cosine head over the bundled backbone
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3")  # 3: gated-segments cross-attention over the bundled backbone
 def php_mrds(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
              php_shp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
              wiki_links: pl.LazyFrame) -> pl.DataFrame:
@@ -399,7 +399,7 @@ def php_mrds(context: dg.AssetExecutionContext, config: PhpStageSettings, data: 
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3",  # 3: the cosine head over the bundled backbone
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="4",  # 4: gated-segments cross-attention over the bundled backbone
           ins={**_scan_ins(), **_eval_ins()})
 def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
                   php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
@@ -473,7 +473,7 @@ def baselines_to_pretrain(config: PhpBaselineSettings) -> list[str]:
 ALL_SETTINGS = dg.AssetDep("collection_settings", partition_mapping=dg.AllPartitionMapping())
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="2", deps=[ALL_SETTINGS])  # 2: the cosine head
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3", deps=[ALL_SETTINGS])  # 3: gated-segments cross-attention
 def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
                   php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
                   php_mrds: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -536,7 +536,7 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
                      "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="4", deps=[UNIT_SETTINGS],
+@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="5", deps=[UNIT_SETTINGS],
           ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
 def cross_encoder(
     context: dg.AssetExecutionContext,
