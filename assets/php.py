@@ -27,6 +27,7 @@ Table 3 baselines by name ("ict", "wlp", "prop", "harp").
 
 import base64
 import io
+import json
 import shutil
 import time
 from dataclasses import asdict, fields, replace
@@ -572,7 +573,7 @@ def cross_encoder(
     evaluate = None if distributed or dev is None else finetune.dev_evaluator(run, queries, corpus, qrels,
                                                                               roles.validation, domain,
                                                                               on_run=dev_runs.append)
-    rows, curves, launches = [], {}, {}
+    rows, curves, launches, gates = [], {}, {}, {}
     for name in config.inits:
         dev_runs.clear()
         init = resolve_init(name, stages, php_ablations, php_baselines)
@@ -600,6 +601,8 @@ def cross_encoder(
                 finetune.save_dev_run(folder, kept, candidate="bm25", depth=domain.dev_depth, bf16=domain.train.bf16,
                                       use_title=domain.use_title)
         shutil.rmtree(checkpoints, ignore_errors=True)
+        saved = json.loads((folder / "cross_encoder.json").read_text(encoding="utf-8"))  # the kept model's settings
+        gates[name] = (saved.get("cross_attention", "full"), saved.get("gate_values"))
         curves[name] = tuned.curve()
         result = tuned.train
         rows.append({"run_name": name, "init": init or domain.backbone or "bundled", "path": str(folder),
@@ -618,6 +621,9 @@ def cross_encoder(
         **{f"{r['run_name']}_seconds": round(r["seconds"], 1) for r in rows},
         **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
         **{f"{name}_{key}": value for name, values in launches.items() for key, value in values.items()},
+        **{f"{name}_cross_attention": attention for name, (attention, _) in gates.items()},
+        **{f"{name}_gates": dg.MetadataValue.json([round(g, 3) for g in values])
+           for name, (_, values) in gates.items() if values is not None},
     })
     return by_content(manifest)
 

@@ -265,6 +265,7 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     metadata = tuned.asset_materializations_for_node("cross_encoder")[0].metadata
     assert Path(metadata["training_curves_png"].value).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert metadata["bert_curve"].value["epoch"] == [0, 1, 2] and metadata["train_pairs"].value == "candidates"
+    assert metadata["bert_cross_attention"].value == "full" and "bert_gates" not in metadata  # a [CLS] backbone
     assert manifest["train_seed"].to_list() == [42] * 4 and manifest["seed"].to_list() == [0] * 4
     php_steps = sum(pretrained.asset_value(f"php_{stage}")["steps"].item() for stage in ("hp", "shp", "mrds"))
     baseline_steps = pretrained.asset_value("php_baselines")["steps"].item()

@@ -130,25 +130,28 @@ def test_full_attention_is_the_plain_model_untouched(tiny):
     assert CrossEncoder.from_pretrained(tiny).cross_attention == "full"  # the default for a [CLS] backbone
 
 
-def test_save_and_load_keep_the_gates_and_the_scores(tiny, tmp_path):
+@pytest.mark.parametrize(("mode", "other"), [("gated", "full"), ("gated-segments", "gated")])
+def test_save_and_load_keep_the_gates_and_the_scores(tiny, tmp_path, mode, other):
     from transformers import AutoModelForSequenceClassification
 
-    gated = _model(tiny, "gated").eval()
+    gated = _model(tiny, mode).eval()
     _set_gates(gated, [0.25, 0.75])
     batch = gated.collate(_pairs(gated))
     with torch.no_grad():
         expected = gated(**batch)
     folder = gated.save(tmp_path / "ce")
     settings = json.loads((folder / "cross_encoder.json").read_text())
-    assert settings["cross_attention"] == "gated" and settings["gate_values"] == pytest.approx([0.25, 0.75])
+    assert settings["cross_attention"] == mode and settings["gate_values"] == pytest.approx([0.25, 0.75])
     reloaded = CrossEncoder.from_pretrained(str(folder)).eval()
-    assert reloaded.cross_attention == "gated" and torch.equal(reloaded.gates, gated.gates)
+    assert reloaded.cross_attention == mode and torch.equal(reloaded.gates, gated.gates)
     with torch.no_grad():
         assert torch.equal(reloaded(**batch), expected)
+    fast = score_encoded(reloaded, _pairs(gated), reloaded.tokenizer.pad_token_id, fast=True)
+    torch.testing.assert_close(torch.tensor(fast, dtype=torch.float32), expected, atol=1e-5, rtol=1e-5)
     plain = AutoModelForSequenceClassification.from_pretrained(folder)  # ignores the gates: plain attention
     assert not any(isinstance(m, GatedSelfAttention) for m in plain.modules())
-    with pytest.raises(ValueError, match="cannot load as 'full'"):
-        CrossEncoder.from_pretrained(str(folder), cross_attention="full")
+    with pytest.raises(ValueError, match=f"cannot load as '{other}'"):
+        CrossEncoder.from_pretrained(str(folder), cross_attention=other)
     with pytest.raises(ValueError, match="cross_attention must be one of"):
         CrossEncoder.from_pretrained(tiny, cross_attention="half")
 
@@ -221,22 +224,3 @@ def test_gated_segments_closed_gates_score_the_segments_encoded_from_position_ze
     with torch.no_grad():  # open gates: full attention, but at the restarted positions - not "full"
         full = _model(tiny, "full", head).eval()(**batch)
     assert (full - expected).abs().max() > 1e-2
-
-
-def test_gated_segments_save_and_load(tiny, tmp_path):
-    model = _model(tiny, "gated-segments").eval()
-    _set_gates(model, [0.25, 0.75])
-    batch = model.collate(_pairs(model))
-    with torch.no_grad():
-        expected = model(**batch)
-    folder = model.save(tmp_path / "ce")
-    settings = json.loads((folder / "cross_encoder.json").read_text())
-    assert settings["cross_attention"] == "gated-segments" and settings["gate_values"] == pytest.approx([0.25, 0.75])
-    reloaded = CrossEncoder.from_pretrained(str(folder)).eval()
-    assert reloaded.cross_attention == "gated-segments" and torch.equal(reloaded.gates, model.gates)
-    with torch.no_grad():
-        assert torch.equal(reloaded(**batch), expected)
-    fast = score_encoded(reloaded, _pairs(model), reloaded.tokenizer.pad_token_id, fast=True)
-    torch.testing.assert_close(torch.tensor(fast, dtype=torch.float32), expected, atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="cannot load as 'gated'"):
-        CrossEncoder.from_pretrained(str(folder), cross_attention="gated")
