@@ -31,10 +31,12 @@ REPORT_ASSET = "model_report"
 
 
 def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
-                             units: set[str] | None = None) -> list[Key]:
+                             units: set[str] | None = None, *, units_only: bool = False) -> list[Key]:
     """Every materializable asset partition that belongs to `collection` (see the module docstring).
 
-    `units` are the collection's training unit keys (default: the configured ones).
+    `units` are the collection's training unit keys (default: the configured ones). `units_only`
+    keeps the partitions of those units alone, leaving out the ones keyed by the collection (a
+    report over every fold would pull the other folds back in): `reproduce --folds`.
     """
     if units is None:
         units = {key for key, unit in training_units().items() if unit.collection == collection}
@@ -47,15 +49,31 @@ def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance,
         for partition in partitions_def.get_partition_keys(dynamic_partitions_store=instance):
             dimensions = (partition.keys_by_dimension.values() if isinstance(partition, dg.MultiPartitionKey)
                           else [partition])
-            if any(d == collection or d in units for d in dimensions):
+            if any((d == collection and not units_only) or d in units for d in dimensions):
                 owned.append((key, partition))
     return owned
 
 
 def reproduction_plan(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
-                      units: set[str] | None = None) -> set[Key]:
+                      units: set[str] | None = None, *, units_only: bool = False) -> set[Key]:
     """The collection's asset partitions and everything they read."""
-    return needed_by(defs, instance, collection_partitions_of(defs, instance, collection, units))
+    return needed_by(defs, instance, collection_partitions_of(defs, instance, collection, units, units_only=units_only))
+
+
+def units_of_folds(collection: str, folds: list[int], units: list | None = None) -> set[str]:
+    """The training unit keys of `collection` in rotations `folds` (every seed): `reproduce --folds`.
+
+    `units`: the `TrainingUnit`s to choose from (default: the configured ones). Refused, naming
+    `--folds`, for a collection without rotations or a fold it does not have.
+    """
+    units = [unit for unit in (training_units().values() if units is None else units) if unit.collection == collection]
+    rotations = sorted({unit.fold for unit in units if unit.fold is not None})
+    if not rotations:
+        raise ValueError(f"--folds: collection {collection!r} has no rotations (its protocol is not `cv`)")
+    missing = sorted(set(folds) - set(rotations))
+    if missing:
+        raise ValueError(f"--folds: collection {collection!r} has folds {rotations}, not {missing}")
+    return {unit.key for unit in units if unit.fold in folds}
 
 
 @dataclass(frozen=True)
@@ -135,19 +153,31 @@ def settings_of(spec, config_file: Path | None) -> list[tuple[str, str]]:
 
 def markdown_page(collection: str, summary: dict | None, times: list[StepTime], settings: list[tuple[str, str]],
                   *, when: datetime.datetime | None = None, commit: str | None = None,
-                  on: str | None = None) -> str:
-    """`dagster-ir reproduce --markdown PATH`'s page: a header (date, commit, machine, settings), the tables, the times."""
+                  on: str | None = None, folds: list[int] | None = None) -> str:
+    """`dagster-ir reproduce --markdown PATH`'s page: a header (date, commit, machine, settings), the tables, the times.
+
+    `folds`: the page of `reproduce --folds`: no tables (they need every fold), the times of those folds.
+    """
     from dagster_ir.evaluation.summary import format_summary
 
     when = when or datetime.datetime.now(datetime.timezone.utc)
     header = [("date", when.strftime("%Y-%m-%d %H:%M UTC")), ("commit", commit or commit_of()),
               ("machine", on or machine()), *settings]
     command = f"dagster-ir reproduce --collection {collection} --markdown PATH"
+    if folds is not None:
+        command = command.replace(" --markdown", f" --folds {' '.join(map(str, folds))} --markdown")
+        header.append(("folds run", ", ".join(map(str, folds))))
     rows = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in header]
     parts = [f"# Results: {collection}",
              f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
              "\n".join(["| setting | value |", "|---|---|", *rows])]
-    if summary is None:
+    if folds is not None:
+        parts.append(f"Only the training units of fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))} "
+                     "were made, with what they read: the tables need every fold, so this page has none. An asset "
+                     "trained once per unit takes about its time here times the folds over the folds run; an "
+                     "asset keyed by the collection alone (one step over every fold, such as `ghrm_runs` or the "
+                     "reports) is not in this table.")
+    elif summary is None:
         parts.append("No methods report yet: an asset it needs failed (see the command's output).")
     else:
         parts.append(format_summary(summary, markdown=True, level=2).rstrip("\n"))

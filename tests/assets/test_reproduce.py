@@ -150,3 +150,51 @@ def test_markdown_without_a_path_prints_and_a_missing_folder_is_refused(tmp_path
                  str(tmp_path / "no" / "page.md")]) == 1
     err = capsys.readouterr().err
     assert "--markdown: the folder of" in err and err.count("\n") == 1
+
+
+def test_folds_keep_those_units_and_what_they_read_but_no_partition_of_the_collection_alone(setup):
+    defs, instance, resources = setup
+    owned = collection_partitions_of(defs, instance, "a", {"a/fold-1/seed-0"}, units_only=True)
+    assert names(owned) == ["model[a/fold-1/seed-0]"]  # report[a] would pull fold 0 back in
+    plan = reproduction_plan(defs, instance, "a", {"a/fold-1/seed-0"}, units_only=True)
+    assert names(plan) == ["docs[a]", "model[a/fold-1/seed-0]", "shared"]
+    report = update_all(defs, instance, resources=resources, only=plan, log=lambda _: None)
+    assert report.ok and instance.get_materialized_partitions(dg.AssetKey("model")) == {"a/fold-1/seed-0"}
+    assert {t.step: t.partitions for t in asset_times(instance, plan, since=0.0)} == {"shared": 1, "docs": 1, "model": 1}
+
+
+def test_units_of_folds_takes_every_seed_and_refuses_what_the_collection_lacks():
+    from assets.reproduce import units_of_folds
+    from dagster_ir.collections.protocol import TrainingUnit
+
+    units = [TrainingUnit("c", "cv", fold, 3, seed) for fold in range(3) for seed in (0, 1)]
+    units += [TrainingUnit("fixed", "fixed", None, 1, 0), TrainingUnit("d", "cv", 0, 3, 0)]
+    assert units_of_folds("c", [0, 2], units) == {"c/fold-0/seed-0", "c/fold-0/seed-1", "c/fold-2/seed-0",
+                                                  "c/fold-2/seed-1"}
+    with pytest.raises(ValueError, match=r"--folds: collection 'c' has folds \[0, 1, 2\], not \[3, 7\]"):
+        units_of_folds("c", [3, 1, 7], units)
+    with pytest.raises(ValueError, match="--folds: collection 'fixed' has no rotations"):
+        units_of_folds("fixed", [0], units)
+
+
+def test_the_page_of_some_folds_says_so_and_has_no_tables():
+    from assets.cli import build_parser
+    from assets.reproduce import StepTime, markdown_page
+
+    assert build_parser().parse_args(["reproduce", "--collection", "c", "--folds", "0", "2"]).folds == [0, 2]
+    assert build_parser().parse_args(["reproduce", "--collection", "c"]).folds is None
+    summary = {"title": "t", "sections": [{"title": "GHRM", "notes": "", "tables": []}]}
+    page = markdown_page("cranfield", summary, [StepTime("cross_encoder", ("cross_encoder",), 1, 60.0, 60.0, 1)],
+                         [("seeds", "0")], commit="abc1234", on="a CPU", folds=[0])
+    lines = page.splitlines()
+    assert "dagster-ir reproduce --collection cranfield --folds 0 --markdown PATH" in lines[2]
+    assert "| folds run | 0 |" in lines and "| cross_encoder | 1 | 1 | 60.0 | 60.0 |" in lines
+    assert "## GHRM" not in lines and any(line.startswith("Only the training units of fold 0 ") for line in lines)
+
+
+def test_folds_of_a_collection_without_rotations_are_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DAGSTER_IR_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # the built-in default: wiki-car, a fixed split
+    assert main(["--data", str(tmp_path / "data"), "reproduce", "--collection", "wiki-car", "--folds", "0"]) == 1
+    assert "--folds: collection 'wiki-car' has no rotations" in capsys.readouterr().err
+    assert not (tmp_path / "data" / "files").exists() and not (tmp_path / "data" / "dagster_home").exists()
