@@ -168,7 +168,9 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
         command = command.replace(" --markdown", f" --folds {' '.join(map(str, folds))} --markdown")
         header.append(("folds run", ", ".join(map(str, folds))))
     rows = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in header]
-    parts = [f"# Results: {collection}",
+    title = f"# Results: {collection}" if folds is None else \
+        f"# Time per asset: {collection}, fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}"
+    parts = [title,
              f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
              "\n".join(["| setting | value |", "|---|---|", *rows])]
     if folds is not None:

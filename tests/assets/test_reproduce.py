@@ -187,6 +187,7 @@ def test_the_page_of_some_folds_says_so_and_has_no_tables():
     page = markdown_page("cranfield", summary, [StepTime("cross_encoder", ("cross_encoder",), 1, 60.0, 60.0, 1)],
                          [("seeds", "0")], commit="abc1234", on="a CPU", folds=[0])
     lines = page.splitlines()
+    assert lines[0] == "# Time per asset: cranfield, fold 0"
     assert "dagster-ir reproduce --collection cranfield --folds 0 --markdown PATH" in lines[2]
     assert "| folds run | 0 |" in lines and "| cross_encoder | 1 | 1 | 60.0 | 60.0 |" in lines
     assert "## GHRM" not in lines and any(line.startswith("Only the training units of fold 0 ") for line in lines)
