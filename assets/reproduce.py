@@ -10,6 +10,8 @@
    `dagster_ir.evaluation.summary`), section by section, so a method added to the report appears
    here without a change; the time of each asset is the duration of the Dagster step that last
    materialized each of its partitions, summed over the partitions (a multi-asset step once).
+   With `--folds N ...` only the training units of those rotations (every seed) and what they
+   read are made, nothing keyed by the collection alone, and no tables are printed: a fold's time.
 4. With `--markdown PATH` the same tables and times are written as a Markdown page (`markdown_page`)
    whose header gives the date, the commit of the code, the machine and the collection's settings:
    the documentation's results pages are such files.
@@ -164,19 +166,18 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
     header = [("date", when.strftime("%Y-%m-%d %H:%M UTC")), ("commit", commit or commit_of()),
               ("machine", on or machine()), *settings]
     command = f"dagster-ir reproduce --collection {collection} --markdown PATH"
+    folds_run = None if folds is None else f"fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}"
     if folds is not None:
         command = command.replace(" --markdown", f" --folds {' '.join(map(str, folds))} --markdown")
         header.append(("folds run", ", ".join(map(str, folds))))
     rows = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in header]
-    title = f"# Results: {collection}" if folds is None else \
-        f"# Time per asset: {collection}, fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}"
+    title = f"# Results: {collection}" if folds is None else f"# Time per asset: {collection}, {folds_run}"
     parts = [title,
              f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
              "\n".join(["| setting | value |", "|---|---|", *rows])]
     if folds is not None:
-        parts.append(f"Only the training units of fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))} "
-                     "were made, with what they read: the tables need every fold, so this page has none. An asset "
-                     "trained once per unit takes about its time here times the folds over the folds run; an "
+        parts.append(f"Only the training units of {folds_run} were made, with what they read: the tables need "
+                     "every fold, so this page has none. An asset trained once per unit takes about its time here times the folds over the folds run; an "
                      "asset keyed by the collection alone (one step over every fold, such as `ghrm_runs` or the "
                      "reports) is not in this table.")
     elif summary is None:
