@@ -49,7 +49,7 @@ from dagster_ir.storage.parquet import frame_version
 baselines_job = lazy_module("dagster_ir.methods.baselines.job")
 
 GROUP = "baselines"
-CODE_VERSION = "5"  # 5: the BERT baselines start from gated-segments cross-attention; 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: <model>+<candidates>
+CODE_VERSION = "6"  # 6: CEDR-KNRM starts from the cross-encoder's score; the BERT baselines keep their start when no epoch beats it on validation; 5: the BERT baselines start from gated-segments cross-attention; 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: <model>+<candidates>
 # rows, strictly decreasing scores, query and document words read off the collection; 4: pairs from the candidates'
 # top train_depth, the BERT passage models over the cosine head
 
@@ -158,7 +158,7 @@ def neural_baselines(
 
     def log(result) -> None:
         context.log.info(f"{result.name}: {result.result.steps} steps in {result.seconds:.1f} s, "
-                         f"best epoch {result.result.best_epoch}, validation {result.validation_best}")
+                         f"kept epoch {result.chosen_epoch} (0: the start, {result.start_score}), validation {result.validation_best}")
 
     def common() -> dict:  # the inputs of a training in this process (the vectors read only then)
         return dict(corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels, candidates=run,
@@ -207,7 +207,7 @@ def neural_baselines(
                 **Placement(domain.device, domain.bf16).metadata(),
                 "models": list(config.models),
                 "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
-    curves = {f"{r.name}" if len(results) == len(config.models) else f"{r.name} ({i})": epoch_curve(r.result)
+    curves = {f"{r.name}" if len(results) == len(config.models) else f"{r.name} ({i})": epoch_curve(r.result, r.start_score, r.kept_start)
               for i, r in enumerate(results)}
     folder = data.files("neural_baselines", unit.key)
     metadata.update(training_curve_metadata(folder, unit.key, curves, domain.selection_measure, "neural_baselines"))
@@ -216,7 +216,7 @@ def neural_baselines(
     for name in config.models:  # one value per rotation when rotated
         mine = [r for r in results if r.name == name]
         metadata[f"{name} validation {domain.selection_measure}"] = [r.validation_best for r in mine if r.validation_best is not None]
-        metadata[f"{name} best epoch"] = [r.result.best_epoch for r in mine]
+        metadata[f"{name} kept epoch"] = [r.chosen_epoch for r in mine]  # 0: the start (BERT models)
         metadata[f"{name} seconds"] = round(sum(r.seconds for r in mine), 1)
     for name, chosen in weights.items():  # the candidates' weight chosen on validation, per rotation
         metadata[f"{name} weight"] = chosen

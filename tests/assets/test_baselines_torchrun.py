@@ -62,7 +62,7 @@ def test_two_gloo_processes_score_the_test_queries_as_one_process(backbone, tmp_
     assert two_meta["world"] == "1 x 2" and two_meta["torchrun_attempts"] == 1
     assert "world" not in one_meta  # one process trained in the step's own process
     for name in MODELS:
-        assert one_meta[f"{name} best epoch"] == two_meta[f"{name} best epoch"]
+        assert one_meta[f"{name} kept epoch"] == two_meta[f"{name} kept epoch"]
         assert one_meta[f"{name} validation nDCG@10"] == pytest.approx(two_meta[f"{name} validation nDCG@10"], abs=1e-6)
     assert sorted(one["run_name"].unique()) == sorted(two["run_name"].unique()) == sorted(
         [*MODELS, *(f"{m}+bm25" for m in MODELS)])

@@ -83,7 +83,8 @@ def baselines_job(job: Job) -> dict:
                                         **common)
     returned = {"models": [{"name": r.name, "train": dataclasses.asdict(r.result), "examples": r.examples,
                             "seconds": r.seconds, "checkpoint_dir": str(r.checkpoint_dir),
-                            "validation": r.validation_run is not None} for r in results]}
+                            "validation": r.validation_run is not None, "start_score": r.start_score,
+                            "kept_start": r.kept_start} for r in results]}
     for i, r in enumerate(results):
         returned[f"run-{i}"] = r.run
         if r.validation_run is not None:
@@ -96,6 +97,7 @@ def baselines_job(job: Job) -> dict:
 def read_results(result: dict) -> tuple[pl.DataFrame | None, list[BaselineRun]]:
     """(the rotated output or None, the `BaselineRun`s) of a job's result."""
     runs = [BaselineRun(m["name"], result[f"run-{i}"], TrainResult(**m["train"]), m["examples"], m["seconds"],
-                        Path(m["checkpoint_dir"]), result[f"validation-{i}"] if m["validation"] else None)
+                        Path(m["checkpoint_dir"]), result[f"validation-{i}"] if m["validation"] else None,
+                        m["start_score"], m["kept_start"])
             for i, m in enumerate(result["models"])]
     return result.get("output"), runs

@@ -10,7 +10,9 @@ fold, seed; see `dagster_ir.collections.protocol`). For every model named it
    `negatives` table;
 2. trains with the shared loop, reranking the unit's validation queries' candidates (the
    candidate run's top `rerank_depth`) after every epoch and keeping the epoch with the best
-   `selection_measure`; test queries are never scored before that choice;
+   `selection_measure`; a BERT model's starting weights (the cross-encoders' start, see
+   `reranker.build_bert_model`) are scored first and kept when no epoch beats them, as the
+   cross-encoders' fine-tuning does (`select_start`); test queries are never scored before that choice;
 3. reranks the unit's test queries' candidates with the chosen weights, and its validation
    queries' too (`BaselineRun.validation_run`), from which `first_stage_interpolations` chooses
    the weight of the `<model>+<candidates>` rows (`dagster_ir.fusion.interpolate`; beyond the papers).
@@ -67,10 +69,19 @@ class BaselineRun:
     seconds: float
     checkpoint_dir: Path
     validation_run: pl.DataFrame | None = None  # the chosen weights' reranking of the validation queries
+    start_score: float | None = None  # BERT models: the untrained weights' validation score (None: not scored)
+    kept_start: bool = False  # the untrained weights scored above every epoch, so they were kept
 
     @property
     def validation_best(self) -> float | None:
+        if self.kept_start:
+            return self.start_score
         return self.result.dev_scores[self.result.best_epoch] if self.result.dev_scores else None
+
+    @property
+    def chosen_epoch(self) -> int:
+        """The weights kept, counting epochs from 1: 0 is the start (kept only when scored above every epoch)."""
+        return 0 if self.kept_start else self.result.best_epoch + 1
 
 
 def document_text(title: str | None, text: str | None) -> str:
@@ -146,13 +157,21 @@ def run_baselines(
             model, encoder = build_word_model(name, word_encoder.vocabulary.vectors, config), word_encoder
         folder = Path(checkpoint_root) / f"{name}-{key}"
         evaluate = validation_evaluator(name, encoder, scored, qrels, validation_queries, config)
+        start_score, start = None, None
+        if evaluate is not None and name in BERT_MODELS:  # the pretrained start competes with the epochs, as for the cross-encoders
+            start_score = float(evaluate(model))
+            start = {k: v.detach().clone() for k, v in model.state_dict().items()}
         result = train_baseline(name, model, encoder, examples, config, folder, evaluate)
+        kept_start = start is not None and bool(result.dev_scores) and start_score > max(result.dev_scores)
+        if kept_start:
+            model.load_state_dict(start)
+        del start
         run = rerank_with(model, encoder, scored, test_queries, config.rerank_depth, name, config.eval_batch_size,
                           *runs_on(name, config))
         validation_run = rerank_with(model, encoder, scored, validation_queries, config.rerank_depth, name,
                                      config.eval_batch_size, *runs_on(name, config)) if validation_queries else None
         results.append(BaselineRun(name, run, result, len(examples), time.monotonic() - started, folder,
-                                   validation_run))
+                                   validation_run, start_score, kept_start))
         del model, encoder, evaluate
         release_freed_memory()  # a BERT training leaves GiBs of freed activations resident otherwise
         if on_model is not None:

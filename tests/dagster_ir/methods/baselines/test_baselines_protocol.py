@@ -85,3 +85,32 @@ def test_training_pairs_come_from_the_candidates_depth_and_the_training_queries(
     assert set(wider["pos_doc_id"]) == {"q0d0", "q0d4"}
     with pytest.raises(ValueError, match="train_pairs"):
         replace(config, train_pairs="all")
+
+
+@pytest.mark.parametrize("scripted", [(0.9, 0.5, 0.6), (0.1, 0.5, 0.6)])
+def test_a_bert_model_keeps_its_start_when_no_epoch_beats_it(scripted, tmp_path, monkeypatch):
+    """The start is scored on validation before training; kept (weights and all) only when above every epoch."""
+    from dagster_ir.methods.baselines import protocol, reranker
+    from dagster_ir.neural.backbone import make_tiny_backbone
+
+    corpus, queries, qrels, run, negatives = _unit()
+    backbone = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=32, layers=2))
+    config = replace(profile("demo"), backbone=backbone, bert_max_length=48, epochs=2, rerank_depth=4, bert_lr=1e-2,
+                     bf16=False, bert_threads=1)
+    calls = iter(scripted)
+    monkeypatch.setattr(protocol, "validation_evaluator", lambda *args: lambda model: next(calls))
+    kwargs = dict(corpus=corpus, queries=queries, qrels=qrels, candidates=run, negatives=negatives,
+                  train_queries=[f"q{i}" for i in range(6)], validation_queries=["q6", "q7"], test_queries=["q8", "q9"],
+                  checkpoint_root=tmp_path / "runs")
+    (maxp,) = run_baselines(["bert-maxp"], config, **kwargs)
+    assert maxp.start_score == scripted[0] and maxp.result.dev_scores == list(scripted[1:])
+    untrained, encoder = reranker.build_bert_model("bert-maxp", config)
+    encoder.add_texts(dict(queries.iter_rows()), {d: f"{t} {x}" for d, t, x in corpus.iter_rows()})
+    fresh = reranker.rerank_with(untrained, encoder, run, ["q8", "q9"], 4, "bert-maxp", threads=1)
+    same = np.allclose(maxp.run.sort("query_id", "doc_id")["score"], fresh.sort("query_id", "doc_id")["score"], atol=1e-5)
+    if scripted[0] > max(scripted[1:]):
+        assert maxp.kept_start and maxp.chosen_epoch == 0 and maxp.validation_best == 0.9
+        assert same  # the test queries are scored by the starting weights
+    else:
+        assert not maxp.kept_start and maxp.chosen_epoch == 2 and maxp.validation_best == 0.6
+        assert not same  # lr 1e-2 moved the weights

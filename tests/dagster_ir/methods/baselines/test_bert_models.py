@@ -136,7 +136,9 @@ def _reference_cedr(model, batch):
     cls = states[-1].new_zeros(b * p, states[-1].shape[-1])
     cls[real.reshape(-1)] = states[-1][:, 0]
     cls = (cls.reshape(b, p, -1) * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp(min=1)
-    return model.combine(torch.cat([cls, *features], dim=1)).squeeze(-1)
+    start = torch.full((b * p,), -torch.inf)
+    start[real.reshape(-1)] = model.cross_encoder(**flat)  # the cross-encoder's own scoring path
+    return model.combine(torch.cat([start.reshape(b, p).max(1).values.unsqueeze(1), cls, *features], dim=1)).squeeze(-1)
 
 
 def test_cedr_reads_the_query_rows_only(backbone):
@@ -147,8 +149,29 @@ def test_cedr_reads_the_query_rows_only(backbone):
     encoder.add_texts({"short": "apple", "long": "apple river stone tiger"},
                       {"d1": "apple and river", "d2": " ".join(f"word{i} apple" for i in range(8))})
     batch = encoder.batch([("short", "d1"), ("long", "d2"), ("long", "d1"), ("short", "d2")])
+    torch.nn.init.normal_(model.combine.weight)  # every input weighted, not only the start's
     with torch.no_grad():
-        assert model(batch).tolist() == pytest.approx(_reference_cedr(model, batch).tolist(), abs=1e-5)
+        assert model(batch).tolist() == pytest.approx(_reference_cedr(model, batch).tolist(), abs=1e-4)
+
+
+def test_cedr_starts_as_bert_maxp(backbone):
+    """Untrained, CEDR-KNRM scores a document as BERT-MaxP does (the cross-encoder's best passage): its combining
+    layer weighs that score 1 and the [CLS] and kernel features 0, so the BERT baselines share one start."""
+    config = config_for(backbone)
+    cedr, cedr_encoder = reranker.build_bert_model("cedr-knrm", config)
+    maxp, maxp_encoder = reranker.build_bert_model("bert-maxp", config)
+    texts = ({"q": "apple river", "r": "stone"},
+             {"d1": "apple and river", "d2": " ".join(f"word{i} apple stone" for i in range(6)), "d3": "tiger"})
+    pairs = [("q", "d1"), ("q", "d2"), ("r", "d2"), ("r", "d3")]
+    scores = []
+    for model, encoder in ((cedr, cedr_encoder), (maxp, maxp_encoder)):
+        model.eval()
+        encoder.add_texts(*texts)
+        with torch.no_grad():
+            scores.append(model(encoder.batch(pairs)).tolist())
+    assert cedr_encoder.batch(pairs)["passage_mask"].sum(1).tolist() == [1, 4, 4, 1]  # several passages to choose from
+    assert scores[0] == pytest.approx(scores[1], abs=1e-5)
+    assert len(set(scores[1])) == 4  # four different scores, not a constant
 
 
 class _FixedStates(torch.nn.Module):
@@ -158,8 +181,9 @@ class _FixedStates(torch.nn.Module):
         super().__init__()
         self.config, self.states = config, states
 
-    def forward(self, **inputs):
-        return type("Output", (), {"hidden_states": self.states})()
+    def forward(self, input_ids, **inputs):
+        logits = torch.zeros(len(input_ids), 1)
+        return type("Output", (), {"hidden_states": self.states, "logits": logits})()
 
 
 def test_cedr_kernels_stay_float32_under_autocast(backbone):
@@ -177,7 +201,9 @@ def test_cedr_kernels_stay_float32_under_autocast(backbone):
         layer = torch.randn(1, length, hidden, generator=generator)
         layer[0, 5] = layer[0, 1]  # the passage's "apple" (position 5: [CLS] apple river [SEP] stone apple) = the query's
         states.append(layer.to(torch.bfloat16))
-    model.bert = _FixedStates(model.bert.config, tuple(states))
+    # the encoder the kernels read (the cross-encoder's model under its [CLS] head, whose score is the start)
+    model.bert = model.cross_encoder.model = _FixedStates(model.bert.config, tuple(states))
+    torch.nn.init.normal_(model.combine.weight)  # the kernels weighted (untrained, only the start is)
     with torch.no_grad():
         plain = model(batch)
         with torch.autocast("cpu", dtype=torch.bfloat16):
