@@ -158,7 +158,9 @@ def neural_baselines(
 
     def log(result) -> None:
         context.log.info(f"{result.name}: {result.result.steps} steps in {result.seconds:.1f} s, "
-                         f"kept epoch {result.chosen_epoch} (0: the start, {result.start_score}), validation {result.validation_best}")
+                         f"kept epoch {result.chosen_epoch} (0: the start"
+                         + (f", {result.start_score:.4f}" if result.start_score is not None else "")
+                         + f"), validation {result.validation_best}")
 
     def common() -> dict:  # the inputs of a training in this process (the vectors read only then)
         return dict(corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels, candidates=run,

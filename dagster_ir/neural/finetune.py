@@ -53,7 +53,7 @@ from dagster_ir.neural.cross_encoder import (BUCKET_OVERHEAD_TOKENS, CROSS_ATTEN
                                              is_saved, lce_loss)
 from dagster_ir.neural.curves import EpochCurve, epoch_curve
 from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
-from dagster_ir.neural.training import TrainConfig, TrainResult, shuffled_batches, train, unwrap
+from dagster_ir.neural.training import TrainConfig, TrainResult, against_start, shuffled_batches, train, unwrap
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import NEGATIVES, RUN, validate
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
@@ -230,18 +230,9 @@ def fine_tune(
     def make_batches(epoch: int, rng: np.random.Generator) -> list[list[FineTuneExample]]:
         return shuffled_batches(epochs[epoch % len(epochs)], config.train.batch_size, rng)
 
-    start_score, start = None, None
-    if evaluate is not None:
-        was_training = model.training
-        model.eval()
-        start_score = float(evaluate(model))
-        model.train(was_training)
-        if config.select_start:
-            start = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    result = train(model, make_batches, loss_fn, config.train, checkpoint_dir, on_log=on_log, evaluate=evaluate)
-    kept_start = start is not None and bool(result.dev_scores) and start_score > max(result.dev_scores)
-    if kept_start:
-        model.load_state_dict(start)
+    result, start_score, kept_start = against_start(
+        model, evaluate, lambda: train(model, make_batches, loss_fn, config.train, checkpoint_dir, on_log=on_log,
+                                       evaluate=evaluate), keep_start=config.select_start)
     return FineTuned(result, len(examples), start_score, kept_start)
 
 

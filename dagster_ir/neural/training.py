@@ -33,6 +33,11 @@ resume=True) -> TrainResult`
 `TrainResult`: loss_curve, log_curves, dev_scores, best_epoch, steps, seconds, examples_per_s,
 resumed_from.
 
+`against_start(model, evaluate, run, keep_start=True) -> (TrainResult, start score, kept)`: score the
+starting weights with `evaluate` (in eval mode), run the training `run()`, and, with `keep_start`,
+put the starting weights back when no epoch scored above them (a pretrained start is a checkpoint
+to choose too). Without `evaluate`, only `run()`.
+
 Checkpoints: `checkpoint_dir/step-00000040/` holds `model.safetensors` (the module's weights),
 `optimizer.safetensors` (Adam moments), `rng-<rank>.safetensors` (torch/numpy/python RNG states of
 each process) and `state.json` (step, position in the epoch, curves, optimizer and scheduler
@@ -591,6 +596,23 @@ def train(
     _check_shared_folder(Path(checkpoint_dir))
     with folder_lock(checkpoint_dir) if rank == 0 else nullcontext():
         return _train(model, make_batches, loss_fn, config, Path(checkpoint_dir), on_log, evaluate, resume)
+
+
+def against_start(model: torch.nn.Module, evaluate: Callable[[torch.nn.Module], float] | None,
+                  run: Callable[[], TrainResult], keep_start: bool = True) -> tuple[TrainResult, float | None, bool]:
+    """(the training's result, the start's score or None, whether the start was kept): see the module docstring."""
+    if evaluate is None:
+        return run(), None, False
+    was_training = model.training
+    model.eval()
+    start_score = float(evaluate(model))
+    model.train(was_training)
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()} if keep_start else None
+    result = run()
+    kept = start is not None and bool(result.dev_scores) and start_score > max(result.dev_scores)
+    if kept:
+        model.load_state_dict(start)
+    return result, start_score, kept
 
 
 def _check_shared_folder(root: Path) -> None:

@@ -53,7 +53,7 @@ from dagster_ir.methods.baselines.reranker import (
 )
 from dagster_ir.negatives import NegativeConfig, candidate_pairs
 from dagster_ir.neural.memory import release_freed_memory
-from dagster_ir.neural.training import TrainResult
+from dagster_ir.neural.training import TrainResult, against_start
 from dagster_ir.retrieval.runs import top_k
 from dagster_ir.schemas import QUERIES, RUN, validate
 
@@ -157,15 +157,10 @@ def run_baselines(
             model, encoder = build_word_model(name, word_encoder.vocabulary.vectors, config), word_encoder
         folder = Path(checkpoint_root) / f"{name}-{key}"
         evaluate = validation_evaluator(name, encoder, scored, qrels, validation_queries, config)
-        start_score, start = None, None
-        if evaluate is not None and name in BERT_MODELS:  # the pretrained start competes with the epochs, as for the cross-encoders
-            start_score = float(evaluate(model))
-            start = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        result = train_baseline(name, model, encoder, examples, config, folder, evaluate)
-        kept_start = start is not None and bool(result.dev_scores) and start_score > max(result.dev_scores)
-        if kept_start:
-            model.load_state_dict(start)
-        del start
+        # a BERT model's pretrained start competes with its epochs, as for the cross-encoders
+        result, start_score, kept_start = against_start(
+            model, evaluate if name in BERT_MODELS else None,
+            lambda: train_baseline(name, model, encoder, examples, config, folder, evaluate))
         run = rerank_with(model, encoder, scored, test_queries, config.rerank_depth, name, config.eval_batch_size,
                           *runs_on(name, config))
         validation_run = rerank_with(model, encoder, scored, validation_queries, config.rerank_depth, name,
