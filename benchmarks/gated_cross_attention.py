@@ -5,7 +5,7 @@ fold i+1, training the rest), BM25's top 20 reranked, nDCG@10 over the validatio
 queries of: BM25; the cross-encoder started from the bundled MiniLM with `--cross-attention`
 ("full" | "gated" | "gated-segments", see `dagster_ir.neural.gated_attention`), untrained; with
 `--train`, the same fine-tuned as `benchmarks/learning_curves.py` trains "bert" (demo profile,
-Cranfield's 2 epochs uncapped, bf16 where the CPU has it), the weights validation keeps (the start
+Cranfield's 2 epochs uncapped at 5e-5, bf16 where the CPU has it), the weights validation keeps (the start
 or an epoch), and the gates every 10 steps and at the end. Choices are validation's; test is reported only.
 
     PYTHONPATH=. .venv/bin/python benchmarks/gated_cross_attention.py [--cross-attention gated-segments]
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from benchmarks.learning_curves import DEFAULT_CRANFIELD, load_inputs, mean_measure
+from benchmarks.learning_curves import CRANFIELD_CROSS_ENCODER_LR, DEFAULT_CRANFIELD, load_inputs, mean_measure
 from dagster_ir.collections import fold_assignment
 from dagster_ir.neural import finetune
 from dagster_ir.neural.cross_encoder import CROSS_ATTENTION
@@ -45,7 +45,8 @@ def main() -> None:
         placement = resolve_placement("auto", None)
         config = finetune.PROFILES["demo"]
         config = replace(config, cross_attention=args.cross_attention, dev_measure="nDCG@10",
-                         train=replace(config.train, epochs=2, max_steps=None, device=placement.device, bf16=placement.bf16))
+                         train=replace(config.train, epochs=2, max_steps=None, lr=CRANFIELD_CROSS_ENCODER_LR,
+                                       device=placement.device, bf16=placement.bf16))
 
         def ndcg(model, role: str) -> float:
             wanted = pl.Series(ids[role], dtype=pl.String).implode()

@@ -226,3 +226,15 @@ def test_model1_rows_one_per_budget_from_one_training_per_budget(method, steps_p
         assert rows[0]["candidates"] == "bm25 top 5" and rows[0]["candidates_score"] == pytest.approx(_ndcg_at_rank(3))
     else:
         assert rows[0]["candidates"] == "bm25"
+
+
+def test_the_cross_encoders_curve_trains_at_the_cranfield_examples_rate():
+    from learning_curves import CRANFIELD_CROSS_ENCODER_LR
+
+    from dagster_ir.collections import load_collections_config
+    from dagster_ir.neural.finetune import PROFILES
+
+    specs = load_collections_config(Path(__file__).resolve().parents[2] / "examples" / "cranfield.yaml")
+    example = specs["cranfield"].assets["cross_encoder"]
+    assert example["lr"] == CRANFIELD_CROSS_ENCODER_LR != PROFILES["demo"].train.lr
+    assert example["epochs"] == 2 and example["max_steps"] == 0  # the curve's x1: 2 epochs, uncapped
