@@ -16,12 +16,15 @@
     dagster-ir report [--collection NAME] [report options]
                                     print a collection's evaluation table and methods report (or
                                     evaluate TREC files)
-    dagster-ir reproduce --collection NAME [--folds FOLD ...] [--markdown [PATH]] [--profile demo|paper]
+    dagster-ir reproduce --collection NAME [--folds FOLD ...] [--assets ASSET ...] [--markdown [PATH]]
+                         [--profile demo|paper]
                                     bring every method on one collection up to date (its partitions, all
                                     its training units, what they read), print each paper's table and
                                     the time each asset took; --markdown prints the tables as Markdown,
                                     --markdown PATH also writes them as a page headed by the date, the
-                                    commit, the machine and the settings (the docs' results pages)
+                                    commit, the machine and the settings (the docs' results pages);
+                                    --assets makes only those assets and what they read, and prints
+                                    their sections of the tables
 
 `--profile` replaces the collections' `profile:` (and fills the PHP pre-training's); a profile in a
 collection's `assets:` settings or a run's own config still wins. Assets made under another profile
@@ -360,18 +363,20 @@ def print_methods_report(root: Path, collection: str) -> None:
 
 
 def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, profile: str | None = None,
-                  verbose: bool = False, folds: list[int] | None = None) -> int:
+                  verbose: bool = False, folds: list[int] | None = None, assets: list[str] | None = None) -> int:
     """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times.
 
     `markdown`: None prints text tables, "-" Markdown ones; a path also writes `reproduce.markdown_page` there.
     `folds`: only the training units of those rotations and what they read (to time a fold, or
     to build a reproduction a fold at a time); no tables, since they need every fold.
+    `assets`: only those assets' partitions of the collection and what they read (one paper's table,
+    say); the tables are the methods report's sections of the runs they made (`reproduce.partial_report`).
     """
     import dagster as dg
 
     from assets.project import collection_specs, config_path
-    from assets.reproduce import (asset_times, format_times, markdown_page, reproduction_plan, settings_of,
-                                  summary_path, units_of_folds)
+    from assets.reproduce import (REPORT_ASSET, asset_times, check_assets, format_times, markdown_page,
+                                  partial_report, reproduction_plan, settings_of, summary_path, units_of_folds)
     from assets.updates import update_all
     from dagster_ir.evaluation.summary import format_summary, read_summary
     from dagster_ir.storage.atomic import write_text_atomic
@@ -386,13 +391,15 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     if page is not None and not page.parent.is_dir():
         raise FileNotFoundError(f"--markdown: the folder of {page} does not exist")
     units = None if folds is None else units_of_folds(collection, folds)
+    defs, resources = _defs_and_resources(root)
+    if assets is not None:
+        check_assets(defs, assets)  # before any work
     tags = use_profile(profile)
     instance = prepare_update(root)
     rejected_before = set(Catalog(root).rejected())
     if not DumpRegistry(root).entries():  # PHP pre-trains on Wikipedia links, whatever the collection
         print(f"dump: {add_dump(root, str(sample_dump_path()), instance)} (gensim's bundled enwiki sample)")
-    defs, resources = _defs_and_resources(root)
-    plan = reproduction_plan(defs, instance, collection, units, units_only=folds is not None)
+    plan = reproduction_plan(defs, instance, collection, units, units_only=folds is not None, assets=assets)
     started_at, started = time.time(), time.monotonic()
     report = update_all(defs, instance, resources=resources, only=plan,
                         selection=dg.AssetSelection.assets(*{key for key, _ in plan}), command="reproduce", tags=tags,
@@ -400,10 +407,18 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     sync_catalog(root, rejected_before)
     print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
           f"{time.monotonic() - started:.0f} s\n")
+    partial = assets is not None and REPORT_ASSET not in assets
     tables = summary_path(root, collection)
-    summary = read_summary(tables) if tables.exists() and folds is None else None
+    if partial:  # the sections of the runs made now (none after a failure: their tables may be missing)
+        written = partial_report(root, collection, plan) if report.ok and folds is None else None
+        summary = read_summary(written) if written is not None else None
+    else:
+        summary = read_summary(tables) if tables.exists() and folds is None else None
     if folds is not None:
         print(f"folds {', '.join(map(str, folds))} only (--folds): no tables, they need every fold")
+    elif partial and summary is None:
+        why = "an asset failed" if not report.ok else "no runs of the methods report among them"
+        print(f"--assets {' '.join(assets)}: no tables ({why})")
     elif summary is not None:
         print(format_summary(summary, markdown=markdown is not None))
     elif tables.with_name("report.txt").exists():  # a report made before it stored its tables
@@ -414,11 +429,11 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     print(format_times(times))
     if page is not None:
         write_text_atomic(page, markdown_page(collection, summary, times, settings_of(specs[collection], config_path()),
-                                              folds=folds))
+                                              folds=folds, assets=assets))
         print(f"written {page}")
     for partition, keys, message in report.failures:
         print(f"FAILED {', '.join(keys)}" + (f" [{partition}]" if partition else "") + f": {message}", file=sys.stderr)
-    return 0 if report.ok and (folds is not None or tables.with_name("report.txt").exists()) else 1
+    return 0 if report.ok and (folds is not None or partial or tables.with_name("report.txt").exists()) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -490,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--folds", type=int, nargs="+", metavar="FOLD",
                            help="only the training units of these rotations (every seed) and what they read: "
                                 "times one fold, or builds a reproduction a fold at a time; prints no tables")
+    reproduce.add_argument("--assets", nargs="+", metavar="ASSET",
+                           help="only these assets' partitions of the collection and what they read (e.g. "
+                                "ghrm_runs neural_baselines for GHRM's table); the tables show their runs only")
     reproduce.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     reproduce.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     command("report", "print a collection's evaluation and methods tables (options: `dagster-ir report --help`)",
@@ -549,7 +567,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return cmd_status_why(root) if args.why else cmd_status(root)
     if args.command == "reproduce":
         return cmd_reproduce(root, args.collection, markdown=args.markdown, profile=args.profile,
-                             verbose=args.verbose, folds=args.folds)
+                             verbose=args.verbose, folds=args.folds, assets=args.assets)
     if args.command == "add-dump":
         print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))
         return 0

@@ -145,13 +145,40 @@ def model_report(
     """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
     inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
               "ghrm_runs": ghrm_runs, "cet_runs": cet_runs, "neural_baselines": neural_baselines}
+    explained = _explanations_file(data, context.partition_key)
+    appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
+    book, per_query = methods_book(context.partition_key, config, inputs, qrels, query_splits, word2vec,
+                                   ghrm_sweeps=ghrm_sweeps, cet=cet, appendices=appendices)
+    files = write_report(book, data.files("reports", context.partition_key, "methods"))
+    write_summary(book, files.markdown.parent)  # the tables as data, for `dagster-ir reproduce`
+    summary = aggregate(per_query)
+    context.add_output_metadata(capped(
+        {
+            "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
+            "html": dg.MetadataValue.path(str(files.html)),
+            "markdown": dg.MetadataValue.path(str(files.markdown)),
+            "results": results_table(summary, ("nDCG@10", "RR@10")),  # one table, not a chart per run x measure
+        }
+    ))
+    return per_query
+
+
+def methods_book(collection: str, config: ReportSettings, inputs: dict[str, pl.DataFrame], qrels: pl.DataFrame,
+                 query_splits: pl.DataFrame, word2vec: pl.DataFrame, *, ghrm_sweeps: pl.DataFrame | None = None,
+                 cet: pl.DataFrame | None = None, appendices: list | None = None) -> tuple[ReportBook, pl.DataFrame]:
+    """The methods report of `collection` and its per-query values, from the runs of `inputs` (asset
+    name -> frame; `candidate_runs` required). An input that is absent gets no section: `dagster-ir
+    reproduce --assets` reports the assets it made this way, `model_report` every one."""
+    ghrm_sweeps = pl.DataFrame() if ghrm_sweeps is None else ghrm_sweeps
+    cet = pl.DataFrame() if cet is None else cet
+    candidate_runs = inputs["candidate_runs"]
     first_stage = candidate_runs.filter(pl.col("run_name") == FIRST_STAGE).select(list(RUN))
     runs = pl.concat([complete_below_k(_with_seed(run), first_stage) if name in RERANKING_INPUTS else _with_seed(run)
                       for name, run in inputs.items()])
     if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
         clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
         raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
-    protocol = collection_specs()[context.partition_key].protocol.kind
+    protocol = collection_specs()[collection].protocol.kind
     every = (runs, qrels)  # what the every_query sections read
     runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report", protocol)
     measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
@@ -165,21 +192,8 @@ def model_report(
     figures.update(cet_figures(cet))
     sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures,
                          cet_best=dev_best_baseline(cet), vectors=vectors_note(word2vec))
-    explained = _explanations_file(data, context.partition_key)
-    appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
-    book = ReportBook.of(report_title(context.partition_key, config.split, protocol, qrels), sections, appendices)
-    files = write_report(book, data.files("reports", context.partition_key, "methods"))
-    write_summary(book, files.markdown.parent)  # the tables as data, for `dagster-ir reproduce`
-    summary = aggregate(per_query)
-    context.add_output_metadata(capped(
-        {
-            "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
-            "html": dg.MetadataValue.path(str(files.html)),
-            "markdown": dg.MetadataValue.path(str(files.markdown)),
-            "results": results_table(summary, ("nDCG@10", "RR@10")),  # one table, not a chart per run x measure
-        }
-    ))
-    return per_query
+    book = ReportBook.of(report_title(collection, config.split, protocol, qrels), sections, appendices or [])
+    return book, per_query
 
 
 VECTOR_SOURCES = {"minilm": "the bundled MiniLM's input embeddings, each word's word pieces mean-pooled",

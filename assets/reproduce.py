@@ -20,10 +20,12 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
 from assets.project import training_units
 from assets.updates import Key, needed_by
@@ -33,12 +35,15 @@ REPORT_ASSET = "model_report"
 
 
 def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
-                             units: set[str] | None = None, *, units_only: bool = False) -> list[Key]:
+                             units: set[str] | None = None, *, units_only: bool = False,
+                             assets: Sequence[str] | None = None) -> list[Key]:
     """Every materializable asset partition that belongs to `collection` (see the module docstring).
 
     `units` are the collection's training unit keys (default: the configured ones). `units_only`
     keeps the partitions of those units alone, leaving out the ones keyed by the collection (a
-    report over every fold would pull the other folds back in): `reproduce --folds`.
+    report over every fold would pull the other folds back in): `reproduce --folds`. `assets`
+    keeps the partitions of those assets alone (`reproduce --assets`); a name that is not an asset
+    with partitions of the collection is refused, naming `--assets` and the ones it has.
     """
     if units is None:
         units = {key for key, unit in training_units().items() if unit.collection == collection}
@@ -53,13 +58,33 @@ def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance,
                           else [partition])
             if any((d == collection and not units_only) or d in units for d in dimensions):
                 owned.append((key, partition))
-    return owned
+    if assets is None:
+        return owned
+    have = sorted({key.to_user_string() for key, _ in owned})
+    unknown = [name for name in assets if name not in have]
+    if unknown:
+        raise ValueError(f"--assets: {', '.join(map(repr, unknown))} "
+                         f"{'is not an asset' if len(unknown) == 1 else 'are not assets'} with partitions of "
+                         f"collection {collection!r}{' in these folds' if units_only else ''} (have {', '.join(have)})")
+    return [(key, partition) for key, partition in owned if key.to_user_string() in assets]
+
+
+def check_assets(defs: dg.Definitions, names: Sequence[str]) -> None:
+    """Refuse, naming `--assets` and the choices, a name that is no partitioned asset of `defs`."""
+    graph = defs.resolve_asset_graph()
+    have = sorted(key.to_user_string() for key in graph.materializable_asset_keys if graph.get(key).partitions_def)
+    unknown = [name for name in names if name not in have]
+    if unknown:
+        raise ValueError(f"--assets: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not "
+                         f"among the partitioned assets ({', '.join(have)})")
 
 
 def reproduction_plan(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
-                      units: set[str] | None = None, *, units_only: bool = False) -> set[Key]:
-    """The collection's asset partitions and everything they read."""
-    return needed_by(defs, instance, collection_partitions_of(defs, instance, collection, units, units_only=units_only))
+                      units: set[str] | None = None, *, units_only: bool = False,
+                      assets: Sequence[str] | None = None) -> set[Key]:
+    """The collection's asset partitions (of `assets` only, when given) and everything they read."""
+    return needed_by(defs, instance, collection_partitions_of(defs, instance, collection, units, units_only=units_only,
+                                                              assets=assets))
 
 
 def units_of_folds(collection: str, folds: list[int], units: list | None = None) -> set[str]:
@@ -155,10 +180,11 @@ def settings_of(spec, config_file: Path | None) -> list[tuple[str, str]]:
 
 def markdown_page(collection: str, summary: dict | None, times: list[StepTime], settings: list[tuple[str, str]],
                   *, when: datetime.datetime | None = None, commit: str | None = None,
-                  on: str | None = None, folds: list[int] | None = None) -> str:
+                  on: str | None = None, folds: list[int] | None = None, assets: Sequence[str] | None = None) -> str:
     """`dagster-ir reproduce --markdown PATH`'s page: a header (date, commit, machine, settings), the tables, the times.
 
     `folds`: the page of `reproduce --folds`: no tables (they need every fold), the times of those folds.
+    `assets`: the page of `reproduce --assets`: the tables of those assets' runs (`partial_report`).
     """
     from dagster_ir.evaluation.summary import format_summary
 
@@ -170,8 +196,13 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
     if folds is not None:
         command = command.replace(" --markdown", f" --folds {' '.join(map(str, folds))} --markdown")
         header.append(("folds run", ", ".join(map(str, folds))))
+    if assets is not None:
+        command = command.replace(" --markdown", f" --assets {' '.join(assets)} --markdown")
+        header.append(("assets run", ", ".join(f"`{name}`" for name in assets)))
     rows = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in header]
     title = f"# Results: {collection}" if folds is None else f"# Time per asset: {collection}, {folds_run}"
+    if assets is not None and folds is None:
+        title += f", {', '.join(assets)}"
     parts = [title,
              f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
              "\n".join(["| setting | value |", "|---|---|", *rows])]
@@ -181,7 +212,12 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
                      "asset keyed by the collection alone (one step over every fold, such as `ghrm_runs` or the "
                      "reports) is not in this table.")
     elif summary is None:
-        parts.append("No methods report yet: an asset it needs failed (see the command's output).")
+        parts.append("No tables: no runs of the methods report among the assets run." if assets is not None else
+                     "No methods report yet: an asset it needs failed (see the command's output).")
+    elif assets is not None:
+        parts.append("Only these assets and what they read were made: the tables are the methods report's sections "
+                     "of their runs, with the reference rows that were made.")
+        parts.append(format_summary(summary, markdown=True, level=2).rstrip("\n"))
     else:
         parts.append(format_summary(summary, markdown=True, level=2).rstrip("\n"))
     parts += ["## Time of each asset",
@@ -191,8 +227,55 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
     return "\n\n".join(parts) + "\n"
 
 
-def summary_path(root: Path, collection: str) -> Path:
-    """Where the methods report of `collection` keeps its tables (`dagster_ir.evaluation.summary`)."""
+def summary_path(root: Path, collection: str, *, partial: bool = False) -> Path:
+    """Where the methods report of `collection` keeps its tables (`dagster_ir.evaluation.summary`);
+    `partial`: the report of `reproduce --assets` (`partial_report`), beside it."""
     from dagster_ir.evaluation.summary import SUMMARY_FILE
 
-    return root / "files" / "reports" / collection / "methods" / SUMMARY_FILE
+    return root / "files" / "reports" / collection / ("partial" if partial else "methods") / SUMMARY_FILE
+
+
+# What the methods report reads besides the run assets (`model_report`'s inputs; word2vec only names the vectors)
+REPORT_CONTEXT = ("candidate_runs", "qrels", "query_splits")
+REPORTED_RUNS = ("reranked_runs", "fusion_runs", "ghrm_runs", "cet_runs", "neural_baselines")
+
+
+def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
+    """`reproduce --assets`: the methods report's sections of the run assets in `plan`, written beside
+    the full report (`summary_path(partial=True)`; the full one is left as it is); None when `plan`
+    holds none of them.
+
+    Each asset's stored tables over the plan's partitions are what `model_report` would read from
+    them (every unit of the collection when every unit was made), so a section here equals the full
+    report's when its runs are whole; a section whose reference rows (`bert`, say) were not made
+    shows the rows that were.
+    """
+    from assets.evaluation import ReportSettings
+    from assets.model_report import methods_book
+    from dagster_ir.evaluation import write_report
+    from dagster_ir.evaluation.summary import write_summary
+    from dagster_ir.storage.parquet import scan_tables, table_path
+
+    partitions: dict[str, list[str | None]] = {}
+    for key, partition in sorted(plan, key=lambda kp: (kp[0].to_user_string(), kp[1] or "")):
+        partitions.setdefault(key.to_user_string(), []).append(partition)
+
+    def read(name: str):
+        parts = [p for p in partitions.get(name, []) if p is None or p == collection or p.startswith(f"{collection}/")]
+        if not parts:
+            return None
+        paths = [table_path(root, name.split("/"), p) for p in parts]
+        return scan_tables(paths, keep_partition=len(parts) > 1).collect()
+
+    runs = {name: frame for name in ("candidate_runs", *REPORTED_RUNS) if (frame := read(name)) is not None}
+    if not set(runs) & set(REPORTED_RUNS) or any(name not in partitions for name in REPORT_CONTEXT):
+        return None
+    qrels, query_splits = (read(name) for name in REPORT_CONTEXT[1:])
+    word2vec = read("word2vec")
+    book, _ = methods_book(collection, ReportSettings(), runs, qrels, query_splits,
+                           pl.DataFrame() if word2vec is None else word2vec,
+                           ghrm_sweeps=read("ghrm_sweeps"), cet=read("cet"))
+    written = summary_path(root, collection, partial=True)
+    write_report(book, written.parent)
+    write_summary(book, written.parent)
+    return written

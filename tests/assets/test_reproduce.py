@@ -199,3 +199,90 @@ def test_folds_of_a_collection_without_rotations_are_refused_before_any_work(tmp
     assert main(["--data", str(tmp_path / "data"), "reproduce", "--collection", "wiki-car", "--folds", "0"]) == 1
     assert "--folds: collection 'wiki-car' has no rotations" in capsys.readouterr().err
     assert not (tmp_path / "data" / "files").exists() and not (tmp_path / "data" / "dagster_home").exists()
+
+
+def test_assets_keep_their_partitions_and_what_they_read_and_an_unknown_name_is_refused(setup):
+    from assets.reproduce import check_assets
+
+    defs, instance, resources = setup
+    owned = collection_partitions_of(defs, instance, "a", set(UNIT_KEYS["a"]), assets=["model"])
+    assert names(owned) == ["model[a/fold-0/seed-0]", "model[a/fold-1/seed-0]"]
+    plan = reproduction_plan(defs, instance, "a", set(UNIT_KEYS["a"]), assets=["model"])
+    assert names(plan) == ["docs[a]", "model[a/fold-0/seed-0]", "model[a/fold-1/seed-0]", "shared"]  # no report, no table
+    report = update_all(defs, instance, resources=resources, only=plan, log=lambda _: None)
+    assert report.ok and instance.get_materialized_partitions(dg.AssetKey("report")) == set()
+    both = collection_partitions_of(defs, instance, "a", {"a/fold-1/seed-0"}, units_only=True, assets=["model"])
+    assert names(both) == ["model[a/fold-1/seed-0]"]  # with --folds: those units of those assets
+    with pytest.raises(ValueError, match=r"--assets: 'docs' is not an asset with partitions of collection 'a' in "
+                                         r"these folds \(have model\)"):
+        collection_partitions_of(defs, instance, "a", {"a/fold-1/seed-0"}, units_only=True, assets=["docs"])
+    with pytest.raises(ValueError, match=r"--assets: 'shared', 'modle' are not among the partitioned assets "
+                                         r"\(docs, model, report, table\)"):
+        check_assets(defs, ["model", "shared", "modle"])
+
+
+def test_an_unknown_asset_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DAGSTER_IR_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--data", str(tmp_path / "data"), "reproduce", "--collection", "wiki-car", "--assets", "ghrm"]) == 1
+    assert "--assets: 'ghrm' is not among the partitioned assets (" in capsys.readouterr().err
+    assert not (tmp_path / "data" / "files").exists() and not (tmp_path / "data" / "dagster_home").exists()
+
+
+def _ranked(name: str, queries: list[str], relevant_first: bool):
+    import polars as pl
+
+    rows = [(q, f"{q}-{d}", 2.0 - i, i + 1, name)
+            for q in queries for i, d in enumerate(["r", "n"] if relevant_first else ["n", "r"])]
+    return pl.DataFrame(rows, schema=["query_id", "doc_id", "score", "rank", "run_name"], orient="row").cast(
+        {"rank": pl.Int32})
+
+
+def test_the_partial_report_has_the_sections_of_the_runs_made_and_leaves_the_full_one_alone(tmp_path, monkeypatch):
+    import polars as pl
+
+    from assets.reproduce import partial_report, summary_path
+    from dagster_ir.evaluation.summary import read_summary
+    from dagster_ir.storage.parquet import table_path, write_table
+
+    monkeypatch.delenv("DAGSTER_IR_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # the built-in default: wiki-car, its unit wiki-car/seed-0
+    queries = [f"q{i}" for i in range(6)]
+    tables = {
+        ("candidate_runs", "wiki-car"): _ranked("bm25", queries, relevant_first=False),
+        ("qrels", "wiki-car"): pl.DataFrame({"query_id": queries, "doc_id": [f"{q}-r" for q in queries],
+                                             "relevance": [1] * 6}).cast({"relevance": pl.Int32}),
+        ("query_splits", "wiki-car"): pl.DataFrame({"query_id": queries, "split": ["test"] * 6, "fold": [0] * 6})
+        .cast({"fold": pl.Int32}),
+        ("neural_baselines", "wiki-car/seed-0"): _ranked("drmm", queries, relevant_first=True)
+        .with_columns(seed=pl.lit(0, dtype=pl.Int64)),
+    }
+    for (name, partition), frame in tables.items():
+        write_table(frame, table_path(tmp_path, [name], partition), partition=partition)
+    plan = {(dg.AssetKey(name), partition) for name, partition in tables} | {(dg.AssetKey("shared"), None)}
+    written = partial_report(tmp_path, "wiki-car", plan)
+    assert written == summary_path(tmp_path, "wiki-car", partial=True) and not summary_path(tmp_path, "wiki-car").exists()
+    sections = {s["title"]: s["tables"][0] for s in read_summary(written)["sections"]}
+    assert sorted(sections) == ["Neural ranking baselines of BM25's top-k"]  # one first-stage run: no table of its own
+    table = sections["Neural ranking baselines of BM25's top-k"]
+    rows = {label: dict(zip(table["header"][1:], cells)) for label, cells in table["rows"]}
+    assert rows["bm25 (baseline)"]["nDCG@10"] == "0.6309" and rows["drmm"]["nDCG@10"] == "1.0000*†"  # 1/log2(3); 1
+    no_runs = {key for key in plan if key[0].to_user_string() != "neural_baselines"}
+    assert partial_report(tmp_path, "wiki-car", no_runs) is None  # the first stage alone: nothing of the methods
+
+
+def test_the_page_of_some_assets_names_them_and_has_their_tables():
+    from assets.cli import build_parser
+    from assets.reproduce import StepTime, markdown_page
+
+    args = build_parser().parse_args(["reproduce", "--collection", "c", "--assets", "ghrm_runs", "neural_baselines"])
+    assert args.assets == ["ghrm_runs", "neural_baselines"] and args.folds is None
+    summary = {"title": "t", "sections": [{"title": "GHRM", "notes": "", "tables": []}]}
+    page = markdown_page("cranfield", summary, [StepTime("ghrm_runs", ("ghrm_runs",), 1, 60.0, 60.0, 1)],
+                         [("seeds", "0")], commit="abc1234", on="a CPU", assets=["ghrm_runs", "neural_baselines"])
+    lines = page.splitlines()
+    assert lines[0] == "# Results: cranfield, ghrm_runs, neural_baselines"
+    assert "dagster-ir reproduce --collection cranfield --assets ghrm_runs neural_baselines --markdown PATH" in lines[2]
+    assert "| assets run | `ghrm_runs`, `neural_baselines` |" in lines and "## GHRM" in lines
+    empty = markdown_page("cranfield", None, [], [], commit="abc1234", on="a CPU", assets=["word2vec"])
+    assert "No tables: no runs of the methods report among the assets run." in empty
