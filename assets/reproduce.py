@@ -214,11 +214,10 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
     elif summary is None:
         parts.append("No tables: no runs of the methods report among the assets run." if assets is not None else
                      "No methods report yet: an asset it needs failed (see the command's output).")
-    elif assets is not None:
-        parts.append("Only these assets and what they read were made: the tables are the methods report's sections "
-                     "of their runs, with the reference rows that were made.")
-        parts.append(format_summary(summary, markdown=True, level=2).rstrip("\n"))
     else:
+        if assets is not None:
+            parts.append("Only these assets and what they read were made: the tables are the methods report's "
+                         "sections of their runs, with the reference rows that were made.")
         parts.append(format_summary(summary, markdown=True, level=2).rstrip("\n"))
     parts += ["## Time of each asset",
               "The duration of the Dagster step that last materialized each partition, summed over the partitions; "
