@@ -20,6 +20,7 @@ of them.
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -50,6 +51,7 @@ from dagster_ir.methods.cet.report import dev_best_baseline, pool_units, sweeps_
 from dagster_ir.methods.ghrm.config import TrainingConfig as GHRMTraining
 from dagster_ir.methods.model1 import BERT_SHORT_RUN, PAPER_PAIRS
 from dagster_ir.retrieval.runs import append_candidates
+from dagster_ir.retrieval.trec import write_qrels, write_runs
 from dagster_ir.schemas import RUN
 
 GROUP = "methods_report"
@@ -123,7 +125,7 @@ SECTIONS = (
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="6",  # 6: +bm25 rows, BM25 below k
+@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="7",  # 7: the runs as TREC files
           deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
           ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet"))
 def model_report(
@@ -147,16 +149,18 @@ def model_report(
               "ghrm_runs": ghrm_runs, "cet_runs": cet_runs, "neural_baselines": neural_baselines}
     explained = _explanations_file(data, context.partition_key)
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
-    book, per_query = methods_book(context.partition_key, config, inputs, qrels, query_splits, word2vec,
-                                   ghrm_sweeps=ghrm_sweeps, cet=cet, appendices=appendices)
+    book, per_query, runs = methods_book(context.partition_key, config, inputs, qrels, query_splits, word2vec,
+                                         ghrm_sweeps=ghrm_sweeps, cet=cet, appendices=appendices)
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
     write_summary(book, files.markdown.parent)  # the tables as data, for `dagster-ir reproduce`
+    run_files = write_run_files(runs, qrels, files.markdown.parent)
     summary = aggregate(per_query)
     context.add_output_metadata(capped(
         {
             "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
             "html": dg.MetadataValue.path(str(files.html)),
             "markdown": dg.MetadataValue.path(str(files.markdown)),
+            "run files": dg.MetadataValue.path(str(run_files)),
             "results": results_table(summary, ("nDCG@10", "RR@10")),  # one table, not a chart per run x measure
         }
     ))
@@ -165,10 +169,12 @@ def model_report(
 
 def methods_book(collection: str, config: ReportSettings, inputs: dict[str, pl.DataFrame], qrels: pl.DataFrame,
                  query_splits: pl.DataFrame, word2vec: pl.DataFrame, *, ghrm_sweeps: pl.DataFrame | None = None,
-                 cet: pl.DataFrame | None = None, appendices: list | None = None) -> tuple[ReportBook, pl.DataFrame]:
-    """The methods report of `collection` and its per-query values, from the runs of `inputs` (asset
-    name -> frame; `candidate_runs` required). An input that is absent gets no section: `dagster-ir
-    reproduce --assets` reports the assets it made this way, `model_report` every one."""
+                 cet: pl.DataFrame | None = None, appendices: list | None = None,
+                 ) -> tuple[ReportBook, pl.DataFrame, pl.DataFrame]:
+    """The methods report of `collection`, its per-query values and the runs it evaluated (RUN plus
+    `seed`, a reranker's top k completed below by BM25's other candidates), from the runs of `inputs`
+    (asset name -> frame; `candidate_runs` required). An input that is absent gets no section:
+    `dagster-ir reproduce --assets` reports the assets it made this way, `model_report` every one."""
     ghrm_sweeps = pl.DataFrame() if ghrm_sweeps is None else ghrm_sweeps
     cet = pl.DataFrame() if cet is None else cet
     candidate_runs = inputs["candidate_runs"]
@@ -193,7 +199,17 @@ def methods_book(collection: str, config: ReportSettings, inputs: dict[str, pl.D
     sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures,
                          cet_best=dev_best_baseline(cet), vectors=vectors_note(word2vec))
     book = ReportBook.of(report_title(collection, config.split, protocol, qrels), sections, appendices or [])
-    return book, per_query
+    return book, per_query, every[0]
+
+
+def write_run_files(runs: pl.DataFrame, qrels: pl.DataFrame, report_dir: Path) -> Path:
+    """The runs a report evaluated as TREC files, `<report_dir>/runs/<run>[.seed-<s>].run` (every query
+    each answers), and the collection's judgments as `<report_dir>/qrels.txt`: what trec_eval,
+    ir_measures or `dagster-ir report --qrels ... --run ...` read. Returns the runs folder."""
+    folder = report_dir / "runs"
+    write_runs(runs, folder)
+    write_qrels(qrels, report_dir / "qrels.txt")
+    return folder
 
 
 VECTOR_SOURCES = {"minilm": "the bundled MiniLM's input embeddings, each word's word pieces mean-pooled",

@@ -240,9 +240,9 @@ REPORTED_RUNS = ("reranked_runs", "fusion_runs", "ghrm_runs", "cet_runs", "neura
 
 
 def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
-    """`reproduce --assets`: the methods report's sections of the run assets in `plan`, written beside
-    the full report (`summary_path(partial=True)`; the full one is left as it is); None when `plan`
-    holds none of them.
+    """`reproduce --assets`: the methods report's sections of the run assets in `plan` and their runs as
+    TREC files, written beside the full report (`summary_path(partial=True)`; the full one is left as
+    it is); None when `plan` holds none of them.
 
     Each asset's stored tables over the plan's partitions are what `model_report` would read from
     them (every unit of the collection when every unit was made), so a section here equals the full
@@ -250,7 +250,7 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
     shows the rows that were.
     """
     from assets.evaluation import ReportSettings
-    from assets.model_report import methods_book
+    from assets.model_report import methods_book, write_run_files
     from dagster_ir.evaluation import write_report
     from dagster_ir.evaluation.summary import write_summary
     from dagster_ir.storage.parquet import scan_tables, table_path
@@ -271,10 +271,11 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
         return None
     qrels, query_splits = (read(name) for name in REPORT_CONTEXT[1:])
     word2vec = read("word2vec")
-    book, _ = methods_book(collection, ReportSettings(), runs, qrels, query_splits,
-                           pl.DataFrame() if word2vec is None else word2vec,
-                           ghrm_sweeps=read("ghrm_sweeps"), cet=read("cet"))
+    book, _, evaluated = methods_book(collection, ReportSettings(), runs, qrels, query_splits,
+                                      pl.DataFrame() if word2vec is None else word2vec,
+                                      ghrm_sweeps=read("ghrm_sweeps"), cet=read("cet"))
     written = summary_path(root, collection, partial=True)
     write_report(book, written.parent)
     write_summary(book, written.parent)
+    write_run_files(evaluated, qrels, written.parent)
     return written

@@ -21,12 +21,13 @@ embeds trec_eval: with equal scores "b" ranks above "a", "9" above "10", "a" abo
 every evaluator will use. Writers are atomic and round-trip exactly: scores are written with the
 shortest decimal text that parses back to the same float, so `read_run(write_run(x)) == x` for a
 ranked run `x = rank_run(x)`, and `read_qrels(write_qrels(q)) == q` for qrels sorted by
-(query_id, doc_id).
+(query_id, doc_id). `write_runs` writes a frame of several runs (and seeds) as one file each.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -269,6 +270,41 @@ def write_run(frame: pl.DataFrame, path: PathLike) -> Path:
         separator=" ",
     )
     return _write_lines(ranked.select(line.alias("line")), path)
+
+
+def run_file_name(run_name: str, seed: int | None = None) -> str:
+    """`<run_name>.run`, or `<run_name>.seed-<seed>.run` for one seed of a trained run; characters other
+    than letters, digits and `._+-` become `_` (the file's tag column keeps the name itself)."""
+    safe = re.sub(r"[^A-Za-z0-9._+-]+", "_", run_name).strip(".") or "run"
+    return f"{safe}.run" if seed is None else f"{safe}.seed-{seed}.run"
+
+
+def write_runs(frame: pl.DataFrame, folder: PathLike) -> list[Path]:
+    """One TREC run file per run name of `frame` (RUN columns, and a `seed` column: one file per seed
+    of a trained run, named by `run_file_name`), each atomically, into `folder`; other `.run` files
+    there are removed, so the folder holds these runs and no older ones. Two names that would share
+    a file are refused before anything is written. Returns the paths, in the frame's run order."""
+    folder = Path(folder)
+    if "seed" not in frame.columns:
+        frame = frame.with_columns(seed=pl.lit(None, dtype=pl.Int64))
+    keys = frame.select("run_name", "seed").unique(maintain_order=True).rows()
+    names: dict[str, tuple] = {}
+    for run_name, seed in keys:
+        name = run_file_name(run_name, seed)
+        if name in names:
+            raise ValueError(f"write_runs: runs {names[name]} and {(run_name, seed)} would both be written to "
+                             f"{folder / name}")
+        names[name] = (run_name, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (run_name, seed) in names.items():
+        chosen = pl.col("run_name") == run_name
+        chosen &= pl.col("seed").is_null() if seed is None else pl.col("seed") == seed
+        written.append(write_run(frame.filter(chosen).select(list(RUN)), folder / name))
+    for old in folder.glob("*.run"):
+        if old.name not in names:
+            old.unlink()
+    return written
 
 
 def write_qrels(frame: pl.DataFrame, path: PathLike) -> Path:

@@ -267,6 +267,12 @@ def test_the_partial_report_has_the_sections_of_the_runs_made_and_leaves_the_ful
     table = sections["Neural ranking baselines of BM25's top-k"]
     rows = {label: dict(zip(table["header"][1:], cells)) for label, cells in table["rows"]}
     assert rows["bm25 (baseline)"]["nDCG@10"] == "0.6309" and rows["drmm"]["nDCG@10"] == "1.0000*†"  # 1/log2(3); 1
+    from dagster_ir.retrieval.trec import read_qrels, read_run
+
+    drmm = read_run(written.parent / "runs" / "drmm.seed-0.run")  # the runs evaluated, as TREC files
+    assert drmm.filter(pl.col("rank") == 1)["doc_id"].to_list() == [f"{q}-r" for q in queries]
+    assert read_run(written.parent / "runs" / "bm25.run")["run_name"].unique().to_list() == ["bm25"]
+    assert read_qrels(written.parent / "qrels.txt").height == 6
     no_runs = {key for key in plan if key[0].to_user_string() != "neural_baselines"}
     assert partial_report(tmp_path, "wiki-car", no_runs) is None  # the first stage alone: nothing of the methods
 

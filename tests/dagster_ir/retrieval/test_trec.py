@@ -14,8 +14,10 @@ from dagster_ir.retrieval.trec import (
     read_qrels_with_report,
     read_run,
     read_run_with_report,
+    run_file_name,
     write_qrels,
     write_run,
+    write_runs,
 )
 from dagster_ir.schemas import QRELS, RUN
 
@@ -260,3 +262,27 @@ def test_write_qrels_validates_schema(tmp_path):
     bad = pl.DataFrame({"query_id": ["1"], "doc_id": ["a"], "relevance": [1.0]})
     with pytest.raises(ValueError, match="relevance"):
         write_qrels(bad, tmp_path / "q.txt")
+
+
+def test_write_runs_writes_one_file_per_run_and_seed_that_reads_back(tmp_path):
+    rows = [("q1", "d1", 2.0, 1, "ghrm", 0), ("q1", "d2", 1.0, 2, "ghrm", 0), ("q1", "d2", 3.0, 1, "ghrm", 1),
+            ("q1", "d1", 0.5, 2, "ghrm", 1), ("q1", "d1", 9.0, 1, "bm25(words|wp)", None)]
+    frame = pl.DataFrame(rows, schema=[*RUN, "seed"], orient="row").cast({**RUN, "seed": pl.Int64})
+    (tmp_path / "old.run").write_text("q1 Q0 d9 1 1.0 old\n")  # a run of an earlier report: removed
+    (tmp_path / "notes.txt").write_text("kept")
+    written = write_runs(frame, tmp_path)
+    assert [p.name for p in written] == ["ghrm.seed-0.run", "ghrm.seed-1.run", "bm25_words_wp_.run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25_words_wp_.run", "ghrm.seed-0.run", "ghrm.seed-1.run",
+                                                          "notes.txt"]
+    seed1 = read_run(tmp_path / "ghrm.seed-1.run")
+    assert seed1["doc_id"].to_list() == ["d2", "d1"] and seed1["score"].to_list() == [3.0, 0.5]
+    assert read_run(tmp_path / "bm25_words_wp_.run")["run_name"].to_list() == ["bm25(words|wp)"]  # the tag keeps it
+
+
+def test_write_runs_refuses_two_runs_that_would_share_a_file_before_writing(tmp_path):
+    frame = pl.DataFrame([("q1", "d1", 1.0, 1, "a|b"), ("q1", "d1", 1.0, 1, "a/b")], schema=list(RUN),
+                         orient="row").cast(RUN)
+    assert run_file_name("a|b") == run_file_name("a/b") == "a_b.run" and run_file_name("x", 2) == "x.seed-2.run"
+    with pytest.raises(ValueError, match=r"would both be written to .*a_b\.run"):
+        write_runs(frame, tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
