@@ -1,5 +1,6 @@
 """Per-collection asset settings (`assets:` in the YAML): precedence, checks, and the dependency that makes them stale."""
 
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -70,3 +71,17 @@ def test_a_collections_query_words_override_what_ghrm_would_read_off_it(project)
     assert (domain.inputs.query_words, domain.inputs.doc_words) == (12, 2)  # the YAML's 12; documents read off
     plain = settings.with_settings(GHRMAssetConfig(), "ghrm_runs", "other")
     assert fit_lengths(plain, plain.to_domain(), queries, corpus.lazy())[0].inputs.query_words == 3
+
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("example", sorted(path.name for path in EXAMPLES.glob("*.yaml")))
+def test_every_example_config_loads_and_its_asset_settings_check(project, example):
+    """A typo in an example (an unknown asset setting, a bad field) fails here, not hours into a reproduction."""
+    from assets.definitions import SETTABLE
+
+    project((EXAMPLES / example).read_text(encoding="utf-8"))
+    settings.check_settings(SETTABLE)
+    assert settings.collection_specs()  # at least one collection
