@@ -287,20 +287,16 @@ def write_runs(frame: pl.DataFrame, folder: PathLike) -> list[Path]:
     folder = Path(folder)
     if "seed" not in frame.columns:
         frame = frame.with_columns(seed=pl.lit(None, dtype=pl.Int64))
-    keys = frame.select("run_name", "seed").unique(maintain_order=True).rows()
+    runs = frame.partition_by("run_name", "seed", as_dict=True, maintain_order=True)  # one pass, not one per run
     names: dict[str, tuple] = {}
-    for run_name, seed in keys:
+    for run_name, seed in runs:
         name = run_file_name(run_name, seed)
         if name in names:
             raise ValueError(f"write_runs: runs {names[name]} and {(run_name, seed)} would both be written to "
                              f"{folder / name}")
         names[name] = (run_name, seed)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, (run_name, seed) in names.items():
-        chosen = pl.col("run_name") == run_name
-        chosen &= pl.col("seed").is_null() if seed is None else pl.col("seed") == seed
-        written.append(write_run(frame.filter(chosen).select(list(RUN)), folder / name))
+    written = [write_run(runs[key].select(list(RUN)), folder / name) for name, key in names.items()]
     for old in folder.glob("*.run"):
         if old.name not in names:
             old.unlink()
