@@ -39,8 +39,9 @@ put the starting weights back when no epoch scored above them (a pretrained star
 to choose too). Without `evaluate`, only `run()`.
 
 Checkpoints: `checkpoint_dir/step-00000040/` holds `model.safetensors` (the module's weights),
-`optimizer.safetensors` (Adam moments), `rng-<rank>.safetensors` (torch/numpy/python RNG states of
-each process) and `state.json` (step, position in the epoch, curves, optimizer and scheduler
+`optimizer.safetensors` (Adam moments, twice the weights' bytes; left out of the last checkpoint of
+a finished run, which nothing resumes training from), `rng-<rank>.safetensors` (torch/numpy/python
+RNG states of each process) and `state.json` (step, position in the epoch, curves, optimizer and scheduler
 scalars, the config, and a sha256 of every file). Each folder is written beside its final name,
 under a temporary name of its own (`.step-N.<host>-<pid>-<random>.tmp`, the same on every rank),
 fsynced and swapped into place, so a folder that exists is complete; a damaged newest folder raises
@@ -425,7 +426,8 @@ def _save_checkpoint(
     if rank == 0:
         save_model(unwrap(model), str(tmp / MODEL_FILE))
         opt_tensors, opt_scalars = _optimizer_tensors(optimizer)
-        save_file(opt_tensors, str(tmp / OPTIMIZER_FILE))
+        if not progress.done:  # a finished run is never resumed into more steps: its moments are not needed
+            save_file(opt_tensors, str(tmp / OPTIMIZER_FILE))
         state = {
             "progress": asdict(progress),
             "optimizer": opt_scalars,
@@ -487,7 +489,8 @@ def _load_checkpoint(folder: Path, model: torch.nn.Module, optimizer, scheduler,
     rank, world_size = world()
     try:
         load_model(unwrap(model), str(folder / MODEL_FILE), device=str(next(model.parameters()).device))
-        _restore_optimizer(optimizer, load_file(str(folder / OPTIMIZER_FILE)), state["optimizer"])
+        if not state["progress"].get("done"):
+            _restore_optimizer(optimizer, load_file(str(folder / OPTIMIZER_FILE)), state["optimizer"])
     except (SafetensorError, RuntimeError, KeyError, ValueError) as error:
         raise CheckpointError(f"{folder}: cannot restore the model or optimizer ({error})") from error
     scheduler.load_state_dict(state["scheduler"])

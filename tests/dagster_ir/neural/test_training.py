@@ -158,6 +158,10 @@ def test_a_finished_run_is_not_trained_again(tmp_path):
     repeat = train(again, _make_batches(8), _mse, _config(), tmp_path)
     assert repeat.loss_curve == done.loss_curve and repeat.resumed_from == done.steps
     assert all(torch.equal(v, _weights(again)[k]) for k, v in _weights(first).items())
+    # the finished run's last checkpoint has no optimizer moments (nothing trains on from it); the one before has
+    newest, before = checkpoint_folders(tmp_path)[-1], checkpoint_folders(tmp_path)[-2]
+    assert not (newest / "optimizer.safetensors").exists() and (before / "optimizer.safetensors").is_file()
+    assert json.loads((newest / "state.json").read_text())["progress"]["done"]
 
 
 def test_corrupt_newest_checkpoint_is_an_error_naming_the_file(tmp_path):
