@@ -165,9 +165,11 @@ def _slice(paragraph: Paragraph, begin: int, end: int) -> Paragraph:
 
 
 def _join(parts: list[Paragraph]) -> Paragraph:
-    links: list[Link] = []
-    offset = 0
-    for part in parts:
+    if len(parts) == 1:
+        return parts[0]
+    links: list[Link] = list(parts[0].links)  # the first part's offsets stay
+    offset = len(parts[0].text) + 1
+    for part in parts[1:]:
         links.extend(Link(x.anchor, x.start + offset, x.end + offset, x.target) for x in part.links)
         offset += len(part.text) + 1
     return Paragraph(parts[0].section, "\n".join(part.text for part in parts), tuple(links))

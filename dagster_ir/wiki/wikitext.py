@@ -72,8 +72,10 @@ def parse_wikitext(
     return paragraphs
 
 
+@functools.lru_cache(maxsize=1 << 12)
 def word_count(text: str) -> int:
-    """Number of white-space separated words."""
+    """Number of white-space separated words (cached: a paragraph's text is counted at each step of
+    segmenting it, and a string keeps its hash, so a repeat costs a lookup)."""
     return len(text.split())
 
 
@@ -239,7 +241,7 @@ _PARENTHETICAL = re.compile(r"^(.+?)\s*\([^()]*\)\s*$")
 
 def _render_paragraph(section: str, block: str) -> Paragraph | None:
     """One paragraph from a block of text between blank lines; None when no text is left."""
-    block = _SPACE.sub(" ", block).strip()
+    block = " ".join(block.split())  # white space collapsed, as `_SPACE.sub(" ", block).strip()`, faster
     if not block:
         return None
     text, spans = _render_links(block)
@@ -260,15 +262,19 @@ def _render_links(block: str) -> tuple[str, list[tuple[int, int, str]]]:
     pieces: list[str] = []
     spans: list[tuple[int, int, str]] = []
     length = position = 0
-    for match in _LINK.finditer(block):
-        pieces.append(block[position : match.start()])
-        length += match.start() - position
-        position = match.end()
-        if match.group(1) is None:  # a trail stop
+    for match in _LINK.finditer(block):  # the match's groups and span read once each
+        start, end = match.span()
+        pieces.append(block[position:start])
+        length += start - position
+        position = end
+        raw, label, trail = match.groups()
+        if raw is None:  # a trail stop
             continue
-        anchor = _anchor(match)
-        target = _target(match.group(1))
-        if anchor and target:
+        anchor = _shown(raw, label, trail)
+        if not anchor:
+            continue
+        target = _target(raw)
+        if target:
             spans.append((length, length + len(anchor), target))
         pieces.append(anchor)
         length += len(anchor)
@@ -278,14 +284,16 @@ def _render_links(block: str) -> tuple[str, list[tuple[int, int, str]]]:
 
 def _anchor(match: re.Match[str]) -> str:
     """The text a link shows: its label (or the pipe trick, or the target) plus the link trail."""
-    target, label, trail = match.group(1), match.group(2), match.group(3) or ""
+    return _shown(*match.groups())
+
+
+def _shown(target: str, label: str | None, trail: str | None) -> str:
+    """`_anchor` of a link's three parts ("" when it shows nothing)."""
     if label is None:
         shown = target.strip().lstrip(":").lstrip("#")
-    elif label.strip():
-        shown = label.strip()
     else:
-        shown = _pipe_trick(target)
-    return shown + trail if shown else ""
+        shown = label.strip() or _pipe_trick(target)
+    return shown + trail if shown and trail else shown
 
 
 def _pipe_trick(target: str) -> str:
