@@ -10,7 +10,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export DAGSTER_IR_DATA ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(DAGSTER_IR_DATA)/dagster_home
 
-.PHONY: demo test ui bench learning-curves docs docs-serve install install-dev install-docs browser clean
+.PHONY: demo test test-fast lint format ui bench learning-curves docs docs-serve install install-dev install-docs browser clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,9 +38,26 @@ demo: install
 	mkdir -p $(DAGSTER_HOME)
 	$(BIN)/dagster-ir demo
 
-## test: install with dev extras, then run the tests
+## test: install with dev extras, then run every test (what CI runs); the 20 slowest are listed at the end
 test: install-dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
+
+## test-fast: the tests that are not slow by nature (markers `slow` and `processes`, see pyproject.toml), in
+## TEST_WORKERS processes (a test file to a worker): the check before each commit, under 3 minutes on 2 cores
+TEST_WORKERS ?= 2
+test-fast: install-dev
+	$(BIN)/python -m pytest -q -m "not slow and not processes" -n $(TEST_WORKERS) --dist loadfile --durations=10
+
+## lint: the formatter's check, the linter, and the type check of dagster_ir/ (what CI runs before the tests)
+lint: install-dev
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+## format: rewrite the tree as `make lint` wants it (the formatter, then the linter's safe fixes)
+format: install-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 ## browser: Debian's chromium and chromium-driver for the browser test (tests/assets/test_browser.py),
 ## installed when absent (as root, or through sudo); without them that test skips and says why

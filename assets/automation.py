@@ -37,12 +37,25 @@ TRAINED_GROUPS = ("php", "model1", "ghrm", "cet", "baselines", "methods_report")
 SOURCES = ("wiki_dump_file", "collection_config", "collection_settings", "run_profile_setting", "imported_runs")
 TRAINING_POOL = "training"
 # Steps that fit a model (checkpoints, EM tables, word vectors, per-fold GNNs, CET rankers).
-TRAINING_STEPS = frozenset({
-    "php_hp", "php_shp", "php_mrds", "php_ablations", "php_baselines", "cross_encoder",
-    "model1_em", "neural_model1", "bert_model1", "bert_vanilla",
-    "word2vec", "ghrm_runs", "ghrm_sweeps",
-    "cet", "neural_baselines",
-})
+TRAINING_STEPS = frozenset(
+    {
+        "php_hp",
+        "php_shp",
+        "php_mrds",
+        "php_ablations",
+        "php_baselines",
+        "cross_encoder",
+        "model1_em",
+        "neural_model1",
+        "bert_model1",
+        "bert_vanilla",
+        "word2vec",
+        "ghrm_runs",
+        "ghrm_sweeps",
+        "cet",
+        "neural_baselines",
+    }
+)
 DEFAULT_RETRAINING_CRON = "0 3 * * 0"  # weekly: Sunday 03:00
 TIMEZONE = "UTC"
 AUTOMATION_SENSOR = "default_automation_condition_sensor"
@@ -58,8 +71,7 @@ def _sources_not_missing() -> dg.AutomationCondition:
 def eager_condition() -> dg.AutomationCondition:
     """Dagster's `eager()`, sources excepted from `any_deps_missing`, after upstream blocking checks passed."""
     return (
-        AC.eager().replace("any_deps_missing", _sources_not_missing())
-        & AC.all_deps_blocking_checks_passed()
+        AC.eager().replace("any_deps_missing", _sources_not_missing()) & AC.all_deps_blocking_checks_passed()
     ).with_label("eager")
 
 
@@ -69,7 +81,10 @@ def retraining_condition(cron: str = DEFAULT_RETRAINING_CRON, timezone: str = TI
     trained_upstream_updated = AC.any_deps_match(AC.newly_updated()).allow(dg.AssetSelection.groups(*TRAINED_GROUPS))
     return (
         changed.with_label("missing, or upstream or code changed since last handled")
-        & (AC.cron_tick_passed(cron, timezone) | trained_upstream_updated.with_label("a trained upstream was retrained"))
+        & (
+            AC.cron_tick_passed(cron, timezone)
+            | trained_upstream_updated.with_label("a trained upstream was retrained")
+        )
         & ~_sources_not_missing()
         & ~AC.any_deps_in_progress()
         & ~AC.in_progress()
@@ -92,13 +107,18 @@ def automate(assets: Iterable, cron: str = DEFAULT_RETRAINING_CRON) -> list:
     for item in assets:
         if isinstance(item, dg.AssetsDefinition) and item.is_executable and item.is_materializable:
             item = item.map_asset_specs(
-                lambda spec: spec if spec.automation_condition is not None
-                else spec.replace_attributes(automation_condition=condition_for(spec.group_name, cron))
+                lambda spec: (
+                    spec
+                    if spec.automation_condition is not None
+                    else spec.replace_attributes(automation_condition=condition_for(spec.group_name, cron))
+                )
             )
             names = sorted(k.to_user_string() for k in item.keys if k.to_user_string() in TRAINING_STEPS)
             if names and TRAINING_POOL not in item.op.pools:
-                raise ValueError(f"{names[0]}: a training step must be declared with "
-                                 f"@dg.asset(pool=TRAINING_POOL) (assets.automation)")
+                raise ValueError(
+                    f"{names[0]}: a training step must be declared with "
+                    f"@dg.asset(pool=TRAINING_POOL) (assets.automation)"
+                )
         out.append(item)
     return out
 
@@ -110,7 +130,7 @@ def automation_sensor(target: dg.AssetSelection | None = None) -> dg.AutomationC
         target=target or dg.AssetSelection.all(),
         minimum_interval_seconds=30,
         description="Requests what the assets' automation conditions say is due: new dump partitions and the "
-                    "corpus-wide assets at once, trained assets at the retraining cron tick when stale (the "
-                    "retraining schedules then launch nothing). "
-                    "Stopped by default: start it here to let new data flow without a person.",
+        "corpus-wide assets at once, trained assets at the retraining cron tick when stale (the "
+        "retraining schedules then launch nothing). "
+        "Stopped by default: start it here to let new data flow without a person.",
     )

@@ -23,7 +23,7 @@ import json
 import time
 from dataclasses import asdict, replace
 from functools import partial
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import polars as pl
@@ -36,12 +36,12 @@ from assets.partitions import training_unit, unit_ins, unit_partitions
 from assets.plots import training_curve_metadata
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
-from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
-from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS
-from dagster_ir.collections.lengths import collection_lengths
-from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
+from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
+from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.lazy import lazy_module
+from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS
+from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import frame_version
@@ -66,30 +66,32 @@ class NeuralBaselinesConfig(dg.Config):
     profile: str = "demo"
     models: list[str] = list(WORD_MODELS)
     candidate_run: str = "bm25"
-    query_words: Optional[int] = None
-    doc_words: Optional[int] = None
-    n_negatives: Optional[int] = None
-    epochs: Optional[int] = None
-    steps_per_epoch: Optional[int] = None
-    batch_size: Optional[int] = None
-    lr: Optional[float] = None
-    lrs: Optional[dict[str, float]] = None  # interaction model -> its learning rate instead of `lr` (None: the profile's)
-    bert_lr: Optional[float] = None
-    seed: Optional[int] = None
-    rerank_depth: Optional[int] = None
-    train_pairs: Optional[str] = None  # "candidates" (default) | "negatives"
-    train_depth: Optional[int] = None  # None: rerank_depth
-    selection_measure: Optional[str] = None
+    query_words: int | None = None
+    doc_words: int | None = None
+    n_negatives: int | None = None
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    lrs: dict[str, float] | None = None  # interaction model -> its learning rate instead of `lr` (None: the profile's)
+    bert_lr: float | None = None
+    seed: int | None = None
+    rerank_depth: int | None = None
+    train_pairs: str | None = None  # "candidates" (default) | "negatives"
+    train_depth: int | None = None  # None: rerank_depth
+    selection_measure: str | None = None
     device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
-    threads: Optional[int] = None
-    bert_threads: Optional[int] = None
+    threads: int | None = None
+    bert_threads: int | None = None
     # the BERT models' bfloat16 autocast; None: where the device has it natively (the interaction models: float32)
-    bf16: Optional[bool] = None
-    backbone: Optional[str] = None
+    bf16: bool | None = None
+    backbone: str | None = None
     rotate_folds: bool = False  # fixed protocol: rotate the k folds over every query as ghrm_runs does
     lengths: str = "collection"  # "collection" | "profile": where query_words/doc_words left None come from
     length_percentile: float = 90.0
-    interpolate: bool = True  # also the rows <model>+<candidate_run>: interpolated with the candidates, weight on validation
+    interpolate: bool = (
+        True  # also the rows <model>+<candidate_run>: interpolated with the candidates, weight on validation
+    )
     # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
     # process (or node) trains the unit's models under torchrun (DDP), else in the step's own process.
     torchrun: TorchrunSettings = TorchrunSettings()
@@ -97,31 +99,45 @@ class NeuralBaselinesConfig(dg.Config):
     def to_domain(self) -> "BaselineConfig":
         from dagster_ir.methods.baselines import BaselineConfig, profile
 
-        values = {k: v for k, v in self.model_dump().items()
-                  if k in BaselineConfig.__dataclass_fields__ and v is not None}
+        values = {
+            k: v for k, v in self.model_dump().items() if k in BaselineConfig.__dataclass_fields__ and v is not None
+        }
         placement = resolve_placement(self.device, self.bf16)
         return replace(profile(self.profile), **{**values, "device": placement.device, "bf16": placement.bf16})
 
 
-def fit_lengths(config: NeuralBaselinesConfig, domain: "BaselineConfig", queries: pl.DataFrame, corpus: pl.LazyFrame,
-                tokenize) -> tuple["BaselineConfig", dict]:
+def fit_lengths(
+    config: NeuralBaselinesConfig, domain: "BaselineConfig", queries: pl.DataFrame, corpus: pl.LazyFrame, tokenize
+) -> tuple["BaselineConfig", dict]:
     """`domain` with the query and document words read off the collection where the config left them None
     (`lengths: collection`); and metadata saying which lengths were used and where they came from."""
     if config.lengths not in ("collection", "profile"):
         raise ValueError(f"neural_baselines lengths: {config.lengths!r} is neither 'collection' nor 'profile'")
-    source = {"query_words": "config" if config.query_words is not None else config.lengths,
-              "doc_words": "config" if config.doc_words is not None else config.lengths}
+    source = {
+        "query_words": "config" if config.query_words is not None else config.lengths,
+        "doc_words": "config" if config.doc_words is not None else config.lengths,
+    }
     if config.lengths == "collection" and "collection" in source.values():
         from dagster_ir.methods.baselines.protocol import corpus_texts
 
         found = collection_lengths(queries["text"].to_list(), corpus_texts(corpus), tokenize, config.length_percentile)
         domain = replace(domain, **{k: getattr(found, k) for k, v in source.items() if v == "collection"})
-    return domain, {"query_words": domain.query_words, "doc_words": domain.doc_words,
-                    "lengths from": dg.MetadataValue.json(source), "length percentile": config.length_percentile}
+    return domain, {
+        "query_words": domain.query_words,
+        "doc_words": domain.doc_words,
+        "lengths from": dg.MetadataValue.json(source),
+        "length percentile": config.length_percentile,
+    }
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version=CODE_VERSION, deps=[UNIT_SETTINGS],
-          ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "negatives", "word2vec"))
+@dg.asset(
+    pool=TRAINING_POOL,
+    group_name=GROUP,
+    partitions_def=unit_partitions,
+    code_version=CODE_VERSION,
+    deps=[UNIT_SETTINGS],
+    ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "negatives", "word2vec"),
+)
 def neural_baselines(
     context: dg.AssetExecutionContext,
     config: NeuralBaselinesConfig,
@@ -149,23 +165,37 @@ def neural_baselines(
             context.log.warning(warning)
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run).select(list(RUN))
     if run.height == 0:
-        raise ValueError(f"neural_baselines: no candidate run {config.candidate_run!r} "
-                         f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
-    text = TextConfig(bool(word2vec["remove_stopwords"][0]), bool(word2vec["lemmatize"][0])) \
-        if "lemmatize" in word2vec.columns else TextConfig()
+        raise ValueError(
+            f"neural_baselines: no candidate run {config.candidate_run!r} "
+            f"(have {candidate_runs['run_name'].unique().sort().to_list()})"
+        )
+    text = (
+        TextConfig(bool(word2vec["remove_stopwords"][0]), bool(word2vec["lemmatize"][0]))
+        if "lemmatize" in word2vec.columns
+        else TextConfig()
+    )
     started = time.monotonic()
     domain, lengths = fit_lengths(config, domain, queries, corpus, partial(tokens, config=text))
 
     def log(result) -> None:
-        context.log.info(f"{result.name}: {result.result.steps} steps in {result.seconds:.1f} s, "
-                         f"kept epoch {result.chosen_epoch} (0: the start"
-                         + (f", {result.start_score:.4f}" if result.start_score is not None else "")
-                         + f"), validation {result.validation_best}")
+        context.log.info(
+            f"{result.name}: {result.result.steps} steps in {result.seconds:.1f} s, "
+            f"kept epoch {result.chosen_epoch} (0: the start"
+            + (f", {result.start_score:.4f}" if result.start_score is not None else "")
+            + f"), validation {result.validation_best}"
+        )
 
     def common() -> dict:  # the inputs of a training in this process (the vectors read only then)
-        return dict(corpus=corpus, queries=queries.select("query_id", "text"), qrels=qrels, candidates=run,
-                    negatives=negatives, tokenize=partial(tokens, config=text), vectors=load_vectors(word2vec["path"][0]),
-                    on_model=log)
+        return dict(
+            corpus=corpus,
+            queries=queries.select("query_id", "text"),
+            qrels=qrels,
+            candidates=run,
+            negatives=negatives,
+            tokenize=partial(tokens, config=text),
+            vectors=load_vectors(word2vec["path"][0]),
+            on_model=log,
+        )
 
     root = data.files("neural_baselines", unit.key, f"v{CODE_VERSION}")  # new code never resumes old checkpoints
     rotate = config.rotate_folds and unit.protocol == "fixed"
@@ -173,14 +203,32 @@ def neural_baselines(
     launched = {}
     if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
         values, frames = baselines_job.job_inputs(
-            config.models, domain, corpus=corpus, queries=queries, qrels=qrels, candidates=run, negatives=negatives,
-            vectors=word2vec["path"][0], remove_stopwords=text.remove_stopwords, lemmatize=text.lemmatize,
-            text_module="dagster_ir.methods.ghrm.text", vectors_module="dagster_ir.methods.ghrm.word2vec",
-            checkpoint_root=root, query_splits=query_splits if rotate else None,
-            roles=None if rotate else {"train": roles.train, "validation": roles.validation, "test": roles.test})
-        outcome, launched = run_train_job(context, config.torchrun, data.files("neural_baselines", "jobs") / unit.key.replace("/", "-"),
-                                          baselines_job.TARGET, values=values, frames=frames, device=domain.device,
-                                          default_nproc=processes)
+            config.models,
+            domain,
+            corpus=corpus,
+            queries=queries,
+            qrels=qrels,
+            candidates=run,
+            negatives=negatives,
+            vectors=word2vec["path"][0],
+            remove_stopwords=text.remove_stopwords,
+            lemmatize=text.lemmatize,
+            text_module="dagster_ir.methods.ghrm.text",
+            vectors_module="dagster_ir.methods.ghrm.word2vec",
+            checkpoint_root=root,
+            query_splits=query_splits if rotate else None,
+            roles=None if rotate else {"train": roles.train, "validation": roles.validation, "test": roles.test},
+        )
+        outcome, launched = run_train_job(
+            context,
+            config.torchrun,
+            data.files("neural_baselines", "jobs") / unit.key.replace("/", "-"),
+            baselines_job.TARGET,
+            values=values,
+            frames=frames,
+            device=domain.device,
+            default_nproc=processes,
+        )
         rotated, results = baselines_job.read_results(outcome)
         for result in results:
             log(result)
@@ -192,8 +240,15 @@ def neural_baselines(
         output, results = run_rotations(config.models, domain, query_splits, root, **common())
         output = output.with_columns(seed=pl.lit(unit.seed, dtype=pl.Int64))
     else:
-        results = run_baselines(config.models, domain, train_queries=roles.train, validation_queries=roles.validation,
-                                test_queries=roles.test, checkpoint_root=root, **common())
+        results = run_baselines(
+            config.models,
+            domain,
+            train_queries=roles.train,
+            validation_queries=roles.validation,
+            test_queries=roles.test,
+            checkpoint_root=root,
+            **common(),
+        )
         output = tag_unit(pl.concat([r.run for r in results]), unit)
     weights = {}
     if config.interpolate:
@@ -203,21 +258,35 @@ def neural_baselines(
             if "fold" not in mixed.columns:
                 mixed = tag_unit(mixed, unit)
             output = pl.concat([output, mixed.select(output.columns).cast(output.schema)])
-    metadata = {**launched, **lengths, "vectors": word2vec["source"][0], "train_examples": results[0].examples, "train_queries": len(roles.train),
-                "validation_queries": len(roles.validation), "test_queries": output["query_id"].n_unique(),
-                "seconds": round(time.monotonic() - started, 1), "rotated_folds": bool(config.rotate_folds),
-                **Placement(domain.device, domain.bf16).metadata(),
-                "models": list(config.models),
-                "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str)))}
-    curves = {f"{r.name}" if len(results) == len(config.models) else f"{r.name} ({i})": epoch_curve(r.result, r.start_score, r.kept_start)
-              for i, r in enumerate(results)}
+    metadata = {
+        **launched,
+        **lengths,
+        "vectors": word2vec["source"][0],
+        "train_examples": results[0].examples,
+        "train_queries": len(roles.train),
+        "validation_queries": len(roles.validation),
+        "test_queries": output["query_id"].n_unique(),
+        "seconds": round(time.monotonic() - started, 1),
+        "rotated_folds": bool(config.rotate_folds),
+        **Placement(domain.device, domain.bf16).metadata(),
+        "models": list(config.models),
+        "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str))),
+    }
+    curves = {
+        f"{r.name}" if len(results) == len(config.models) else f"{r.name} ({i})": epoch_curve(
+            r.result, r.start_score, r.kept_start
+        )
+        for i, r in enumerate(results)
+    }
     folder = data.files("neural_baselines", unit.key)
     metadata.update(training_curve_metadata(folder, unit.key, curves, domain.selection_measure, "neural_baselines"))
     metadata["train_pairs"] = domain.train_pairs
     metadata["train_depth"] = domain.train_depth or domain.rerank_depth
     for name in config.models:  # one value per rotation when rotated
         mine = [r for r in results if r.name == name]
-        metadata[f"{name} validation {domain.selection_measure}"] = [r.validation_best for r in mine if r.validation_best is not None]
+        metadata[f"{name} validation {domain.selection_measure}"] = [
+            r.validation_best for r in mine if r.validation_best is not None
+        ]
         metadata[f"{name} kept epoch"] = [r.chosen_epoch for r in mine]  # 0: the start (BERT models)
         metadata[f"{name} seconds"] = round(sum(r.seconds for r in mine), 1)
     for name, chosen in weights.items():  # the candidates' weight chosen on validation, per rotation
@@ -235,7 +304,11 @@ def neural_baselines_are_rerankings(neural_baselines: pl.DataFrame) -> dg.AssetC
     query_sets = {frozenset(part["query_id"].unique()) for part in neural_baselines.partition_by("run_name")}
     return dg.AssetCheckResult(
         passed=duplicates == 0 and non_finite == 0 and len(query_sets) <= 1,
-        metadata={"duplicate_rows": duplicates, "non_finite_scores": non_finite, "distinct_query_sets": len(query_sets)},
+        metadata={
+            "duplicate_rows": duplicates,
+            "non_finite_scores": non_finite,
+            "distinct_query_sets": len(query_sets),
+        },
     )
 
 

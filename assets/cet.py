@@ -24,7 +24,7 @@ step's own process (`dagster_ir.methods.cet.job`).
 import base64
 import json
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import polars as pl
@@ -35,8 +35,10 @@ from assets.partitions import collection_partitions, training_unit, unit_ins, un
 from assets.project import training_units
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
-from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
+from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
 from dagster_ir.collections import offset_seeds, unit_queries
+from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
+from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.cet.report import (
     TABLE1_MEASURES,
     dev_best_baseline,
@@ -44,16 +46,16 @@ from dagster_ir.methods.cet.report import (
     table1,
     training_curves_plot,
 )
-from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
-from dagster_ir.lazy import lazy_module
-from dagster_ir.neural.device import Placement, default_processes, resolve_placement
-from dagster_ir.neural.training import TrainResult
 from dagster_ir.negatives.pooling import (
     PoolingConfig,
-    false_negative_analysis as analyse_false_negatives,
     false_negative_plot,
     simulate_sparse_labels,
 )
+from dagster_ir.negatives.pooling import (
+    false_negative_analysis as analyse_false_negatives,
+)
+from dagster_ir.neural.device import Placement, default_processes, resolve_placement
+from dagster_ir.neural.training import TrainResult
 from dagster_ir.schemas import RUN
 
 if TYPE_CHECKING:
@@ -78,7 +80,9 @@ def _split_ids(query_splits: pl.DataFrame, splits: list[str]) -> list[str]:
 def _named_run(candidate_runs: pl.DataFrame, name: str) -> pl.DataFrame:
     run = candidate_runs.filter(pl.col("run_name") == name)
     if run.height == 0:
-        raise ValueError(f"no candidate run named {name!r} (have {candidate_runs['run_name'].unique().sort().to_list()})")
+        raise ValueError(
+            f"no candidate run named {name!r} (have {candidate_runs['run_name'].unique().sort().to_list()})"
+        )
     return run
 
 
@@ -99,11 +103,16 @@ class SparseQrelsConfig(dg.Config):
     max_labels: int = 1
     selection: str = "random"  # "random" | "top"
     seed: int = 42
-    splits: Optional[list[str]] = None
+    splits: list[str] | None = None
 
     def to_domain(self) -> PoolingConfig:
-        return PoolingConfig(pool_run=self.pool_run, pool_depth=self.pool_depth, max_labels=self.max_labels,
-                             selection=self.selection, seed=self.seed)
+        return PoolingConfig(
+            pool_run=self.pool_run,
+            pool_depth=self.pool_depth,
+            max_labels=self.max_labels,
+            selection=self.selection,
+            seed=self.seed,
+        )
 
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
@@ -116,15 +125,20 @@ def sparse_qrels(
 ) -> pl.DataFrame:
     """Simulated sparse training labels: at most m relevant documents per query inside a basic retriever's top-k."""
     domain = config.to_domain()
-    ids = _split_ids(query_splits, config.splits) if config.splits is not None else \
-        _trained_ids(query_splits, context.partition_key)
+    ids = (
+        _split_ids(query_splits, config.splits)
+        if config.splits is not None
+        else _trained_ids(query_splits, context.partition_key)
+    )
     labels = simulate_sparse_labels(_named_run(candidate_runs, domain.pool_run), qrels, ids, domain)
     counts = labels.counts
-    context.add_output_metadata({
-        **asdict(counts),
-        "label_coverage": round(counts.labels / max(counts.relevant, 1), 4),  # share of relevant pairs labelled
-        "config": dg.MetadataValue.json(asdict(domain)),
-    })
+    context.add_output_metadata(
+        {
+            **asdict(counts),
+            "label_coverage": round(counts.labels / max(counts.relevant, 1), 4),  # share of relevant pairs labelled
+            "config": dg.MetadataValue.json(asdict(domain)),
+        }
+    )
     return labels.qrels
 
 
@@ -163,14 +177,25 @@ def false_negative_analysis(
     runs = candidate_runs
     if config.runs:
         runs = pl.concat([_named_run(candidate_runs, name) for name in config.runs])
-    table = analyse_false_negatives(runs, sparse_qrels, qrels, _split_ids(query_splits, [config.split]),
-                                    config.depths, config.n_per_positive, config.seed)
-    context.add_output_metadata({
-        "plot": _figure(false_negative_plot(table, f"{context.partition_key}: false negatives by depth"),
-                        "false-negative share and recall by depth"),
-        "table": dg.MetadataValue.md(_markdown(table)),
-        **{f"{r['run_name']}@{r['depth']}": round(r["expected_share"], 4) for r in table.iter_rows(named=True)},
-    })
+    table = analyse_false_negatives(
+        runs,
+        sparse_qrels,
+        qrels,
+        _split_ids(query_splits, [config.split]),
+        config.depths,
+        config.n_per_positive,
+        config.seed,
+    )
+    context.add_output_metadata(
+        {
+            "plot": _figure(
+                false_negative_plot(table, f"{context.partition_key}: false negatives by depth"),
+                "false-negative share and recall by depth",
+            ),
+            "table": dg.MetadataValue.md(_markdown(table)),
+            **{f"{r['run_name']}@{r['depth']}": round(r["expected_share"], 4) for r in table.iter_rows(named=True)},
+        }
+    )
     return table
 
 
@@ -191,39 +216,40 @@ class CetConfig(dg.Config):
     """
 
     profile: str = "demo"
-    methods: Optional[list[str]] = None  # of naive, zhan, rocketqa, rance, dml, cet
-    taus: Optional[list[float]] = None  # extra CET rankers cet-tau<x>
-    tau: Optional[float] = None
-    max_weight: Optional[float] = None
-    dml_sigma: Optional[float] = None
-    dml_instance_weight: Optional[float] = None
-    backbone: Optional[str] = None
-    layers: Optional[int] = None
-    max_length: Optional[int] = None
-    max_query_length: Optional[int] = None  # default: the profile's, at most half of max_length
-    lr: Optional[float] = None
-    batch_size: Optional[int] = None
-    epochs: Optional[int] = None
-    max_steps: Optional[int] = None
-    seed: Optional[int] = None
-    negative_depth: Optional[int] = None
-    n_per_positive: Optional[int] = None
-    eta: Optional[float] = None
-    eta_quantiles: Optional[list[float]] = None
-    resample: Optional[bool] = None
-    rerank_depth: Optional[int] = None
-    select_on_dev: Optional[bool] = None
-    strong_run: Optional[str] = None
-    basic_run: Optional[str] = None
-    dev_judgments: Optional[str] = None
+    methods: list[str] | None = None  # of naive, zhan, rocketqa, rance, dml, cet
+    taus: list[float] | None = None  # extra CET rankers cet-tau<x>
+    tau: float | None = None
+    max_weight: float | None = None
+    dml_sigma: float | None = None
+    dml_instance_weight: float | None = None
+    backbone: str | None = None
+    layers: int | None = None
+    max_length: int | None = None
+    max_query_length: int | None = None  # default: the profile's, at most half of max_length
+    lr: float | None = None
+    batch_size: int | None = None
+    epochs: int | None = None
+    max_steps: int | None = None
+    seed: int | None = None
+    negative_depth: int | None = None
+    n_per_positive: int | None = None
+    eta: float | None = None
+    eta_quantiles: list[float] | None = None
+    resample: bool | None = None
+    rerank_depth: int | None = None
+    select_on_dev: bool | None = None
+    strong_run: str | None = None
+    basic_run: str | None = None
+    dev_judgments: str | None = None
     device: str = "auto"  # "auto": CUDA when available, else the CPU (dagster_ir.neural.device)
-    bf16: Optional[bool] = None  # None: bfloat16 autocast where the device has it natively
+    bf16: bool | None = None  # None: bfloat16 autocast where the device has it natively
     # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
     # process (or node) trains the unit's rankers under torchrun (DDP), else in the step's own process.
     torchrun: TorchrunSettings = TorchrunSettings()
 
     def to_domain(self) -> "LabConfig":
         from dagster_ir.methods.cet.model import profile
+
         base = profile(self.profile)
         ranker = replace(base.cet.ranker, **_given(backbone=self.backbone, max_length=self.max_length))
         query_length = self.max_query_length or min(ranker.max_query_length, ranker.max_length // 2)
@@ -231,24 +257,47 @@ class CetConfig(dg.Config):
         if self.layers is not None:
             ranker = replace(ranker, layers=self.layers or None)
         placement = resolve_placement(self.device, self.bf16)
-        train = replace(base.cet.train, device=placement.device, bf16=placement.bf16, **_given(
-            lr=self.lr, batch_size=self.batch_size, epochs=self.epochs, max_steps=self.max_steps, seed=self.seed))
+        train = replace(
+            base.cet.train,
+            device=placement.device,
+            bf16=placement.bf16,
+            **_given(
+                lr=self.lr, batch_size=self.batch_size, epochs=self.epochs, max_steps=self.max_steps, seed=self.seed
+            ),
+        )
         dml = replace(base.cet.dml, **_given(sigma=self.dml_sigma, instance_weight=self.dml_instance_weight))
         cet = replace(base.cet, ranker=ranker, train=train, dml=dml, **_given(tau=self.tau))
         if self.max_weight is not None:
             cet = replace(cet, max_weight=self.max_weight or None)
-        return replace(base, cet=cet, **_given(
-            methods=tuple(self.methods) if self.methods is not None else None,
-            taus=tuple(self.taus) if self.taus is not None else None,
-            eta_quantiles=tuple(self.eta_quantiles) if self.eta_quantiles is not None else None,
-            negative_depth=self.negative_depth, n_per_positive=self.n_per_positive, eta=self.eta,
-            resample=self.resample, rerank_depth=self.rerank_depth, select_on_dev=self.select_on_dev,
-            strong_run=self.strong_run, basic_run=self.basic_run, dev_judgments=self.dev_judgments))
+        return replace(
+            base,
+            cet=cet,
+            **_given(
+                methods=tuple(self.methods) if self.methods is not None else None,
+                taus=tuple(self.taus) if self.taus is not None else None,
+                eta_quantiles=tuple(self.eta_quantiles) if self.eta_quantiles is not None else None,
+                negative_depth=self.negative_depth,
+                n_per_positive=self.n_per_positive,
+                eta=self.eta,
+                resample=self.resample,
+                rerank_depth=self.rerank_depth,
+                select_on_dev=self.select_on_dev,
+                strong_run=self.strong_run,
+                basic_run=self.basic_run,
+                dev_judgments=self.dev_judgments,
+            ),
+        )
 
 
 # code version 4: reranked scores strictly decreasing (ties keep the candidate order)
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="4",
-          ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"))
+@dg.asset(
+    pool=TRAINING_POOL,
+    group_name=GROUP,
+    deps=[UNIT_SETTINGS],
+    partitions_def=unit_partitions,
+    code_version="4",
+    ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"),
+)
 def cet(
     context: dg.AssetExecutionContext,
     config: CetConfig,
@@ -262,6 +311,7 @@ def cet(
 ) -> dg.Output[pl.DataFrame]:
     """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the unit's sparse labels."""
     from dagster_ir.methods.cet.lab import LabData, manifest, train_lab
+
     config = with_settings(config, "cet", training_unit(context).collection, context)
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
@@ -273,31 +323,52 @@ def cet(
     launched = {}
     if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
         values, frames = cet_job.job_inputs(lab, domain, data.files("cet", unit.key))
-        outcome, launched = run_train_job(context, config.torchrun, data.files("cet", "jobs") / unit.key.replace("/", "-"),
-                                          cet_job.TARGET, values=values, frames=frames,
-                                          device=domain.cet.train.device, default_nproc=processes)
+        outcome, launched = run_train_job(
+            context,
+            config.torchrun,
+            data.files("cet", "jobs") / unit.key.replace("/", "-"),
+            cet_job.TARGET,
+            values=values,
+            frames=frames,
+            device=domain.cet.train.device,
+            default_nproc=processes,
+        )
         trained = cet_job.read_trained(outcome)
     else:
         trained = train_lab(lab, domain, data.files("cet", unit.key))
     table = manifest(trained).with_columns(seed=pl.lit(unit.seed, pl.Int64), unit=pl.lit(unit.key))
     results: dict[str, TrainResult] = {r.run_name: r.result for r in trained if r.result is not None}
-    context.add_output_metadata({
-        **launched,
-        "loss": _figure(training_curves_plot({n: r.loss_curve for n, r in results.items()}), "training loss"),
-        "w_r": _figure(training_curves_plot({n: r.log_curves["w_r"] for n, r in results.items() if "w_r" in r.log_curves},
-                                            ylabel="mean w_r (S's weight on R's loss)"), "mean w_r"),
-        **{f"{r.run_name} false_negative_share": round(r.false_negative_share, 4) for r in trained},
-        **{f"{r.run_name} examples_per_s": round(r.examples_per_s, 2) for r in trained},
-        **{f"{r.run_name} dev MRR@10": round(r.dev_mrr10, 4) for r in trained if r.dev_mrr10 is not None},
-        **{f"{r.run_name} clamped_share": round(r.notes["clamped_share"], 6)
-           for r in trained if r.notes.get("clamped_share", 0.0) > 0},  # only where the clamp bound
-        "best_baseline (dev)": dev_best_baseline(table) or "none",
-        **{"rocketqa eta (dev)": round(t.notes["eta"], 4) for t in trained if t.run_name == "rocketqa" and "eta" in t.notes},
-        **_sweeps_metadata(table),
-        "seconds": round(sum(r.seconds for r in trained), 1),
-        **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata(),
-        "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str))),
-    })
+    context.add_output_metadata(
+        {
+            **launched,
+            "loss": _figure(training_curves_plot({n: r.loss_curve for n, r in results.items()}), "training loss"),
+            "w_r": _figure(
+                training_curves_plot(
+                    {n: r.log_curves["w_r"] for n, r in results.items() if "w_r" in r.log_curves},
+                    ylabel="mean w_r (S's weight on R's loss)",
+                ),
+                "mean w_r",
+            ),
+            **{f"{r.run_name} false_negative_share": round(r.false_negative_share, 4) for r in trained},
+            **{f"{r.run_name} examples_per_s": round(r.examples_per_s, 2) for r in trained},
+            **{f"{r.run_name} dev MRR@10": round(r.dev_mrr10, 4) for r in trained if r.dev_mrr10 is not None},
+            **{
+                f"{r.run_name} clamped_share": round(r.notes["clamped_share"], 6)
+                for r in trained
+                if r.notes.get("clamped_share", 0.0) > 0
+            },  # only where the clamp bound
+            "best_baseline (dev)": dev_best_baseline(table) or "none",
+            **{
+                f"{t.run_name} eta (dev)": round(t.notes["eta"], 4)
+                for t in trained
+                if t.run_name == "rocketqa" and "eta" in t.notes
+            },
+            **_sweeps_metadata(table),
+            "seconds": round(sum(r.seconds for r in trained), 1),
+            **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata(),
+            "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain), default=str))),
+        }
+    )
     return by_content(table)
 
 
@@ -318,25 +389,36 @@ class CetRunsConfig(dg.Config):
     """
 
     profile: str = "demo"
-    rerank_depth: Optional[int] = None
-    strong_run: Optional[str] = None
-    score_batch_size: Optional[int] = None
+    rerank_depth: int | None = None
+    strong_run: str | None = None
+    score_batch_size: int | None = None
     device: str = "auto"  # as CetConfig's
-    bf16: Optional[bool] = None
+    bf16: bool | None = None
     alpha: float = 0.05
 
     def to_domain(self) -> "LabConfig":
         from dagster_ir.methods.cet.model import profile
+
         base = profile(self.profile)
         placement = resolve_placement(self.device, self.bf16)
         train = replace(base.cet.train, device=placement.device, bf16=placement.bf16)
-        return replace(base, cet=replace(base.cet, train=train), **_given(
-            rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size))
+        return replace(
+            base,
+            cet=replace(base.cet, train=train),
+            **_given(
+                rerank_depth=self.rerank_depth, strong_run=self.strong_run, score_batch_size=self.score_batch_size
+            ),
+        )
 
 
 # code version 4: reranked scores strictly decreasing (ties keep the candidate order)
-@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="4",
-          ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "query_splits"))
+@dg.asset(
+    group_name=GROUP,
+    deps=[UNIT_SETTINGS],
+    partitions_def=unit_partitions,
+    code_version="4",
+    ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "query_splits"),
+)
 def cet_runs(
     context: dg.AssetExecutionContext,
     config: CetRunsConfig,
@@ -349,6 +431,7 @@ def cet_runs(
 ) -> dg.Output[pl.DataFrame]:
     """Each Table 1 ranker's R reranking its candidates' top-k on the unit's test queries (RUN rows and the seed)."""
     from dagster_ir.methods.cet.lab import rerank_lab
+
     config = with_settings(config, "cet_runs", training_unit(context).collection, context)
     unit = training_unit(context)
     ids = unit_queries(query_splits, unit).test
@@ -357,8 +440,12 @@ def cet_runs(
     domain = config.to_domain()
     strong = _named_run(candidate_runs, domain.strong_run)
     runs = rerank_lab(cet, candidate_runs, queries, corpus, ids, domain)
-    context.add_output_metadata({**_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha),
-                                 **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata()})
+    context.add_output_metadata(
+        {
+            **_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha),
+            **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata(),
+        }
+    )
     return by_content(runs.with_columns(seed=pl.lit(unit.seed, pl.Int64)))
 
 
@@ -369,16 +456,24 @@ def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: "LabConfi
     reference = strong.filter(in_split & (pl.col("rank") <= domain.rerank_depth)).select(list(RUN))
     judged = qrels.filter(in_split)
     per_query = evaluate_run(pl.concat([reference, runs]), judged, list(TABLE1_MEASURES))
-    metadata = {f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
-                for r in aggregate(per_query).iter_rows(named=True) if r["measure"] in ("RR@10", "nDCG@10")}
+    metadata = {
+        f"{r['run_name']} {r['measure']}": round(r["mean"], 4)
+        for r in aggregate(per_query).iter_rows(named=True)
+        if r["measure"] in ("RR@10", "nDCG@10")
+    }
     names = set(runs["run_name"].to_list())
     reference = "dml" if "dml" in names else "naive"
     if reference in names:
         order = [domain.strong_run, *runs["run_name"].unique(maintain_order=True).to_list()]
         best = dev_best_baseline(manifest_frame)
-        table = table1(per_query, order, retriever=domain.strong_run, reference=reference,
-                       best=best if best in names else None,
-                       config=SignificanceConfig(alpha=alpha, n_resamples=1000))
+        table = table1(
+            per_query,
+            order,
+            retriever=domain.strong_run,
+            reference=reference,
+            best=best if best in names else None,
+            config=SignificanceConfig(alpha=alpha, n_resamples=1000),
+        )
         metadata["table1"] = dg.MetadataValue.md(table.to_markdown())
     metadata.update(_sweeps_metadata(manifest_frame) if "sweep" in manifest_frame.columns else {})
     return metadata
@@ -387,15 +482,18 @@ def _report_metadata(runs, strong, qrels, ids, manifest_frame, domain: "LabConfi
 # --- checks --------------------------------------------------------------------------------------------
 
 
-@dg.asset_check(asset=sparse_qrels, blocking=True, partitions_def=collection_partitions,
-                additional_ins={"qrels": dg.AssetIn()})
+@dg.asset_check(
+    asset=sparse_qrels, blocking=True, partitions_def=collection_partitions, additional_ins={"qrels": dg.AssetIn()}
+)
 def sparse_labels_are_relevant(sparse_qrels: pl.DataFrame, qrels: pl.DataFrame) -> dg.AssetCheckResult:
     """Every simulated label is a relevant document of the dense judgments, and none is duplicated."""
     relevant = qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id").unique()
     not_relevant = sparse_qrels.join(relevant, on=["query_id", "doc_id"], how="anti").height
     duplicates = sparse_qrels.select(pl.struct("query_id", "doc_id").is_duplicated().sum()).item()
-    return dg.AssetCheckResult(passed=not_relevant == 0 and duplicates == 0,
-                               metadata={"labels_not_relevant": not_relevant, "duplicate_labels": duplicates})
+    return dg.AssetCheckResult(
+        passed=not_relevant == 0 and duplicates == 0,
+        metadata={"labels_not_relevant": not_relevant, "duplicate_labels": duplicates},
+    )
 
 
 @dg.asset_check(asset=cet_runs, blocking=True, partitions_def=unit_partitions)
@@ -403,15 +501,25 @@ def cet_runs_rerank_the_same_candidates(cet_runs: pl.DataFrame) -> dg.AssetCheck
     """Every ranker of the strong run reorders the same (query, doc) candidates, once each, with finite
     scores (bm25+bert reranks the basic run's: only its rows' uniqueness and scores are checked)."""
     from dagster_ir.methods.cet.lab import BM25_BERT
+
     duplicates = cet_runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().sum()).item()
     non_finite = cet_runs.select((~pl.col("score").is_finite()).sum()).item()
-    sets = {name: set(part.select("query_id", "doc_id").iter_rows())
-            for (name,), part in cet_runs.filter(pl.col("run_name") != BM25_BERT)
-            .partition_by("run_name", as_dict=True).items()}
+    sets = {
+        name: set(part.select("query_id", "doc_id").iter_rows())
+        for (name,), part in cet_runs.filter(pl.col("run_name") != BM25_BERT)
+        .partition_by("run_name", as_dict=True)
+        .items()
+    }
     first = next(iter(sets.values()), set())
     differing = sorted(name for name, pairs in sets.items() if pairs != first)
-    return dg.AssetCheckResult(passed=not (duplicates or non_finite or differing), metadata={
-        "duplicate_rows": duplicates, "non_finite_scores": non_finite, "runs_with_other_candidates": len(differing)})
+    return dg.AssetCheckResult(
+        passed=not (duplicates or non_finite or differing),
+        metadata={
+            "duplicate_rows": duplicates,
+            "non_finite_scores": non_finite,
+            "runs_with_other_candidates": len(differing),
+        },
+    )
 
 
 cet_assets = [sparse_qrels, false_negative_analysis, cet, cet_runs]

@@ -29,8 +29,9 @@ def candidate_runs_are_valid(candidate_runs: pl.DataFrame) -> dg.AssetCheckResul
     return _result({"duplicate_rows": duplicates, "non_finite_scores": non_finite, "rank_gaps": gaps})
 
 
-@dg.asset_check(asset=negatives, blocking=True, partitions_def=collection_partitions,
-                additional_ins={"qrels": dg.AssetIn()})
+@dg.asset_check(
+    asset=negatives, blocking=True, partitions_def=collection_partitions, additional_ins={"qrels": dg.AssetIn()}
+)
 def negatives_are_not_positives(negatives: pl.DataFrame, qrels: pl.DataFrame) -> dg.AssetCheckResult:
     """No sampled negative is a labelled positive of its query."""
     positives = qrels.filter(pl.col("relevance") > 0).select("query_id", neg_doc_id="doc_id")

@@ -70,8 +70,10 @@ def _instance(root: Path, log: Callable[[str], None] | None = None) -> dg.Dagste
 
 
 PROFILE_CHOICES = ("demo", "paper")  # dagster_ir.collections.config.PROFILE_NAMES (not imported: the CLI starts fast)
-PROFILE_HELP = ("every method asset's profile (replaces the collections' `profile:`; an asset's own settings "
-                "still win); assets made under another profile are materialized again")
+PROFILE_HELP = (
+    "every method asset's profile (replaces the collections' `profile:`; an asset's own settings "
+    "still win); assets made under another profile are materialized again"
+)
 
 
 def _defs_and_resources(root: Path):
@@ -181,17 +183,29 @@ def sync_catalog(root: Path, rejected_before: set[Path]) -> bool:
     synced = catalog.sync()
     rejected = [path for path in catalog.rejected() if path not in rejected_before]
     if rejected:
-        print(f"catalog: {len(rejected)} journal records could not be folded ({', '.join(p.name for p in rejected[:3])}"
-              f"{', ...' if len(rejected) > 3 else ''}); moved to {catalog.rejected_dir}, each with its reason beside it",
-              file=sys.stderr)
+        print(
+            f"catalog: {len(rejected)} journal records could not be folded ({', '.join(p.name for p in rejected[:3])}"
+            f"{', ...' if len(rejected) > 3 else ''}); moved to {catalog.rejected_dir}, each with its reason beside it",
+            file=sys.stderr,
+        )
     if not synced:
-        print(f"catalog: not synced ({catalog.last_sync_error}); {len(catalog.pending())} records still pending, "
-              "`dagster-ir catalog sync` folds them", file=sys.stderr)
+        print(
+            f"catalog: not synced ({catalog.last_sync_error}); {len(catalog.pending())} records still pending, "
+            "`dagster-ir catalog sync` folds them",
+            file=sys.stderr,
+        )
     return synced
 
 
-def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: int = 1,
-               profile: str | None = None, verbose: bool = False) -> int:
+def cmd_update(
+    root: Path,
+    *,
+    demo: bool,
+    first_stage: bool = False,
+    parallel: int = 1,
+    profile: str | None = None,
+    verbose: bool = False,
+) -> int:
     from assets.progress import format_seconds
     from assets.updates import update_all
     from dagster_ir.storage.catalog import Catalog
@@ -207,18 +221,30 @@ def cmd_update(root: Path, *, demo: bool, first_stage: bool = False, parallel: i
     started = time.monotonic()
     from assets.definitions import DEMO_SELECTION, FIRST_STAGE_SELECTION
 
-    report = update_all(defs, instance, resources=resources,
-                        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION, parallel=parallel,
-                        command="demo" if demo else "update", tags=tags, traces=verbose)
+    report = update_all(
+        defs,
+        instance,
+        resources=resources,
+        selection=FIRST_STAGE_SELECTION if first_stage else DEMO_SELECTION,
+        parallel=parallel,
+        command="demo" if demo else "update",
+        tags=tags,
+        traces=verbose,
+    )
     sync_catalog(root, rejected_before)
     took = time.monotonic() - started
-    print(f"\n{report.materialized} asset partitions materialized in {len(report.runs)} runs, "
-          f"{report.fresh} were already up to date; {format_seconds(took)}")
+    print(
+        f"\n{report.materialized} asset partitions materialized in {len(report.runs)} runs, "
+        f"{report.fresh} were already up to date; {format_seconds(took)}"
+    )
     if report.done_elsewhere:
         print(f"{len(report.done_elsewhere)} found materialized by another run meanwhile")
     if not report.ok:
-        print(f"\n{len(report.failures)} runs FAILED; {len(report.skipped)} asset partitions downstream of them "
-              "were skipped:", file=sys.stderr)
+        print(
+            f"\n{len(report.failures)} runs FAILED; {len(report.skipped)} asset partitions downstream of them "
+            "were skipped:",
+            file=sys.stderr,
+        )
         for partition, keys, message in report.failures:
             print(f"  {', '.join(keys)}" + (f" [{partition}]" if partition else "") + f": {message}", file=sys.stderr)
         return 1
@@ -231,11 +257,18 @@ def _summary(root: Path) -> None:
     from dagster_ir.storage.catalog import Catalog
 
     print()
-    print(summary_text(root, Catalog(root).query(
-        "select asset_key, coalesce(partition, '') as partition, rows, path from materializations "
-        "qualify row_number() over (partition by asset_key, partition order by materialized_at desc) = 1 "
-        "order by asset_key, partition"
-    ).rows()))
+    print(
+        summary_text(
+            root,
+            Catalog(root)
+            .query(
+                "select asset_key, coalesce(partition, '') as partition, rows, path from materializations "
+                "qualify row_number() over (partition by asset_key, partition order by materialized_at desc) = 1 "
+                "order by asset_key, partition"
+            )
+            .rows(),
+        )
+    )
 
 
 def summary_text(root: Path, latest: list[tuple]) -> str:
@@ -256,8 +289,9 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
     # suggested on what this data directory holds: a table it has, a collection with a report
     assets = [asset for asset, *_ in latest]
     table = "wiki_link_graph" if "wiki_link_graph" in assets else (assets[0] if assets else None)
-    reported = sorted({partition for asset, partition, *_ in latest
-                       if asset in ("evaluation_report", "model_report") and partition})
+    reported = sorted(
+        {partition for asset, partition, *_ in latest if asset in ("evaluation_report", "model_report") and partition}
+    )
     lines = [
         f"Results: the newest materialization of each asset partition (paths under {root})",
         text_table(["asset", "partition", "rows", "table"], rows, [False, False, True, False]),
@@ -265,7 +299,7 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
         f"Data directory:  {root}",
     ]
     if table:
-        lines.append(f"Catalog:         dagster-ir{data} catalog query \"select * from {table} limit 5\"")
+        lines.append(f'Catalog:         dagster-ir{data} catalog query "select * from {table} limit 5"')
     if reported:
         lines.append(f"Reports:         dagster-ir{data} report --collection {reported[0]}")
     lines.append("Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)")
@@ -334,8 +368,10 @@ def cmd_report(root: Path, argv: list[str]) -> int:
     if stored:
         per_query = table_path(root, ["evaluation_report"], collection)
         if not per_query.exists():
-            print(f"dagster-ir report: no evaluation_report for {collection!r} yet ({per_query}); run `dagster-ir update`",
-                  file=sys.stderr)
+            print(
+                f"dagster-ir report: no evaluation_report for {collection!r} yet ({per_query}); run `dagster-ir update`",
+                file=sys.stderr,
+            )
             return 1
         argv = ["--per-query", str(per_query), *argv]
     if "--baseline" not in argv:
@@ -358,12 +394,22 @@ def print_methods_report(root: Path, collection: str) -> None:
     elif tables.with_name("report.txt").exists():  # a report made before it stored its tables
         print(tables.with_name("report.txt").read_text(encoding="utf-8"))
     else:
-        print(f"(no methods report for {collection!r} yet: `dagster-ir update` builds it, "
-              f"`dagster-ir reproduce --collection {collection}` builds only what it needs)")
+        print(
+            f"(no methods report for {collection!r} yet: `dagster-ir update` builds it, "
+            f"`dagster-ir reproduce --collection {collection}` builds only what it needs)"
+        )
 
 
-def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, profile: str | None = None,
-                  verbose: bool = False, folds: list[int] | None = None, assets: list[str] | None = None) -> int:
+def cmd_reproduce(
+    root: Path,
+    collection: str,
+    *,
+    markdown: str | None = None,
+    profile: str | None = None,
+    verbose: bool = False,
+    folds: list[int] | None = None,
+    assets: list[str] | None = None,
+) -> int:
     """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times.
 
     `markdown`: None prints text tables, "-" Markdown ones; a path also writes `reproduce.markdown_page` there.
@@ -375,8 +421,18 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     import dagster as dg
 
     from assets.project import collection_specs, config_path
-    from assets.reproduce import (REPORT_ASSET, asset_times, check_assets, format_times, markdown_page,
-                                  partial_report, reproduction_plan, settings_of, summary_path, units_of_folds)
+    from assets.reproduce import (
+        REPORT_ASSET,
+        asset_times,
+        check_assets,
+        format_times,
+        markdown_page,
+        partial_report,
+        reproduction_plan,
+        settings_of,
+        summary_path,
+        units_of_folds,
+    )
     from assets.updates import update_all
     from dagster_ir.evaluation.summary import format_summary, read_summary
     from dagster_ir.storage.atomic import write_text_atomic
@@ -385,8 +441,9 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
 
     specs = collection_specs()
     if collection not in specs:
-        raise ValueError(f"--collection: {collection!r} is not a configured collection (have {sorted(specs)}; "
-                         "set DAGSTER_IR_CONFIG)")
+        raise ValueError(
+            f"--collection: {collection!r} is not a configured collection (have {sorted(specs)}; set DAGSTER_IR_CONFIG)"
+        )
     page = None if markdown in (None, "-") else Path(markdown)
     if page is not None and not page.parent.is_dir():
         raise FileNotFoundError(f"--markdown: the folder of {page} does not exist")
@@ -401,12 +458,21 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
         print(f"dump: {add_dump(root, str(sample_dump_path()), instance)} (gensim's bundled enwiki sample)")
     plan = reproduction_plan(defs, instance, collection, units, units_only=folds is not None, assets=assets)
     started_at, started = time.time(), time.monotonic()
-    report = update_all(defs, instance, resources=resources, only=plan,
-                        selection=dg.AssetSelection.assets(*{key for key, _ in plan}), command="reproduce", tags=tags,
-                        traces=verbose)
+    report = update_all(
+        defs,
+        instance,
+        resources=resources,
+        only=plan,
+        selection=dg.AssetSelection.assets(*{key for key, _ in plan}),
+        command="reproduce",
+        tags=tags,
+        traces=verbose,
+    )
     sync_catalog(root, rejected_before)
-    print(f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
-          f"{time.monotonic() - started:.0f} s\n")
+    print(
+        f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
+        f"{time.monotonic() - started:.0f} s\n"
+    )
     partial = assets is not None and REPORT_ASSET not in assets
     tables = summary_path(root, collection)
     if partial:  # the sections of the runs made now (none after a failure: their tables may be missing)
@@ -428,8 +494,12 @@ def cmd_reproduce(root: Path, collection: str, *, markdown: str | None = None, p
     times = asset_times(instance, plan, started_at)
     print(format_times(times))
     if page is not None:
-        write_text_atomic(page, markdown_page(collection, summary, times, settings_of(specs[collection], config_path()),
-                                              folds=folds, assets=assets))
+        write_text_atomic(
+            page,
+            markdown_page(
+                collection, summary, times, settings_of(specs[collection], config_path()), folds=folds, assets=assets
+            ),
+        )
         print(f"written {page}")
     for partition, keys, message in report.failures:
         print(f"FAILED {', '.join(keys)}" + (f" [{partition}]" if partition else "") + f": {message}", file=sys.stderr)
@@ -470,73 +540,152 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line's parser: every subcommand with its help and an example (imports nothing heavy)."""
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="dagster-ir", description=__doc__.split("\n\n")[0], formatter_class=formatter,
-        epilog=_examples("dagster-ir demo", "dagster-ir status --why", "dagster-ir report --collection cranfield",
-                         "dagster-ir catalog query --format csv \"select asset_key, rows from materializations\""))
+        prog="dagster-ir",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=formatter,
+        epilog=_examples(
+            "dagster-ir demo",
+            "dagster-ir status --why",
+            "dagster-ir report --collection cranfield",
+            'dagster-ir catalog query --format csv "select asset_key, rows from materializations"',
+        ),
+    )
     parser.add_argument("--data", help=f"data directory (default: ${DATA_DIR_ENV} or ./data)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str, *examples: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
-                              epilog=_examples(*examples), formatter_class=formatter)
+        return sub.add_parser(
+            name,
+            help=text,
+            description=text[0].upper() + text[1:] + ".",
+            epilog=_examples(*examples),
+            formatter_class=formatter,
+        )
 
     for name, text, example in [
-        ("demo", "register the bundled dump, bring the assets up to date and summarise", "dagster-ir demo --first-stage"),
-        ("update", "materialize every stale or missing asset partition (and nothing else)",
-         "dagster-ir --data /scratch/ir update --parallel 4"),
+        (
+            "demo",
+            "register the bundled dump, bring the assets up to date and summarise",
+            "dagster-ir demo --first-stage",
+        ),
+        (
+            "update",
+            "materialize every stale or missing asset partition (and nothing else)",
+            "dagster-ir --data /scratch/ir update --parallel 4",
+        ),
     ]:
         run = command(name, text, example)
-        run.add_argument("--first-stage", action="store_true",
-                         help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report")
-        run.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
-                         help="dump partitions parsed at once, each in its own process (default: cores, at most 4)")
+        run.add_argument(
+            "--first-stage",
+            action="store_true",
+            help="leave out the method groups (php, model1, ghrm, cet): stop at the first-stage report",
+        )
+        run.add_argument(
+            "--parallel",
+            type=int,
+            default=min(4, os.cpu_count() or 1),
+            help="dump partitions parsed at once, each in its own process (default: cores, at most 4)",
+        )
         run.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
         if name == "update":
             run.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     status = command("status", "list the stale or missing asset partitions", "dagster-ir status --why")
-    status.add_argument("--why", action="store_true",
-                        help="say for each what changed: the upstream partition with new data, the code, a lost file")
-    reproduce = command("reproduce", "every method on one collection: materialize, print the tables and times",
-                        "dagster-ir reproduce --collection cranfield --markdown")
+    status.add_argument(
+        "--why",
+        action="store_true",
+        help="say for each what changed: the upstream partition with new data, the code, a lost file",
+    )
+    reproduce = command(
+        "reproduce",
+        "every method on one collection: materialize, print the tables and times",
+        "dagster-ir reproduce --collection cranfield --markdown",
+    )
     reproduce.add_argument("--collection", required=True, help="a collection of the config ($DAGSTER_IR_CONFIG)")
-    reproduce.add_argument("--markdown", nargs="?", const="-", metavar="PATH",
-                           help="print the tables as Markdown; with PATH also write them there as a page headed by "
-                                "the date, the commit, the machine and the settings")
-    reproduce.add_argument("--folds", type=int, nargs="+", metavar="FOLD",
-                           help="only the training units of these rotations (every seed) and what they read: "
-                                "times one fold, or builds a reproduction a fold at a time; prints no tables")
-    reproduce.add_argument("--assets", nargs="+", metavar="ASSET",
-                           help="only these assets' partitions of the collection and what they read (e.g. "
-                                "ghrm_runs neural_baselines for GHRM's table); the tables show their runs only")
+    reproduce.add_argument(
+        "--markdown",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="print the tables as Markdown; with PATH also write them there as a page headed by "
+        "the date, the commit, the machine and the settings",
+    )
+    reproduce.add_argument(
+        "--folds",
+        type=int,
+        nargs="+",
+        metavar="FOLD",
+        help="only the training units of these rotations (every seed) and what they read: "
+        "times one fold, or builds a reproduction a fold at a time; prints no tables",
+    )
+    reproduce.add_argument(
+        "--assets",
+        nargs="+",
+        metavar="ASSET",
+        help="only these assets' partitions of the collection and what they read (e.g. "
+        "ghrm_runs neural_baselines for GHRM's table); the tables show their runs only",
+    )
     reproduce.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     reproduce.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
-    command("report", "print a collection's evaluation and methods tables (options: `dagster-ir report --help`)",
-            "dagster-ir report --collection wiki-car --measures nDCG@10")
-    add = command("add-dump", "check and register a Wikipedia dump (.xml or .xml.bz2) as a new partition",
-                  "dagster-ir add-dump enwiki-latest-pages-articles-multistream.xml.bz2 --partitions 8")
+    command(
+        "report",
+        "print a collection's evaluation and methods tables (options: `dagster-ir report --help`)",
+        "dagster-ir report --collection wiki-car --measures nDCG@10",
+    )
+    add = command(
+        "add-dump",
+        "check and register a Wikipedia dump (.xml or .xml.bz2) as a new partition",
+        "dagster-ir add-dump enwiki-latest-pages-articles-multistream.xml.bz2 --partitions 8",
+    )
     add.add_argument("path")
-    add.add_argument("--partitions", type=int, default=int(os.environ.get("DAGSTER_IR_DUMP_PARTITIONS", "1")),
-                     help="a multistream dump (with its index) as up to N partitions of whole streams "
-                          "(default $DAGSTER_IR_DUMP_PARTITIONS or 1)")
-    drop = command("remove-dump", "unregister a dump (its partitions and their tables go)",
-                   "dagster-ir remove-dump enwiki-latest-pages-articles-multistream.xml.bz2")
+    add.add_argument(
+        "--partitions",
+        type=int,
+        default=int(os.environ.get("DAGSTER_IR_DUMP_PARTITIONS", "1")),
+        help="a multistream dump (with its index) as up to N partitions of whole streams "
+        "(default $DAGSTER_IR_DUMP_PARTITIONS or 1)",
+    )
+    drop = command(
+        "remove-dump",
+        "unregister a dump (its partitions and their tables go)",
+        "dagster-ir remove-dump enwiki-latest-pages-articles-multistream.xml.bz2",
+    )
     drop.add_argument("key", help="the dump's partition key (its file name)")
-    catalog = command("catalog", "the DuckDB catalog of every materialization",
-                      "dagster-ir catalog query \"select asset_key, partition, rows from materializations\"")
+    catalog = command(
+        "catalog",
+        "the DuckDB catalog of every materialization",
+        'dagster-ir catalog query "select asset_key, partition, rows from materializations"',
+    )
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="SUBCOMMAND")
-    catalog_sub.add_parser("sync", help="fold pending records into DuckDB", description="Fold pending records into DuckDB.",
-                           epilog=_examples("dagster-ir catalog sync"), formatter_class=formatter)
+    catalog_sub.add_parser(
+        "sync",
+        help="fold pending records into DuckDB",
+        description="Fold pending records into DuckDB.",
+        epilog=_examples("dagster-ir catalog sync"),
+        formatter_class=formatter,
+    )
     query = catalog_sub.add_parser(
-        "query", help="run a read-only SQL query on the catalog and print every row",
-        description="Run a read-only SQL query on the catalog and print every row, in full.", formatter_class=formatter,
-        epilog=_examples("dagster-ir catalog query \"select * from wiki_link_graph limit 5\"",
-                         "dagster-ir catalog query --format markdown \"select run_name, measure, avg(value) "
-                         "from evaluation_report group by all\""))
+        "query",
+        help="run a read-only SQL query on the catalog and print every row",
+        description="Run a read-only SQL query on the catalog and print every row, in full.",
+        formatter_class=formatter,
+        epilog=_examples(
+            'dagster-ir catalog query "select * from wiki_link_graph limit 5"',
+            'dagster-ir catalog query --format markdown "select run_name, measure, avg(value) '
+            'from evaluation_report group by all"',
+        ),
+    )
     query.add_argument("sql")
-    query.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table",
-                       help="aligned text (default), CSV, a JSON array of rows, or a Markdown table")
-    lineage = command("lineage", "print the upstream tree of an asset's newest record, down to the dump",
-                      "dagster-ir lineage model_report --partition wiki-car --depth 2")
+    query.add_argument(
+        "--format",
+        choices=["table", "csv", "json", "markdown"],
+        default="table",
+        help="aligned text (default), CSV, a JSON array of rows, or a Markdown table",
+    )
+    lineage = command(
+        "lineage",
+        "print the upstream tree of an asset's newest record, down to the dump",
+        "dagster-ir lineage model_report --partition wiki-car --depth 2",
+    )
     lineage.add_argument("asset")
     lineage.add_argument("--partition", help="one partition (default: each partition's newest record)")
     lineage.add_argument("--depth", type=int, help="levels shown below the asset (default: all, down to the dump)")
@@ -561,13 +710,26 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     from dagster_ir.storage.dumps import DumpRegistry
 
     if args.command in ("demo", "update"):
-        return cmd_update(root, demo=args.command == "demo", first_stage=args.first_stage, parallel=args.parallel,
-                          profile=getattr(args, "profile", None), verbose=args.verbose)
+        return cmd_update(
+            root,
+            demo=args.command == "demo",
+            first_stage=args.first_stage,
+            parallel=args.parallel,
+            profile=getattr(args, "profile", None),
+            verbose=args.verbose,
+        )
     if args.command == "status":
         return cmd_status_why(root) if args.why else cmd_status(root)
     if args.command == "reproduce":
-        return cmd_reproduce(root, args.collection, markdown=args.markdown, profile=args.profile,
-                             verbose=args.verbose, folds=args.folds, assets=args.assets)
+        return cmd_reproduce(
+            root,
+            args.collection,
+            markdown=args.markdown,
+            profile=args.profile,
+            verbose=args.verbose,
+            folds=args.folds,
+            assets=args.assets,
+        )
     if args.command == "add-dump":
         print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))
         return 0
@@ -582,8 +744,14 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "lineage":
         from dagster_ir.storage.lineage import render
 
-        print(render(cat.lineage(args.asset, args.partition), note=lambda node: _dump_file(node, root),
-                     depth=args.depth, config=args.config))
+        print(
+            render(
+                cat.lineage(args.asset, args.partition),
+                note=lambda node: _dump_file(node, root),
+                depth=args.depth,
+                config=args.config,
+            )
+        )
         return 0
     if args.catalog_command == "sync":
         ok = cat.sync()
@@ -594,8 +762,10 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return 0 if ok else 1
     code = cmd_query(cat, args.sql, args.format)
     if cat.pending():  # a read never folds the journal (it writes nothing)
-        print(f"note: {len(cat.pending())} records are not in the catalog yet; `dagster-ir catalog sync` folds them",
-              file=sys.stderr)
+        print(
+            f"note: {len(cat.pending())} records are not in the catalog yet; `dagster-ir catalog sync` folds them",
+            file=sys.stderr,
+        )
     return code
 
 
@@ -618,9 +788,16 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     from dagster_ir.storage.catalog import CatalogBusyError, CatalogQueryError
     from dagster_ir.wiki.dump import DumpError
 
-    return (DumpError, CollectionConfigError, CatalogQueryError, CatalogBusyError, FileNotFoundError,
-            KeyError, ValueError, duckdb.Error)
-
+    return (
+        DumpError,
+        CollectionConfigError,
+        CatalogQueryError,
+        CatalogBusyError,
+        FileNotFoundError,
+        KeyError,
+        ValueError,
+        duckdb.Error,
+    )
 
 
 def _command_position(argv: list[str]) -> int | None:

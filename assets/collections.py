@@ -25,14 +25,23 @@ from dagster_ir.wiki import latest_articles
 GROUP = "collections"
 
 
-@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions, tags=source_tags("yaml"),
-                             metadata=source_metadata("the collection's section of the collections YAML and the size and mtime of each file it names",
-                                                      "corpus, queries, qrels and query_splits of that collection"))
+@dg.observable_source_asset(
+    group_name=GROUP,
+    partitions_def=collection_partitions,
+    tags=source_tags("yaml"),
+    metadata=source_metadata(
+        "the collection's section of the collections YAML and the size and mtime of each file it names",
+        "corpus, queries, qrels and query_splits of that collection",
+    ),
+)
 def collection_config() -> dg.DataVersionsByPartition:
     """Each collection's section of the collections YAML and the files it names (size, mtime)."""
     versions = collection_versions(config_path())
     return dg.DataVersionsByPartition(
-        {name: dg.DataVersion(versions.get(name, "not configured")) for name in collection_partitions.get_partition_keys()}
+        {
+            name: dg.DataVersion(versions.get(name, "not configured"))
+            for name in collection_partitions.get_partition_keys()
+        }
     )
 
 
@@ -41,8 +50,9 @@ def _wiki_collections() -> list[str]:
 
 
 def _out(description: str) -> dg.AssetOut:
-    return dg.AssetOut(code_version="2", description=description,
-                       metadata={UPSTREAM_READ_BY: {"wiki_articles": _wiki_collections()}})
+    return dg.AssetOut(
+        code_version="2", description=description, metadata={UPSTREAM_READ_BY: {"wiki_articles": _wiki_collections()}}
+    )
 
 
 @dg.multi_asset(
@@ -53,7 +63,9 @@ def _out(description: str) -> dg.AssetOut:
         "corpus": _out("Documents (doc_id, title, text) of the collection."),
         "queries": _out("Queries (query_id, text) of the collection."),
         "qrels": _out("Relevance judgments (query_id, doc_id, relevance)."),
-        "query_splits": _out("train/fusion, train/model, dev, test split and fold (for k-fold rotation) of each query."),
+        "query_splits": _out(
+            "train/fusion, train/model, dev, test split and fold (for k-fold rotation) of each query."
+        ),
     },
 )
 def collection(context: dg.AssetExecutionContext, data: DataDirResource):
@@ -74,24 +86,40 @@ def collection(context: dg.AssetExecutionContext, data: DataDirResource):
         corpus = spool_batches(loaded.corpus, spool)
         _check_unique_ids(corpus, context.partition_key)
         qrels, unknown = check_known_ids(  # before anything is stored
-            loaded.qrels, query_ids=loaded.queries["query_id"], doc_ids=corpus, source=qrels_source(spec),
-            what="qrels", on_unknown=spec.on_unknown, collection=context.partition_key)
+            loaded.qrels,
+            query_ids=loaded.queries["query_id"],
+            doc_ids=corpus,
+            source=qrels_source(spec),
+            what="qrels",
+            on_unknown=spec.on_unknown,
+            collection=context.partition_key,
+        )
         n_docs = corpus.select(pl.len()).collect().item()
         yield dg.Output(
-            corpus, output_name="corpus", data_version=dg.DataVersion(files_version(spool.glob("*.parquet"))),
-            metadata={"documents": n_docs, "kind": spec.kind, "layout": collection_layout(spec),
-                      "superseded_article_copies": superseded},
+            corpus,
+            output_name="corpus",
+            data_version=dg.DataVersion(files_version(spool.glob("*.parquet"))),
+            metadata={
+                "documents": n_docs,
+                "kind": spec.kind,
+                "layout": collection_layout(spec),
+                "superseded_article_copies": superseded,
+            },
         )
     finally:  # the IO manager has stored the corpus table by the time we resume
         remove(spool)
     splits = split_queries(loaded.queries, spec.split)
     judged = qrels.filter(pl.col("relevance") > 0)
     yield dg.Output(
-        loaded.queries, output_name="queries", data_version=dg.DataVersion(frame_version(loaded.queries)),
+        loaded.queries,
+        output_name="queries",
+        data_version=dg.DataVersion(frame_version(loaded.queries)),
         metadata={"queries": loaded.queries.height},
     )
     yield dg.Output(
-        qrels, output_name="qrels", data_version=dg.DataVersion(frame_version(qrels)),
+        qrels,
+        output_name="qrels",
+        data_version=dg.DataVersion(frame_version(qrels)),
         metadata={
             "judgments": qrels.height,
             "relevant": judged.height,
@@ -101,7 +129,9 @@ def collection(context: dg.AssetExecutionContext, data: DataDirResource):
     )
     counts = splits.group_by("split").len().sort("split")
     yield dg.Output(
-        splits, output_name="query_splits", data_version=dg.DataVersion(frame_version(splits)),
+        splits,
+        output_name="query_splits",
+        data_version=dg.DataVersion(frame_version(splits)),
         metadata={f"queries_{row['split']}": row["len"] for row in counts.iter_rows(named=True)},
     )
 

@@ -56,8 +56,11 @@ class StaleResolver:
 
     def causes(self, key: dg.AssetKey, partition: str | None) -> list[str]:
         """Why `(key, partition)` is stale, one short line per cause: what changed upstream, or the code."""
-        causes = self._resolver.get_stale_causes(key, partition) if partition is not None \
+        causes = (
+            self._resolver.get_stale_causes(key, partition)
+            if partition is not None
             else self._resolver.get_stale_causes(key)
+        )
         lines = []
         for cause in causes:
             text = f"{_name(cause.dependency or cause.key)}: {cause.reason}"
@@ -105,8 +108,9 @@ def asset_step(context: dg.AssetExecutionContext) -> tuple[str, str]:
 
 def sensor_running(instance: dg.DagsterInstance, name: str) -> bool:
     """Whether a sensor called `name` was turned on (in the UI or `dagster sensor start`) in this instance."""
-    states = instance.all_instigator_state(instigator_type=InstigatorType.SENSOR,
-                                           instigator_statuses={InstigatorStatus.RUNNING})
+    states = instance.all_instigator_state(
+        instigator_type=InstigatorType.SENSOR, instigator_statuses={InstigatorStatus.RUNNING}
+    )
     return any(state.instigator_name == name for state in states)
 
 

@@ -5,31 +5,40 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.automation import automate, automation_sensor
-from assets.io_managers import PolarsParquetIOManager
-from assets.jobs import all_jobs, all_sensors
-from assets.launch import asset_jobs
-from assets.metadata import with_kinds
-from assets.observation import observation_jobs, source_observation_sensor
-from assets.schedules import retraining_cron, retraining_schedules
-from assets.resources import DataDirResource
 from assets.baselines import baselines_assets, baselines_checks
 from assets.cet import cet_assets, cet_checks
 from assets.checks import collection_checks
 from assets.collections import collection_assets
 from assets.evaluation import evaluation_assets
 from assets.executors import executor_definition, project_executor_settings
-from assets.ghrm import GHRMAssetConfig, ghrm_assets, ghrm_checks
+from assets.ghrm import ghrm_assets, ghrm_checks
+from assets.io_managers import PolarsParquetIOManager
+from assets.jobs import all_jobs, all_sensors
+from assets.launch import asset_jobs
+from assets.metadata import with_kinds
 from assets.model1 import model1_assets, model1_checks
 from assets.model_report import model_report_assets
-from assets.php import CrossEncoderSettings, php_assets, php_checks
+from assets.observation import observation_jobs, source_observation_sensor
+from assets.php import php_assets, php_checks
+from assets.resources import DataDirResource
 from assets.retrieval import retrieval_assets
-from assets.settings import check_settings, settable_configs, collection_settings, run_profile_setting
+from assets.schedules import retraining_cron, retraining_schedules
+from assets.settings import check_settings, collection_settings, run_profile_setting, settable_configs
 from assets.wiki import wiki_assets, wiki_checks
 
 all_assets = [
-    *wiki_assets, *collection_assets, collection_settings, run_profile_setting, *retrieval_assets, *php_assets,
+    *wiki_assets,
+    *collection_assets,
+    collection_settings,
+    run_profile_setting,
+    *retrieval_assets,
+    *php_assets,
     *model1_assets,
-    *ghrm_assets, *cet_assets, *evaluation_assets, *model_report_assets, *baselines_assets,
+    *ghrm_assets,
+    *cet_assets,
+    *evaluation_assets,
+    *model_report_assets,
+    *baselines_assets,
 ]
 # Automation conditions by group, the `training` pool checked on training steps (see assets.automation),
 # and the UI's kind badges (assets.metadata).
@@ -37,7 +46,15 @@ all_assets = with_kinds(automate(all_assets, retraining_cron()))
 # The assets that take per-collection settings (`assets:` of a collection in the YAML; see assets.settings).
 SETTABLE = settable_configs(all_assets)
 check_settings(SETTABLE)
-all_checks = [*wiki_checks, *collection_checks, *php_checks, *model1_checks, *ghrm_checks, *cet_checks, *baselines_checks]
+all_checks = [
+    *wiki_checks,
+    *collection_checks,
+    *php_checks,
+    *model1_checks,
+    *ghrm_checks,
+    *cet_checks,
+    *baselines_checks,
+]
 
 
 def resources(data_dir: str = "") -> dict:
@@ -53,6 +70,7 @@ def resources(data_dir: str = "") -> dict:
 METHOD_GROUPS = ("php", "model1", "ghrm", "cet", "methods_report", "baselines")
 DEMO_SELECTION = dg.AssetSelection.all()
 FIRST_STAGE_SELECTION = dg.AssetSelection.all() - dg.AssetSelection.groups(*METHOD_GROUPS)
+
 
 def _project_defs() -> dg.Definitions:
     return defs

@@ -1,6 +1,5 @@
 """The evaluation report: ir_measures per run and query, paired t-tests against a baseline, tables, plots."""
 
-
 import dagster as dg
 import polars as pl
 
@@ -38,8 +37,9 @@ class ReportSettings(dg.Config):
     seed: int = 0
 
     def significance(self) -> SignificanceConfig:
-        return SignificanceConfig(alpha=self.alpha, correction=self.correction,
-                                  n_resamples=self.bootstrap_resamples, seed=self.seed)
+        return SignificanceConfig(
+            alpha=self.alpha, correction=self.correction, n_resamples=self.bootstrap_resamples, seed=self.seed
+        )
 
 
 class EvaluationReportConfig(ReportSettings):
@@ -49,7 +49,11 @@ class EvaluationReportConfig(ReportSettings):
 
 
 def restrict_to_split(
-    runs: pl.DataFrame, qrels: pl.DataFrame, query_splits: pl.DataFrame, split: str, asset: str,
+    runs: pl.DataFrame,
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+    split: str,
+    asset: str,
     protocol: str = "fixed",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Runs and qrels of the queries in `split` ("all" keeps every query; "test" under the cv
@@ -92,19 +96,23 @@ def evaluation_report(
     )
     files = write_report(report, data.files("reports", context.partition_key))
     summary = aggregate(per_query)
-    context.add_output_metadata(capped(
-        {
-            "report": report_headline(report, str(files.html)),  # main tables, < 64 KB; the full report is the file
-            "html": dg.MetadataValue.path(str(files.html)),
-            "markdown": dg.MetadataValue.path(str(files.markdown)),
-            "results": results_table(summary, ("nDCG@10", "RR@10", "R@1000")),  # one table, not a chart per run x measure
-        }
-    ))
+    context.add_output_metadata(
+        capped(
+            {
+                "report": report_headline(report, str(files.html)),  # main tables, < 64 KB; the full report is the file
+                "html": dg.MetadataValue.path(str(files.html)),
+                "markdown": dg.MetadataValue.path(str(files.markdown)),
+                "results": results_table(
+                    summary, ("nDCG@10", "RR@10", "R@1000")
+                ),  # one table, not a chart per run x measure
+            }
+        )
+    )
     return per_query
 
 
 def report_title(collection: str, split: str, protocol: str, qrels: pl.DataFrame) -> str:
-    """"<collection>: <which> queries (<n> judged)", saying when the test queries are every test fold."""
+    """ "<collection>: <which> queries (<n> judged)", saying when the test queries are every test fold."""
     which = "test-fold (every)" if split == "test" and protocol == "cv" else split
     return f"{collection}: {which} queries ({qrels['query_id'].n_unique()} judged)"
 

@@ -53,17 +53,51 @@ _FIELDS = {
     "multiprocess": {"max_concurrent"},
     "in_process": set(),
     "dask": {"address", "n_workers"},
-    "k8s": {"image", "namespace", "data_claim", "data_mount", "max_concurrent", "step_resources",
-            "image_pull_policy", "service_account", "env_secrets", "dagster_home", "instance_config_map",
-            "training_gpus", "training_step_resources", "training_pod_spec"},
+    "k8s": {
+        "image",
+        "namespace",
+        "data_claim",
+        "data_mount",
+        "max_concurrent",
+        "step_resources",
+        "image_pull_policy",
+        "service_account",
+        "env_secrets",
+        "dagster_home",
+        "instance_config_map",
+        "training_gpus",
+        "training_step_resources",
+        "training_pod_spec",
+    },
 }
 # Steps that train or score a neural model: where GPUs help (the k8s fields training_*).
-GPU_STEPS = ("php_hp", "php_shp", "php_mrds", "php_ablations", "php_baselines", "cross_encoder", "reranked_runs",
-             "neural_model1", "bert_model1", "bert_vanilla", "cet", "cet_runs", "neural_baselines", "dense_embeddings")
+GPU_STEPS = (
+    "php_hp",
+    "php_shp",
+    "php_mrds",
+    "php_ablations",
+    "php_baselines",
+    "cross_encoder",
+    "reranked_runs",
+    "neural_model1",
+    "bert_model1",
+    "bert_vanilla",
+    "cet",
+    "cet_runs",
+    "neural_baselines",
+    "dense_embeddings",
+)
 
 
-_TYPES = {"max_concurrent": int, "n_workers": int, "step_resources": dict, "env_secrets": tuple, "training_gpus": int,
-          "training_step_resources": dict, "training_pod_spec": dict}
+_TYPES = {
+    "max_concurrent": int,
+    "n_workers": int,
+    "step_resources": dict,
+    "env_secrets": tuple,
+    "training_gpus": int,
+    "training_step_resources": dict,
+    "training_pod_spec": dict,
+}
 _TYPE_NAMES = {int: "an integer", dict: "a mapping", tuple: "a list of strings", str: "a string"}
 
 
@@ -119,7 +153,8 @@ def parse_executor_settings(section: Any, *, source: Path | str = "<config>") ->
     for key in section:
         if key not in allowed:
             raise CollectionConfigError(
-                f"{source}: executor.{key}: not a field of kind {kind!r} (known: {sorted(allowed)})")
+                f"{source}: executor.{key}: not a field of kind {kind!r} (known: {sorted(allowed)})"
+            )
     values = {}
     for key, value in section.items():
         kind_of_value = _TYPES.get(key, str)
@@ -132,7 +167,8 @@ def parse_executor_settings(section: Any, *, source: Path | str = "<config>") ->
             ok = isinstance(value, kind_of_value)
         if not ok:
             raise CollectionConfigError(
-                f"{source}: executor.{key}: expected {_TYPE_NAMES[kind_of_value]}, found {value!r}")
+                f"{source}: executor.{key}: expected {_TYPE_NAMES[kind_of_value]}, found {value!r}"
+            )
         values[key] = value
     try:
         return ExecutorSettings(**values)
@@ -251,26 +287,43 @@ def _dask_executor() -> dg.ExecutorDefinition:
         def execute(self, plan_context, execution_plan):
             if not plan_context.instance.is_persistent:
                 raise dg.DagsterInvariantViolationError("Dask execution needs a persistent Dagster instance")
-            cluster = (self.cluster_configuration["address"] if self.cluster_type == "existing"
-                       else dask.distributed.LocalCluster(**self.build_dict(plan_context.job_name)))
+            cluster = (
+                self.cluster_configuration["address"]
+                if self.cluster_type == "existing"
+                else dask.distributed.LocalCluster(**self.build_dict(plan_context.job_name))
+            )
             run = plan_context.dagster_run
             futures: dict[str, Any] = {}
             with dask.distributed.Client(cluster) as client:
                 for level in execution_plan.get_steps_to_execute_by_level():
                     for step in level:
-                        upstream = [futures[key] for step_input in step.step_inputs for key in step_input.dependency_keys]
-                        packed = _Opaque(plan_context.reconstructable_job, run, plan_context.run_config, [step.key],
-                                         plan_context.instance.get_ref(), execution_plan.known_state)
+                        upstream = [
+                            futures[key] for step_input in step.step_inputs for key in step_input.dependency_keys
+                        ]
+                        packed = _Opaque(
+                            plan_context.reconstructable_job,
+                            run,
+                            plan_context.run_config,
+                            [step.key],
+                            plan_context.instance.get_ref(),
+                            execution_plan.known_state,
+                        )
                         futures[step.key] = client.submit(
-                            _execute_on_worker, upstream, packed, key=f"{run.job_name}.{step.key}.{run.run_id}",
-                            resources=get_dask_resource_requirements(step.tags), pure=False)
+                            _execute_on_worker,
+                            upstream,
+                            packed,
+                            key=f"{run.job_name}.{step.key}.{run.run_id}",
+                            resources=get_dask_resource_requirements(step.tags),
+                            pure=False,
+                        )
                 for _, events in dask.distributed.as_completed(list(futures.values()), with_results=True):
                     yield from events
             if self.cluster_type != "existing":
                 cluster.close()
 
-    @dg.executor(name="dask", config_schema=dask_executor.config_schema,
-                 requirements=dg.multiple_process_executor_requirements())
+    @dg.executor(
+        name="dask", config_schema=dask_executor.config_schema, requirements=dg.multiple_process_executor_requirements()
+    )
     def run_keyed_dask_executor(init_context):
         ((cluster_type, cluster_configuration),) = init_context.executor_config["cluster"].items()
         return RunKeyedDaskExecutor(cluster_type, cluster_configuration)
@@ -305,7 +358,12 @@ def k8s_step_job(settings: ExecutorSettings, step_key: str, run_id: str) -> dict
     """
     import kubernetes
     from dagster_k8s.container_context import K8sContainerContext
-    from dagster_k8s.job import DagsterK8sJobConfig, UserDefinedDagsterK8sConfig, construct_dagster_k8s_job, get_k8s_job_name
+    from dagster_k8s.job import (
+        DagsterK8sJobConfig,
+        UserDefinedDagsterK8sConfig,
+        construct_dagster_k8s_job,
+        get_k8s_job_name,
+    )
 
     config = validated_k8s_config(settings)
     context = K8sContainerContext(
@@ -323,8 +381,10 @@ def k8s_step_job(settings: ExecutorSettings, step_key: str, run_id: str) -> dict
     if per_step:  # as the executor does: the step's own config over the run's
         context = context.merge(K8sContainerContext(run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(per_step)))
     job_config = DagsterK8sJobConfig(
-        job_image=config["job_image"], dagster_home=settings.dagster_home,
-        instance_config_map=settings.instance_config_map, image_pull_policy=config.get("image_pull_policy"),
+        job_image=config["job_image"],
+        dagster_home=settings.dagster_home,
+        instance_config_map=settings.instance_config_map,
+        image_pull_policy=config.get("image_pull_policy"),
     )
     name = f"dagster-step-{get_k8s_job_name(run_id, step_key)}"
     job = construct_dagster_k8s_job(

@@ -27,7 +27,7 @@ import os
 import time
 from dataclasses import asdict, replace
 from functools import partial
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import numpy as np
@@ -39,7 +39,9 @@ from assets.partitions import collection_partitions, training_unit, unit_ins, un
 from assets.project import collection_specs
 from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_settings
+from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.collections.lengths import collection_lengths
+from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.methods.ghrm.config import VARIANTS, GHRMConfig, profile
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
@@ -51,8 +53,6 @@ from dagster_ir.methods.ghrm.word2vec import (
     train_word2vec,
 )
 from dagster_ir.neural.word_vectors import embedding_vectors
-from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
-from dagster_ir.evaluation import figure_to_png_bytes
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import content_version, frame_version
 
@@ -85,13 +85,13 @@ class Word2VecAssetConfig(dg.Config):
     source: str = "minilm"
     backbone: str = ""  # "minilm" source: "" = the bundled all-MiniLM-L6-v2
     profile: str = "demo"
-    dim: Optional[int] = None
-    window: Optional[int] = None
-    min_count: Optional[int] = None
-    epochs: Optional[int] = None
-    seed: Optional[int] = None
-    remove_stopwords: Optional[bool] = None  # the text settings; GHRM's must match them
-    lemmatize: Optional[bool] = None
+    dim: int | None = None
+    window: int | None = None
+    min_count: int | None = None
+    epochs: int | None = None
+    seed: int | None = None
+    remove_stopwords: bool | None = None  # the text settings; GHRM's must match them
+    lemmatize: bool | None = None
     path: str = ""  # a word2vec file (binary, or text ending .txt/.vec) to use instead of training
 
     def to_domain(self) -> Word2VecConfig:
@@ -99,12 +99,20 @@ class Word2VecAssetConfig(dg.Config):
             raise ValueError(f"unknown word2vec profile {self.profile!r} (have {sorted(WORD2VEC_PROFILES)})")
         base = WORD2VEC_PROFILES[self.profile]
         text = replace(base.text, **_given(remove_stopwords=self.remove_stopwords, lemmatize=self.lemmatize))
-        return replace(base, text=text, **_given(dim=self.dim, window=self.window, min_count=self.min_count,
-                                                 epochs=self.epochs, seed=self.seed))
+        return replace(
+            base,
+            text=text,
+            **_given(dim=self.dim, window=self.window, min_count=self.min_count, epochs=self.epochs, seed=self.seed),
+        )
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=["collection_settings"],
-          partitions_def=collection_partitions, code_version=CODE_VERSION)
+@dg.asset(
+    pool=TRAINING_POOL,
+    group_name=GROUP,
+    deps=["collection_settings"],
+    partitions_def=collection_partitions,
+    code_version=CODE_VERSION,
+)
 def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> dg.Output[pl.DataFrame]:
@@ -113,8 +121,11 @@ def word2vec(
 
     config = with_settings(config, "word2vec", context.partition_key, context)
     domain = config.to_domain()
-    source = "file" if config.path and config.source == "minilm" and "source" not in config.model_fields_set \
+    source = (
+        "file"
+        if config.path and config.source == "minilm" and "source" not in config.model_fields_set
         else config.source
+    )
     if source not in VECTOR_SOURCES:
         raise ValueError(f"word2vec: source {source!r} is not one of {VECTOR_SOURCES}")
     if source == "file" and not config.path:
@@ -128,13 +139,28 @@ def word2vec(
         vectors = embedding_vectors(collection_words(corpus_texts(corpus), domain), config.backbone)
     seconds = time.monotonic() - started
     path = save_vectors(vectors, data.files("word2vec", context.partition_key) / "vectors.bin")
-    context.add_output_metadata({
-        "words": len(vectors), "dim": vectors.vector_size, "seconds": round(seconds, 2), "source": source,
-        "config": dg.MetadataValue.json(asdict(domain)), "file": dg.MetadataValue.path(str(path)),
-    })
-    manifest = pl.DataFrame({"path": [str(path)], "words": [len(vectors)], "dim": [vectors.vector_size],
-                             "source": [source], "seed": [domain.seed], "epochs": [domain.epochs],
-                             "remove_stopwords": [domain.text.remove_stopwords], "lemmatize": [domain.text.lemmatize]})
+    context.add_output_metadata(
+        {
+            "words": len(vectors),
+            "dim": vectors.vector_size,
+            "seconds": round(seconds, 2),
+            "source": source,
+            "config": dg.MetadataValue.json(asdict(domain)),
+            "file": dg.MetadataValue.path(str(path)),
+        }
+    )
+    manifest = pl.DataFrame(
+        {
+            "path": [str(path)],
+            "words": [len(vectors)],
+            "dim": [vectors.vector_size],
+            "source": [source],
+            "seed": [domain.seed],
+            "epochs": [domain.epochs],
+            "remove_stopwords": [domain.text.remove_stopwords],
+            "lemmatize": [domain.text.lemmatize],
+        }
+    )
     # by the vectors' content: the settings it reads have no version Dagster sees change (assets.metadata.by_content)
     return dg.Output(manifest, data_version=dg.DataVersion(content_version(path)))
 
@@ -151,29 +177,29 @@ class GHRMSettings(dg.Config):
 
     profile: str = "demo"
     candidate_run: str = "bm25"
-    doc_words: Optional[int] = None
-    query_words: Optional[int] = None
+    doc_words: int | None = None
+    query_words: int | None = None
     lengths: str = "collection"  # "collection" | "profile": where query_words/doc_words left None come from
     length_percentile: float = 90.0
-    min_count: Optional[int] = None
-    window: Optional[int] = None
-    self_loop: Optional[float] = None
-    remove_stopwords: Optional[bool] = None
-    lemmatize: Optional[bool] = None
-    blocks: Optional[int] = None
-    rate: Optional[float] = None
-    top_k: Optional[int] = None
-    epochs: Optional[int] = None
-    batches_per_epoch: Optional[int] = None
-    pairs_per_batch: Optional[int] = None
-    lr: Optional[float] = None
-    schedule: Optional[str] = None
-    seed: Optional[int] = None
-    train_depth: Optional[int] = None
-    rerank_depth: Optional[int] = None
+    min_count: int | None = None
+    window: int | None = None
+    self_loop: float | None = None
+    remove_stopwords: bool | None = None
+    lemmatize: bool | None = None
+    blocks: int | None = None
+    rate: float | None = None
+    top_k: int | None = None
+    epochs: int | None = None
+    batches_per_epoch: int | None = None
+    pairs_per_batch: int | None = None
+    lr: float | None = None
+    schedule: str | None = None
+    seed: int | None = None
+    train_depth: int | None = None
+    rerank_depth: int | None = None
     # worker processes training at once (GHRM's (variant, rotation) pairs, the sweeps' settings; the same
     # results as 1); None: 2 when the profile trains on one torch thread (the demo) and 2+ cores are ours, else 1
-    workers: Optional[int] = None
+    workers: int | None = None
 
     def training_workers(self, domain: GHRMConfig) -> int:
         """How many models train at once (`dagster_ir.methods.ghrm.protocol.run_variants`, `sweeps.run_sweep`)."""
@@ -188,14 +214,31 @@ class GHRMSettings(dg.Config):
         base = profile(self.profile)
         text = replace(base.inputs.text, **_given(remove_stopwords=self.remove_stopwords, lemmatize=self.lemmatize))
         return GHRMConfig(
-            inputs=replace(base.inputs, text=text, **_given(doc_words=self.doc_words, query_words=self.query_words,
-                                                            min_count=self.min_count, window=self.window,
-                                                            self_loop=self.self_loop)),
+            inputs=replace(
+                base.inputs,
+                text=text,
+                **_given(
+                    doc_words=self.doc_words,
+                    query_words=self.query_words,
+                    min_count=self.min_count,
+                    window=self.window,
+                    self_loop=self.self_loop,
+                ),
+            ),
             model=replace(base.model, **_given(blocks=self.blocks, rate=self.rate, top_k=self.top_k)),
-            training=replace(base.training, **_given(epochs=self.epochs, batches_per_epoch=self.batches_per_epoch,
-                                                     pairs_per_batch=self.pairs_per_batch, lr=self.lr,
-                                                     schedule=self.schedule, seed=self.seed,
-                                                     train_depth=self.train_depth, rerank_depth=self.rerank_depth)),
+            training=replace(
+                base.training,
+                **_given(
+                    epochs=self.epochs,
+                    batches_per_epoch=self.batches_per_epoch,
+                    pairs_per_batch=self.pairs_per_batch,
+                    lr=self.lr,
+                    schedule=self.schedule,
+                    seed=self.seed,
+                    train_depth=self.train_depth,
+                    rerank_depth=self.rerank_depth,
+                ),
+            ),
         )
 
 
@@ -203,8 +246,8 @@ class GHRMAssetConfig(GHRMSettings):
     """GHRMSettings plus the variants to train and the rotations to run (`folds`, default all)."""
 
     variants: list[str] = list(VARIANTS)
-    folds: Optional[list[int]] = None
-    seeds: Optional[list[int]] = None  # None: the collection's `seeds`
+    folds: list[int] | None = None
+    seeds: list[int] | None = None  # None: the collection's `seeds`
     interpolate: bool = True  # also <variant>+<candidate_run>: interpolated with the candidates, weight on validation
 
     def to_domain(self) -> GHRMConfig:
@@ -222,15 +265,25 @@ def fit_lengths(config: GHRMSettings, domain: GHRMConfig, queries: pl.DataFrame,
     if config.lengths not in ("collection", "profile"):
         raise ValueError(f"GHRM lengths: {config.lengths!r} is neither 'collection' nor 'profile'")
     inputs = domain.inputs
-    source = {"query_words": "config" if config.query_words is not None else config.lengths,
-              "doc_words": "config" if config.doc_words is not None else config.lengths}
+    source = {
+        "query_words": "config" if config.query_words is not None else config.lengths,
+        "doc_words": "config" if config.doc_words is not None else config.lengths,
+    }
     if config.lengths == "collection" and "collection" in source.values():
-        found = collection_lengths(queries["text"].to_list(), corpus_texts(corpus),
-                                   partial(tokens, config=inputs.text), config.length_percentile)
+        found = collection_lengths(
+            queries["text"].to_list(),
+            corpus_texts(corpus),
+            partial(tokens, config=inputs.text),
+            config.length_percentile,
+        )
         inputs = replace(inputs, **{k: getattr(found, k) for k, v in source.items() if v == "collection"})
     domain = replace(domain, inputs=inputs)
-    return domain, {"query_words": inputs.query_words, "doc_words": inputs.doc_words,
-                    "lengths from": dg.MetadataValue.json(source), "length percentile": config.length_percentile}
+    return domain, {
+        "query_words": inputs.query_words,
+        "doc_words": inputs.doc_words,
+        "lengths from": dg.MetadataValue.json(source),
+        "length percentile": config.length_percentile,
+    }
 
 
 def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, candidate_runs, word2vec) -> tuple:
@@ -239,24 +292,39 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
 
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
     if run.height == 0:
-        raise ValueError(f"ghrm: no candidate run {config.candidate_run!r} "
-                         f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
+        raise ValueError(
+            f"ghrm: no candidate run {config.candidate_run!r} "
+            f"(have {candidate_runs['run_name'].unique().sort().to_list()})"
+        )
     if word2vec["source"][0] in ("trained", "minilm"):  # vectors of the collection's words as read then
         if "lemmatize" not in word2vec.columns:
             raise ValueError("ghrm: the word2vec manifest predates text preprocessing; materialize word2vec again")
         trained = TextConfig(bool(word2vec["remove_stopwords"][0]), bool(word2vec["lemmatize"][0]))
         if trained != domain.inputs.text:
-            raise ValueError(f"ghrm: word2vec was trained on text read with {trained}, GHRM reads {domain.inputs.text}; "
-                             "give word2vec and GHRM the same remove_stopwords and lemmatize")
-    data = prepare_data(corpus, queries.select("query_id", "text"), qrels, run.select(list(RUN)),
-                        load_vectors(word2vec["path"][0]), domain)
+            raise ValueError(
+                f"ghrm: word2vec was trained on text read with {trained}, GHRM reads {domain.inputs.text}; "
+                "give word2vec and GHRM the same remove_stopwords and lemmatize"
+            )
+    data = prepare_data(
+        corpus,
+        queries.select("query_id", "text"),
+        qrels,
+        run.select(list(RUN)),
+        load_vectors(word2vec["path"][0]),
+        domain,
+    )
     return run, data
 
 
 # collection_config: the collection's `seeds` decide which seeds run, so a change there reruns GHRM;
 # collection_settings: its profile and `assets` settings (e.g. query_words)
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=collection_partitions, code_version=CODE_VERSION,
-          deps=["collection_config", "collection_settings"])
+@dg.asset(
+    pool=TRAINING_POOL,
+    group_name=GROUP,
+    partitions_def=collection_partitions,
+    code_version=CODE_VERSION,
+    deps=["collection_config", "collection_settings"],
+)
 def ghrm_runs(
     context: dg.AssetExecutionContext,
     config: GHRMAssetConfig,
@@ -269,7 +337,13 @@ def ghrm_runs(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
-    from dagster_ir.methods.ghrm.protocol import fingerprint, fold_run, interpolated_fold_run, mean_measure, run_variants
+    from dagster_ir.methods.ghrm.protocol import (
+        fingerprint,
+        fold_run,
+        interpolated_fold_run,
+        mean_measure,
+        run_variants,
+    )
 
     config = with_settings(config, "ghrm_runs", context.partition_key, context)
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
@@ -278,8 +352,13 @@ def ghrm_runs(
     run, inputs = _prepare(config, base, corpus, queries, qrels, candidate_runs, word2vec)
     runs, curves, roots = [], {}, []
     workers = config.training_workers(base)
-    metadata = {"vocabulary": len(inputs.vocabulary), "seeds": seeds, "vectors": word2vec["source"][0], **lengths,
-                "workers": workers}
+    metadata = {
+        "vocabulary": len(inputs.vocabulary),
+        "seeds": seeds,
+        "vectors": word2vec["source"][0],
+        **lengths,
+        "workers": workers,
+    }
     for seed in seeds:
         domain = offset_seeds(base, seed)
         root = data.files("ghrm", context.partition_key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
@@ -289,19 +368,30 @@ def ghrm_runs(
             variant_run = fold_run(results)
             runs.append(variant_run.with_columns(seed=pl.lit(seed, dtype=pl.Int64)))
             if config.interpolate:
-                mixed, weights = interpolated_fold_run(results, inputs.candidates, qrels,
-                                                       domain.training.selection_measure,
-                                                       f"{variant}+{config.candidate_run}")
+                mixed, weights = interpolated_fold_run(
+                    results,
+                    inputs.candidates,
+                    qrels,
+                    domain.training.selection_measure,
+                    f"{variant}+{config.candidate_run}",
+                )
                 runs.append(mixed.with_columns(seed=pl.lit(seed, dtype=pl.Int64)).select(runs[-1].columns))
                 metadata[f"{variant}+{config.candidate_run} weight (seed {seed})"] = weights
             if seed == seeds[0]:
                 metadata.update(_variant_metadata(variant, results, variant_run, run, qrels))
                 curves[variant] = _mean_curve([r.result.dev_scores for r in results])
-    metadata["bm25 nDCG@20 (same queries)"] = round(mean_measure(
-        run.filter(pl.col("query_id").is_in(runs[0]["query_id"].unique().implode())),
-        qrels, runs[0]["query_id"].unique().to_list(), "nDCG@20"), 4)
-    metadata["validation curve"] = _line_chart(curves, "epoch", f"validation {base.training.selection_measure} "
-                                               f"(mean of folds, seed {seeds[0]})")
+    metadata["bm25 nDCG@20 (same queries)"] = round(
+        mean_measure(
+            run.filter(pl.col("query_id").is_in(runs[0]["query_id"].unique().implode())),
+            qrels,
+            runs[0]["query_id"].unique().to_list(),
+            "nDCG@20",
+        ),
+        4,
+    )
+    metadata["validation curve"] = _line_chart(
+        curves, "epoch", f"validation {base.training.selection_measure} (mean of folds, seed {seeds[0]})"
+    )
     metadata["seconds"] = round(time.monotonic() - started, 1)
     metadata["config"] = dg.MetadataValue.json(json.loads(json.dumps(asdict(base))))
     metadata["checkpoints"] = dg.MetadataValue.json(roots)
@@ -311,7 +401,9 @@ def ghrm_runs(
     return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))
 
 
-def _variant_metadata(variant: str, results, variant_run: pl.DataFrame, first_stage: pl.DataFrame, qrels: pl.DataFrame) -> dict:
+def _variant_metadata(
+    variant: str, results, variant_run: pl.DataFrame, first_stage: pl.DataFrame, qrels: pl.DataFrame
+) -> dict:
     from dagster_ir.methods.ghrm.protocol import fold_means, mean_measure
 
     query_ids = variant_run["query_id"].unique().to_list()
@@ -364,11 +456,13 @@ def ghrm_runs_are_complete(ghrm_runs: pl.DataFrame) -> dg.AssetCheckResult:
     query_sets = {frozenset(part["query_id"].unique()) for part in ghrm_runs.partition_by("run_name", "seed")}
     return dg.AssetCheckResult(
         passed=duplicates == 0 and non_finite == 0 and folds_per_query <= 1 and len(query_sets) <= 1,
-        metadata={"duplicate_rows": duplicates, "non_finite_scores": non_finite,
-                  "max_folds_per_query": int(folds_per_query), "distinct_query_sets": len(query_sets)},
+        metadata={
+            "duplicate_rows": duplicates,
+            "non_finite_scores": non_finite,
+            "max_folds_per_query": int(folds_per_query),
+            "distinct_query_sets": len(query_sets),
+        },
     )
-
-
 
 
 class GHRMSweepsAssetConfig(GHRMSettings):
@@ -379,9 +473,9 @@ class GHRMSweepsAssetConfig(GHRMSettings):
     """
 
     sweep_profile: str = "demo"
-    rates: Optional[list[float]] = None
-    blocks_grid: Optional[list[int]] = None
-    top_ks: Optional[list[int]] = None
+    rates: list[float] | None = None
+    blocks_grid: list[int] | None = None
+    top_ks: list[int] | None = None
 
     def to_sweep(self) -> "SweepConfig":
         from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
@@ -392,8 +486,14 @@ class GHRMSweepsAssetConfig(GHRMSettings):
         return replace(SWEEP_PROFILES[self.sweep_profile], **{k: tuple(v) for k, v in given.items()})
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version=CODE_VERSION,
-          ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "word2vec"))
+@dg.asset(
+    pool=TRAINING_POOL,
+    group_name=GROUP,
+    deps=[UNIT_SETTINGS],
+    partitions_def=unit_partitions,
+    code_version=CODE_VERSION,
+    ins=unit_ins("corpus", "queries", "qrels", "query_splits", "candidate_runs", "word2vec"),
+)
 def ghrm_sweeps(
     context: dg.AssetExecutionContext,
     config: GHRMSweepsAssetConfig,
@@ -406,9 +506,8 @@ def ghrm_sweeps(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
-    from dagster_ir.methods.ghrm.sweeps import choose, run_sweep, sweep_figure, sweep_means
-
     from dagster_ir.methods.ghrm.protocol import fingerprint
+    from dagster_ir.methods.ghrm.sweeps import choose, run_sweep, sweep_figure, sweep_means
 
     config = with_settings(config, "ghrm_sweeps", training_unit(context).collection, context)
     unit = training_unit(context)
@@ -423,22 +522,30 @@ def ghrm_sweeps(
     measure = domain.training.selection_measure
     chosen = choose(results, measure)
     png = figure_to_png_bytes(sweep_figure(results, chosen, sweep.measures))
-    context.add_output_metadata({
-        "chosen": dg.MetadataValue.json(chosen),
-        "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
-        "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
-        "train_queries": len(roles.train), "validation_queries": len(roles.validation),
-        "seconds": round(time.monotonic() - started, 1), "workers": workers, **lengths,
-        "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
-        "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
-        "checkpoints": dg.MetadataValue.path(str(root)),
-    })
+    context.add_output_metadata(
+        {
+            "chosen": dg.MetadataValue.json(chosen),
+            "validation means": dg.MetadataValue.md(_markdown(sweep_means(results))),
+            "figure": dg.MetadataValue.md(f"![sweeps](data:image/png;base64,{base64.b64encode(png).decode()})"),
+            "train_queries": len(roles.train),
+            "validation_queries": len(roles.validation),
+            "seconds": round(time.monotonic() - started, 1),
+            "workers": workers,
+            **lengths,
+            "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
+            "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
+            "checkpoints": dg.MetadataValue.path(str(root)),
+        }
+    )
     return by_content(tag_unit(results, unit))
 
 
 def _markdown(frame: pl.DataFrame) -> str:
     header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns)
-    rows = ["| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row) + " |" for row in frame.iter_rows()]
+    rows = [
+        "| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row) + " |"
+        for row in frame.iter_rows()
+    ]
     return "\n".join([header, *rows])
 
 

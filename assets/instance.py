@@ -99,9 +99,12 @@ def release_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] |
 
 def mark_dead_runs_failed(instance: dg.DagsterInstance) -> list[str]:
     """Runs of `dagster-ir` on this host not marked ended whose process is gone become failed."""
-    runs = instance.get_runs(filters=dg.RunsFilter(
-        statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.NOT_STARTED],
-        tags={HOST_TAG: host_tag()}))
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.NOT_STARTED],
+            tags={HOST_TAG: host_tag()},
+        )
+    )
     marked = []
     for run in runs:
         pid = run.tags.get(PID_TAG, "")
@@ -132,8 +135,9 @@ def free_slots_of_ended_runs(instance: dg.DagsterInstance) -> list[str]:
     return freed
 
 
-def wait_for_pool_slots(instance: dg.DagsterInstance, pools: set[str], log: Callable[[str], None] | None = None,
-                        poll: float = 1.0) -> None:
+def wait_for_pool_slots(
+    instance: dg.DagsterInstance, pools: set[str], log: Callable[[str], None] | None = None, poll: float = 1.0
+) -> None:
     """Return once each of `pools` has a slot that no run holds or is next in line for, releasing the
     runs of dead processes at every look (`release_dead_runs`) and saying once who holds a slot.
 
@@ -162,8 +166,10 @@ def wait_for_pool_slots(instance: dg.DagsterInstance, pools: set[str], log: Call
 def _holders_of_full_pool(storage, pool: str) -> list[str]:
     """The runs holding (or next in line for) every slot of `pool`; empty if one is free or it has none yet."""
     info = storage.get_concurrency_info(pool)
-    holders = sorted({s.run_id for s in info.claimed_slots}
-                     | {s.run_id for s in info.pending_steps if s.assigned_timestamp is not None})
+    holders = sorted(
+        {s.run_id for s in info.claimed_slots}
+        | {s.run_id for s in info.pending_steps if s.assigned_timestamp is not None}
+    )
     assigned = sum(1 for s in info.pending_steps if s.assigned_timestamp is not None)
     return holders if info.slot_count and max(assigned, len(info.claimed_slots)) >= info.slot_count else []
 
@@ -179,8 +185,9 @@ def _describe(instance: dg.DagsterInstance, run_id: str) -> str:
 
 
 @contextmanager
-def releasing_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] | None = None,
-                        every: float = 2.0) -> Iterator[None]:
+def releasing_dead_runs(
+    instance: dg.DagsterInstance, log: Callable[[str], None] | None = None, every: float = 2.0
+) -> Iterator[None]:
     """While the block runs, `release_dead_runs` every `every` seconds in a thread, so a run that
     waits in Dagster's executor for a slot gets it when the holder's process dies meanwhile."""
     if instance.is_ephemeral:
@@ -202,6 +209,7 @@ def releasing_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None]
     finally:
         stop.set()
         thread.join()
+
 
 if __name__ == "__main__":  # `python -m assets.instance [DAGSTER_HOME]` (the Makefile's `ui`)
     print(ensure_instance_config(sys.argv[1] if len(sys.argv) > 1 else os.environ["DAGSTER_HOME"]))

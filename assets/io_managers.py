@@ -118,8 +118,10 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
             code_version=context.asset_spec.code_version,
             run_id=context.run_id,
             config=_op_config(context),
-            inputs=[{**read, "path": relative_to(read["path"], self._root())}
-                    for read in _LOADED.get((context.run_id, context.step_key), [])],
+            inputs=[
+                {**read, "path": relative_to(read["path"], self._root())}
+                for read in _LOADED.get((context.run_id, context.step_key), [])
+            ],
             columns=columns,
             table_root=relative_to(table_root(self._root(), asset_path), self._root()),
             partitioned=partition is not None,
@@ -196,9 +198,13 @@ def relative_paths(frame: pl.DataFrame | pl.LazyFrame, root: Path) -> pl.DataFra
     prefix = f"{root.as_posix().rstrip('/')}/"
     column = pl.col(PATH_COLUMN)
     return frame.with_columns(
-        pl.when(column == prefix.rstrip("/")).then(pl.lit("."))
-        .when(column.str.starts_with(prefix)).then(column.str.strip_prefix(prefix))
-        .otherwise(column).alias(PATH_COLUMN))
+        pl.when(column == prefix.rstrip("/"))
+        .then(pl.lit("."))
+        .when(column.str.starts_with(prefix))
+        .then(column.str.strip_prefix(prefix))
+        .otherwise(column)
+        .alias(PATH_COLUMN)
+    )
 
 
 def absolute_paths(frame: pl.LazyFrame, root: Path) -> pl.LazyFrame:
@@ -207,8 +213,11 @@ def absolute_paths(frame: pl.LazyFrame, root: Path) -> pl.LazyFrame:
         return frame
     column = pl.col(PATH_COLUMN)
     return frame.with_columns(
-        pl.when(column.is_null() | column.str.starts_with("/")).then(column)
-        .otherwise(pl.lit(f"{root.as_posix().rstrip('/')}/") + column).alias(PATH_COLUMN))
+        pl.when(column.is_null() | column.str.starts_with("/"))
+        .then(column)
+        .otherwise(pl.lit(f"{root.as_posix().rstrip('/')}/") + column)
+        .alias(PATH_COLUMN)
+    )
 
 
 def _op_config(context: dg.OutputContext) -> dict:

@@ -7,7 +7,6 @@ the statistics) and what reads them are rebuilt by their eager automation condit
 Both sensors are stopped by default, as Dagster's are: start them in the UI (Automation).
 """
 
-
 import dagster as dg
 
 from assets.partitions import wiki_dump_partitions
@@ -25,10 +24,13 @@ wiki_graph_job = dg.define_asset_job(
 )
 
 
-@dg.sensor(job=wiki_dump_job, minimum_interval_seconds=60,
-           description="Adds a partition and a parse run for every dump registered with `dagster-ir add-dump`. "
-                       "Stopped by default: start it (and default_automation_condition_sensor, which rebuilds "
-                       "the corpus-wide assets after the parse) to take new dumps in while the UI runs.")
+@dg.sensor(
+    job=wiki_dump_job,
+    minimum_interval_seconds=60,
+    description="Adds a partition and a parse run for every dump registered with `dagster-ir add-dump`. "
+    "Stopped by default: start it (and default_automation_condition_sensor, which rebuilds "
+    "the corpus-wide assets after the parse) to take new dumps in while the UI runs.",
+)
 def wiki_dump_sensor(context: dg.SensorEvaluationContext, data: DataDirResource):
     """Adds a partition and a parse run for every dump file registered with `dagster-ir add-dump`."""
     known = set(context.instance.get_dynamic_partitions(wiki_dump_partitions.name))

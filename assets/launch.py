@@ -72,9 +72,10 @@ def asset_jobs(assets: Iterable) -> list:
             keys.setdefault(job_name(spec.partitions_def), []).append(spec.key)
     return [
         dg.define_asset_job(
-            name, selection=dg.AssetSelection.assets(*sorted(found, key=lambda k: k.to_user_string())),
+            name,
+            selection=dg.AssetSelection.assets(*sorted(found, key=lambda k: k.to_user_string())),
             description="The assets of one partitions definition; `dagster-ir update` submits runs of this job "
-                        "subset to the stale assets of one partition (re-execute them from here).",
+            "subset to the stale assets of one partition (re-execute them from here).",
         )
         for name, found in sorted(keys.items())
     ]
@@ -115,13 +116,25 @@ def launch_run(
     for name, keys in sorted(by_job.items()):
         run_tags = {**tags, **({"dagster/partition": partition_key} if partition_key is not None else {})}
         if _submits_to_project_job(defs, instance, resources):
-            with dg.execute_job(reconstructable_project_job(name), instance=instance, run_config=run_config,
-                                tags=run_tags, asset_selection=keys, raise_on_error=raise_on_error) as result:
+            with dg.execute_job(
+                reconstructable_project_job(name),
+                instance=instance,
+                run_config=run_config,
+                tags=run_tags,
+                asset_selection=keys,
+                raise_on_error=raise_on_error,
+            ) as result:
                 pass
         else:
             job = _in_process_defs(defs, resources).resolve_job_def(name)
-            result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=partition_key,
-                                            raise_on_error=raise_on_error, tags=tags, asset_selection=keys)
+            result = job.execute_in_process(
+                run_config=run_config,
+                instance=instance,
+                partition_key=partition_key,
+                raise_on_error=raise_on_error,
+                tags=tags,
+                asset_selection=keys,
+            )
         if not result.success:
             break
     return result
@@ -157,7 +170,11 @@ def _in_process_defs(defs: dg.Definitions, resources: dict) -> dg.Definitions:
     """`defs`' assets and checks with the named jobs and the caller's resources (cached per pair)."""
     key = (id(defs), id(resources))
     if key not in _IN_PROCESS:  # the entry holds both objects, so their ids stay theirs
-        merged = dg.Definitions(assets=list(defs.assets or []), asset_checks=list(defs.asset_checks or []),
-                                jobs=asset_jobs(defs.assets or []), resources=resources)
+        merged = dg.Definitions(
+            assets=list(defs.assets or []),
+            asset_checks=list(defs.asset_checks or []),
+            jobs=asset_jobs(defs.assets or []),
+            resources=resources,
+        )
         _IN_PROCESS[key] = (defs, resources, merged)
     return _IN_PROCESS[key][2]

@@ -135,8 +135,11 @@ def column_description(table: str | None, column: str) -> str | None:
 
 def column_schema(columns: dict[str, str], table: str | None = None) -> dg.TableSchema:
     """The `dagster/column_schema` of asset `table`: names, dtypes and the descriptions we know."""
-    return dg.TableSchema(columns=[dg.TableColumn(name, dtype, description=column_description(table, name))
-                                   for name, dtype in columns.items()])
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(name, dtype, description=column_description(table, name)) for name, dtype in columns.items()
+        ]
+    )
 
 
 def results_table(summary: pl.DataFrame, measures: list[str] | tuple[str, ...]) -> dg.MetadataValue:
@@ -144,8 +147,10 @@ def results_table(summary: pl.DataFrame, measures: list[str] | tuple[str, ...]) 
     wanted = [m for m in measures if m in set(summary["measure"].to_list())]
     runs = list(dict.fromkeys(summary["run_name"].to_list()))
     means = {(r["run_name"], r["measure"]): r["mean"] for r in summary.iter_rows(named=True)}
-    columns = [dg.TableColumn("run_name", "string", description=COLUMN_DOCS["run_name"]),
-               *(dg.TableColumn(m, "float", description=f"mean {m} over the queries") for m in wanted)]
+    columns = [
+        dg.TableColumn("run_name", "string", description=COLUMN_DOCS["run_name"]),
+        *(dg.TableColumn(m, "float", description=f"mean {m} over the queries") for m in wanted),
+    ]
     records = [dg.TableRecord({"run_name": run, **{m: _round(means.get((run, m))) for m in wanted}}) for run in runs]
     return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=columns))
 
@@ -168,8 +173,10 @@ def capped(metadata: dict, limit: int = EVENT_METADATA_LIMIT) -> dict:
     for key in sorted(sizes, key=sizes.get, reverse=True):
         if sum(sizes.values()) <= limit:
             break
-        out[key] = dg.MetadataValue.text(f"left out: {sizes[key] // 1000} KB would pass this event's "
-                                         f"{limit // 1000} KB metadata limit (see the asset's files)")
+        out[key] = dg.MetadataValue.text(
+            f"left out: {sizes[key] // 1000} KB would pass this event's "
+            f"{limit // 1000} KB metadata limit (see the asset's files)"
+        )
         sizes[key] = metadata_size(out[key])
     return out
 
@@ -178,9 +185,13 @@ def preview(frame: pl.DataFrame | pl.LazyFrame, rows: int = PREVIEW_ROWS) -> dg.
     """The first `rows` rows as a UI table; long strings cut, nested values as text."""
     head = frame.head(rows)
     head = head.collect() if isinstance(head, pl.LazyFrame) else head
-    columns = [dg.TableColumn(name, "string" if not dtype.is_numeric() and dtype != pl.Boolean else str(dtype).lower())
-               for name, dtype in head.schema.items()]
-    records = [dg.TableRecord({name: _cell(value) for name, value in row.items()}) for row in head.iter_rows(named=True)]
+    columns = [
+        dg.TableColumn(name, "string" if not dtype.is_numeric() and dtype != pl.Boolean else str(dtype).lower())
+        for name, dtype in head.schema.items()
+    ]
+    records = [
+        dg.TableRecord({name: _cell(value) for name, value in row.items()}) for row in head.iter_rows(named=True)
+    ]
     return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=columns))
 
 
@@ -200,8 +211,9 @@ def report_headline(report, full_report: str, limit: int = HEADLINE_LIMIT) -> dg
     return dg.MetadataValue.md(headline_markdown(report, full_report, limit))
 
 
-def headline_markdown(report, full_report: str, limit: int = HEADLINE_LIMIT,
-                      image_limit: int = INLINE_IMAGE_LIMIT) -> str:
+def headline_markdown(
+    report, full_report: str, limit: int = HEADLINE_LIMIT, image_limit: int = INLINE_IMAGE_LIMIT
+) -> str:
     from dagster_ir.evaluation.report import _markdown_table
 
     sections = getattr(report, "sections", None) or (report,)
@@ -234,12 +246,32 @@ def _headline_figure(report):
 
 
 # The UI's kind badges (at most three an asset): what stores it, and what computes it where that says more.
-TORCH_STEPS = frozenset({
-    "php_hp", "php_shp", "php_mrds", "php_ablations", "php_baselines", "cross_encoder", "neural_model1",
-    "bert_model1", "bert_vanilla", "ghrm_runs", "ghrm_sweeps", "cet", "neural_baselines",
-})
-COMPUTED_WITH = {"bm25_index": "lucene", "candidate_runs": "lucene", "word2vec": "gensim",
-                 "wiki_links": "duckdb", "wiki_link_graph": "duckdb", "php_groups": "duckdb", "wiki_stats": "duckdb"}
+TORCH_STEPS = frozenset(
+    {
+        "php_hp",
+        "php_shp",
+        "php_mrds",
+        "php_ablations",
+        "php_baselines",
+        "cross_encoder",
+        "neural_model1",
+        "bert_model1",
+        "bert_vanilla",
+        "ghrm_runs",
+        "ghrm_sweeps",
+        "cet",
+        "neural_baselines",
+    }
+)
+COMPUTED_WITH = {
+    "bm25_index": "lucene",
+    "candidate_runs": "lucene",
+    "word2vec": "gensim",
+    "wiki_links": "duckdb",
+    "wiki_link_graph": "duckdb",
+    "php_groups": "duckdb",
+    "wiki_stats": "duckdb",
+}
 
 
 def kinds_of(name: str) -> set[str]:
@@ -258,7 +290,8 @@ def with_kinds(assets: list) -> list:
     for item in assets:
         if isinstance(item, dg.AssetsDefinition) and item.is_materializable:
             item = item.map_asset_specs(
-                lambda spec: spec if spec.kinds else spec.merge_attributes(kinds=kinds_of(spec.key.to_user_string())))
+                lambda spec: spec if spec.kinds else spec.merge_attributes(kinds=kinds_of(spec.key.to_user_string()))
+            )
         out.append(item)
     return out
 
@@ -270,9 +303,12 @@ def source_tags(kind: str) -> dict[str, str]:
 
 def source_metadata(observes: str, makes_stale: str) -> dict[str, str]:
     """What an observable source's data version covers, and what a change to it makes stale."""
-    return {"observes": observes, "a change makes stale": makes_stale,
-            "observed by": "dagster-ir update, demo, reproduce and status, before they compare data versions; "
-                           "in the UI, source_observation_sensor, when what they read changed"}
+    return {
+        "observes": observes,
+        "a change makes stale": makes_stale,
+        "observed by": "dagster-ir update, demo, reproduce and status, before they compare data versions; "
+        "in the UI, source_observation_sensor, when what they read changed",
+    }
 
 
 def by_content(frame: pl.DataFrame) -> dg.Output:

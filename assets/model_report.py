@@ -25,8 +25,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.metadata import capped, report_headline, results_table
 from assets.evaluation import ReportSettings, report_title, restrict_to_split
+from assets.metadata import capped, report_headline, results_table
 from assets.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
 from assets.partitions import COLLECTION_OF_UNIT, collection_partitions, units_in
 from assets.project import collection_specs, training_units
@@ -41,9 +41,9 @@ from dagster_ir.evaluation import (
     average_seeds,
     build_report,
     evaluate_seeds,
-    seed_spread,
     recall_curve,
     recall_curve_plot,
+    seed_spread,
     write_report,
 )
 from dagster_ir.evaluation.summary import write_summary
@@ -93,41 +93,88 @@ BASELINE_ROWS = {
 # Inputs whose runs rerank BM25's top k: BM25's other candidates are appended below each of their rankings.
 RERANKING_INPUTS = ("reranked_runs", "fusion_runs", "ghrm_runs", "neural_baselines")
 
-TOP_K_NOTE = ("A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper); below k "
-              "BM25's other candidates follow in BM25's order, so a measure deeper than k (RR@100, nDCG@100, AP) "
-              "reads the reranked top k over BM25's own list, as BM25's row does.")
+TOP_K_NOTE = (
+    "A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper); below k "
+    "BM25's other candidates follow in BM25's order, so a measure deeper than k (RR@100, nDCG@100, AP) "
+    "reads the reranked top k over BM25's own list, as BM25's row does."
+)
 
-INTERPOLATION_NOTE = ("Rows <model>+bm25 go beyond the papers, which report none: the model's and BM25's scores are "
-                      "min-max normalised per query and mixed as w * BM25 + (1 - w) * model, w in 0, 0.1, ..., 1 chosen "
-                      "on each training unit's validation queries (never on test); w = 1 is BM25's order.")
+INTERPOLATION_NOTE = (
+    "Rows <model>+bm25 go beyond the papers, which report none: the model's and BM25's scores are "
+    "min-max normalised per query and mixed as w * BM25 + (1 - w) * model, w in 0, 0.1, ..., 1 chosen "
+    "on each training unit's validation queries (never on test); w = 1 is BM25's order."
+)
 
-MODEL1_NOTE = ("bm25(words|wp): BM25 over the Model 1 vocabularies (the paper's BM25 (word) and BM25 (bwps)); "
-               "bert: the cross-encoder on the first 512 tokens (the paper's BERT-vanilla (short)); bert-vanilla: "
-               "the same chunks as bert-model1, mean [CLS] (BERT-vanilla (full)). The tables after this one are "
-               "the paper's tests: each row against the baseline of its tokens.")
+MODEL1_NOTE = (
+    "bm25(words|wp): BM25 over the Model 1 vocabularies (the paper's BM25 (word) and BM25 (bwps)); "
+    "bert: the cross-encoder on the first 512 tokens (the paper's BERT-vanilla (short)); bert-vanilla: "
+    "the same chunks as bert-model1, mean [CLS] (BERT-vanilla (full)). The tables after this one are "
+    "the paper's tests: each row against the baseline of its tokens."
+)
 
 SECTIONS = (
     Section("First-stage retrieval", ("candidate_runs",), "bm25", tuple(DEFAULT_MEASURES)),
-    Section("PHP: BERT and PHP rerankers of BM25's top-k", ("reranked_runs",), "bert", tuple(TABLE_MEASURES),
-            ("bm25", *BASELINE_ROWS["php"]), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
-    Section("PHP: the pre-training baselines (Table 3) and ablations, against PHP", ("reranked_runs",), "php",
-            tuple(TABLE_MEASURES), ("bm25",), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
-    Section("Lexical translation: BM25 + Model 1 (Table 2)", ("fusion_runs",), "bm25", ("nDCG@10", "RR@10", "AP"),
-            ("bm25", *with_first_stage(BERT_SHORT_RUN), *BASELINE_ROWS["model1"]),
-            f"{MODEL1_NOTE} {TOP_K_NOTE} {INTERPOLATION_NOTE}", pairs=tuple(PAPER_PAIRS.items())),
-    Section("GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
-            ("ghrm_runs",), "bm25", ("nDCG@20", "P@20"), ("bm25", "ql", *with_first_stage("bert"), *BASELINE_ROWS["ghrm"]),
-            INTERPOLATION_NOTE, every_query=True),
-    Section("CET: pooling bias (Table 1)", ("cet_runs",), "dml", tuple(TABLE_MEASURES), ("dense",),
-            TOP_K_NOTE, fallback="naive"),
-    Section("Neural ranking baselines of BM25's top-k", ("neural_baselines",), "bm25", tuple(TABLE_MEASURES),
-            ("bm25", *with_first_stage("bert")), f"{TOP_K_NOTE} {INTERPOLATION_NOTE}"),
+    Section(
+        "PHP: BERT and PHP rerankers of BM25's top-k",
+        ("reranked_runs",),
+        "bert",
+        tuple(TABLE_MEASURES),
+        ("bm25", *BASELINE_ROWS["php"]),
+        f"{TOP_K_NOTE} {INTERPOLATION_NOTE}",
+    ),
+    Section(
+        "PHP: the pre-training baselines (Table 3) and ablations, against PHP",
+        ("reranked_runs",),
+        "php",
+        tuple(TABLE_MEASURES),
+        ("bm25",),
+        f"{TOP_K_NOTE} {INTERPOLATION_NOTE}",
+    ),
+    Section(
+        "Lexical translation: BM25 + Model 1 (Table 2)",
+        ("fusion_runs",),
+        "bm25",
+        ("nDCG@10", "RR@10", "AP"),
+        ("bm25", *with_first_stage(BERT_SHORT_RUN), *BASELINE_ROWS["model1"]),
+        f"{MODEL1_NOTE} {TOP_K_NOTE} {INTERPOLATION_NOTE}",
+        pairs=tuple(PAPER_PAIRS.items()),
+    ),
+    Section(
+        "GHRM: every query, each scored by the model whose test fold held it (5 folds rotated 60/20/20)",
+        ("ghrm_runs",),
+        "bm25",
+        ("nDCG@20", "P@20"),
+        ("bm25", "ql", *with_first_stage("bert"), *BASELINE_ROWS["ghrm"]),
+        INTERPOLATION_NOTE,
+        every_query=True,
+    ),
+    Section(
+        "CET: pooling bias (Table 1)",
+        ("cet_runs",),
+        "dml",
+        tuple(TABLE_MEASURES),
+        ("dense",),
+        TOP_K_NOTE,
+        fallback="naive",
+    ),
+    Section(
+        "Neural ranking baselines of BM25's top-k",
+        ("neural_baselines",),
+        "bm25",
+        tuple(TABLE_MEASURES),
+        ("bm25", *with_first_stage("bert")),
+        f"{TOP_K_NOTE} {INTERPOLATION_NOTE}",
+    ),
 )
 
 
-@dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="7",  # 7: the runs as TREC files
-          deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
-          ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet"))
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=collection_partitions,
+    code_version="7",  # 7: the runs as TREC files
+    deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
+    ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet"),
+)
 def model_report(
     context: dg.AssetExecutionContext,
     config: ReportSettings,
@@ -145,32 +192,57 @@ def model_report(
     word2vec: pl.DataFrame,
 ) -> pl.DataFrame:
     """Per-query values of every method's runs and a report in sections shaped like the papers' tables."""
-    inputs = {"candidate_runs": candidate_runs, "reranked_runs": reranked_runs, "fusion_runs": fusion_runs,
-              "ghrm_runs": ghrm_runs, "cet_runs": cet_runs, "neural_baselines": neural_baselines}
+    inputs = {
+        "candidate_runs": candidate_runs,
+        "reranked_runs": reranked_runs,
+        "fusion_runs": fusion_runs,
+        "ghrm_runs": ghrm_runs,
+        "cet_runs": cet_runs,
+        "neural_baselines": neural_baselines,
+    }
     explained = _explanations_file(data, context.partition_key)
     appendices = [(EXPLANATIONS_TITLE, explained.read_text(encoding="utf-8"))] if explained.exists() else []
-    book, per_query, runs = methods_book(context.partition_key, config, inputs, qrels, query_splits, word2vec,
-                                         ghrm_sweeps=ghrm_sweeps, cet=cet, appendices=appendices)
+    book, per_query, runs = methods_book(
+        context.partition_key,
+        config,
+        inputs,
+        qrels,
+        query_splits,
+        word2vec,
+        ghrm_sweeps=ghrm_sweeps,
+        cet=cet,
+        appendices=appendices,
+    )
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
     write_summary(book, files.markdown.parent)  # the tables as data, for `dagster-ir reproduce`
     run_files = write_run_files(runs, qrels, files.markdown.parent)
     summary = aggregate(per_query)
-    context.add_output_metadata(capped(
-        {
-            "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
-            "html": dg.MetadataValue.path(str(files.html)),
-            "markdown": dg.MetadataValue.path(str(files.markdown)),
-            "run files": dg.MetadataValue.path(str(run_files)),
-            "results": results_table(summary, ("nDCG@10", "RR@10")),  # one table, not a chart per run x measure
-        }
-    ))
+    context.add_output_metadata(
+        capped(
+            {
+                "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
+                "html": dg.MetadataValue.path(str(files.html)),
+                "markdown": dg.MetadataValue.path(str(files.markdown)),
+                "run files": dg.MetadataValue.path(str(run_files)),
+                "results": results_table(summary, ("nDCG@10", "RR@10")),  # one table, not a chart per run x measure
+            }
+        )
+    )
     return per_query
 
 
-def methods_book(collection: str, config: ReportSettings, inputs: dict[str, pl.DataFrame], qrels: pl.DataFrame,
-                 query_splits: pl.DataFrame, word2vec: pl.DataFrame, *, ghrm_sweeps: pl.DataFrame | None = None,
-                 cet: pl.DataFrame | None = None, appendices: list | None = None,
-                 ) -> tuple[ReportBook, pl.DataFrame, pl.DataFrame]:
+def methods_book(
+    collection: str,
+    config: ReportSettings,
+    inputs: dict[str, pl.DataFrame],
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+    word2vec: pl.DataFrame,
+    *,
+    ghrm_sweeps: pl.DataFrame | None = None,
+    cet: pl.DataFrame | None = None,
+    appendices: list | None = None,
+) -> tuple[ReportBook, pl.DataFrame, pl.DataFrame]:
     """The methods report of `collection`, its per-query values and the runs it evaluated (RUN plus
     `seed`, a reranker's top k completed below by BM25's other candidates), from the runs of `inputs`
     (asset name -> frame; `candidate_runs` required). An input that is absent gets no section:
@@ -179,8 +251,12 @@ def methods_book(collection: str, config: ReportSettings, inputs: dict[str, pl.D
     cet = pl.DataFrame() if cet is None else cet
     candidate_runs = inputs["candidate_runs"]
     first_stage = candidate_runs.filter(pl.col("run_name") == FIRST_STAGE).select(list(RUN))
-    runs = pl.concat([complete_below_k(_with_seed(run), first_stage) if name in RERANKING_INPUTS else _with_seed(run)
-                      for name, run in inputs.items()])
+    runs = pl.concat(
+        [
+            complete_below_k(_with_seed(run), first_stage) if name in RERANKING_INPUTS else _with_seed(run)
+            for name, run in inputs.items()
+        ]
+    )
     if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
         clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
         raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
@@ -196,8 +272,17 @@ def methods_book(collection: str, config: ReportSettings, inputs: dict[str, pl.D
     figures = {GHRM_SECTION: [sweeps_figure(ghrm_sweeps)]} if ghrm_sweeps.height else {}
     cet = pool_units(cet)  # one row per ranker, dev scores averaged over the units
     figures.update(cet_figures(cet))
-    sections = _sections(per_query, inputs, significance, recall, spread, every=every, figures=figures,
-                         cet_best=dev_best_baseline(cet), vectors=vectors_note(word2vec))
+    sections = _sections(
+        per_query,
+        inputs,
+        significance,
+        recall,
+        spread,
+        every=every,
+        figures=figures,
+        cet_best=dev_best_baseline(cet),
+        vectors=vectors_note(word2vec),
+    )
     book = ReportBook.of(report_title(collection, config.split, protocol, qrels), sections, appendices or [])
     return book, per_query, every[0]
 
@@ -212,8 +297,10 @@ def write_run_files(runs: pl.DataFrame, qrels: pl.DataFrame, report_dir: Path) -
     return folder
 
 
-VECTOR_SOURCES = {"minilm": "the bundled MiniLM's input embeddings, each word's word pieces mean-pooled",
-                  "trained": "CBOW word2vec trained on this collection"}
+VECTOR_SOURCES = {
+    "minilm": "the bundled MiniLM's input embeddings, each word's word pieces mean-pooled",
+    "trained": "CBOW word2vec trained on this collection",
+}
 WORD_INPUTS = ("ghrm_runs", "neural_baselines", "reranked_runs", "fusion_runs")  # sections that show word-based models
 
 
@@ -266,8 +353,11 @@ def sweeps_figure(ghrm_sweeps: pl.DataFrame) -> ReportFigure:
     measure = GHRM_SELECTION_MEASURE
     measures = ghrm_sweeps["measure"].unique(maintain_order=True).to_list()
     chosen = choose(ghrm_sweeps, measure)
-    return ReportFigure.from_figure("ghrm_sweeps", sweep_caption(ghrm_sweeps, chosen, measure, measures),
-                                    sweep_figure(ghrm_sweeps, chosen, measures))
+    return ReportFigure.from_figure(
+        "ghrm_sweeps",
+        sweep_caption(ghrm_sweeps, chosen, measure, measures),
+        sweep_figure(ghrm_sweeps, chosen, measures),
+    )
 
 
 def cet_figures(cet: pl.DataFrame) -> dict:
@@ -276,13 +366,16 @@ def cet_figures(cet: pl.DataFrame) -> dict:
         return {}
     if cet.filter(pl.col("sweep").is_in(["tau", "eta"]) & pl.col("dev_mrr10").is_not_null()).height == 0:
         return {}
-    caption = ("Figure 4 on dev: MRR@10 of CET against tau and of RocketQA against eta (a quantile of naive's "
-               "scores; the raw threshold in brackets), the chosen values ringed, naive dashed")
+    caption = (
+        "Figure 4 on dev: MRR@10 of CET against tau and of RocketQA against eta (a quantile of naive's "
+        "scores; the raw threshold in brackets), the chosen values ringed, naive dashed"
+    )
     return {CET_SECTION: [ReportFigure.from_figure("cet_sweeps", caption, sweeps_plot(cet))]}
 
 
-def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
-                     qrels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+def every_query_rows(
+    section: Section, inputs: dict, runs: pl.DataFrame, qrels: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """Seed-averaged per-query values of an `every_query` section over every judged query its own runs
     answer, their spread over seeds, and a note.
 
@@ -291,15 +384,18 @@ def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
     queries.
     """
     keys = ["run_name", "query_id", "fold", "seed"]
-    own = pl.concat([inputs[i].select([k for k in keys if k in inputs[i].columns]) for i in section.inputs],
-                    how="diagonal_relaxed")
+    own = pl.concat(
+        [inputs[i].select([k for k in keys if k in inputs[i].columns]) for i in section.inputs], how="diagonal_relaxed"
+    )
     if "fold" in own.columns:
         by = [k for k in ("run_name", "seed", "query_id") if k in own.columns]
         twice = own.group_by(by).agg(pl.col("fold").n_unique()).filter(pl.col("fold") > 1)
         if twice.height:
-            raise ValueError(f"model_report: {section.inputs} score {twice.height} queries from more than one fold "
-                             f"(e.g. {twice.select('run_name', 'query_id').row(0)}); a cross-validated run "
-                             "scores each query once")
+            raise ValueError(
+                f"model_report: {section.inputs} score {twice.height} queries from more than one fold "
+                f"(e.g. {twice.select('run_name', 'query_id').row(0)}); a cross-validated run "
+                "scores each query once"
+            )
     held = qrels.filter(pl.col("query_id").is_in(own["query_id"].unique().implode()))
     judged = held["query_id"].unique()
     names = own["run_name"].unique(maintain_order=True).to_list()
@@ -318,9 +414,18 @@ def every_query_rows(section: Section, inputs: dict, runs: pl.DataFrame,
     return average_seeds(per_seed), seed_spread(per_seed), note
 
 
-def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceConfig, recall: ReportFigure,
-              spread: pl.DataFrame | None = None, *, every: tuple[pl.DataFrame, pl.DataFrame] | None = None,
-              figures: dict | None = None, cet_best: str | None = None, vectors: str = "") -> list:
+def _sections(
+    per_query: pl.DataFrame,
+    inputs: dict,
+    significance: SignificanceConfig,
+    recall: ReportFigure,
+    spread: pl.DataFrame | None = None,
+    *,
+    every: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    figures: dict | None = None,
+    cet_best: str | None = None,
+    vectors: str = "",
+) -> list:
     """One report per section whose runs are present, plus CET against `cet_best`, its best baseline
     chosen on dev; `spread` (mean and sd over seeds) adds a seed table to a section whose runs have
     several seeds.
@@ -332,7 +437,12 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
     reports = []
     config = ReportConfig(significance=significance)
     for section in SECTIONS:
-        own = [n for i in section.inputs if i in inputs for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()]
+        own = [
+            n
+            for i in section.inputs
+            if i in inputs
+            for n in inputs[i]["run_name"].unique(maintain_order=True).to_list()
+        ]
         table, section_spread, fold_note = per_query, spread, ""
         if section.every_query and every is not None and own:
             table, section_spread, fold_note = every_query_rows(section, inputs, *every)
@@ -345,29 +455,52 @@ def _sections(per_query: pl.DataFrame, inputs: dict, significance: SignificanceC
         if not own or baseline not in names or len(names) < 2:
             continue  # a method whose runs are absent gets no section
         names = beside_pure(names)
-        rows = (table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
-                .with_columns(_order=pl.col("run_name").replace_strict(names, list(range(len(names))),
-                                                                       return_dtype=pl.Int64))
-                .sort("_order", maintain_order=True).drop("_order"))
+        rows = (
+            table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
+            .with_columns(
+                _order=pl.col("run_name").replace_strict(names, list(range(len(names))), return_dtype=pl.Int64)
+            )
+            .sort("_order", maintain_order=True)
+            .drop("_order")
+        )
         notes = f"Paired two-sided t-test against {baseline}; {significance.correction} correction."
         notes = f"{notes} {fold_note} {section.note}".strip()
         if vectors and any(i in WORD_INPUTS for i in section.inputs):
             notes = f"{notes} {vectors}"
         extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
-        reports.append(build_report(rows, baseline, list(section.measures), title, notes,
-                                    config, extra_figures=extra, spread=section_spread))
+        reports.append(
+            build_report(
+                rows, baseline, list(section.measures), title, notes, config, extra_figures=extra, spread=section_spread
+            )
+        )
         reports += _pair_reports(section, rows, present, significance, config, section_spread)
         if section.title == CET_SECTION and cet_best is not None and cet_best in names and cet_best != baseline:
-            notes = (f"Paired two-sided t-test against the best baseline, {cet_best}, chosen by MRR@10 on the dev "
-                     "queries (never on this split).")
-            reports.append(build_report(rows, cet_best, list(section.measures),
-                                        f"CET: pooling bias, against the best baseline on dev ({cet_best})", notes,
-                                        config, spread=spread))
+            notes = (
+                f"Paired two-sided t-test against the best baseline, {cet_best}, chosen by MRR@10 on the dev "
+                "queries (never on this split)."
+            )
+            reports.append(
+                build_report(
+                    rows,
+                    cet_best,
+                    list(section.measures),
+                    f"CET: pooling bias, against the best baseline on dev ({cet_best})",
+                    notes,
+                    config,
+                    spread=spread,
+                )
+            )
     return reports
 
 
-def _pair_reports(section: Section, rows: pl.DataFrame, present: set, significance: SignificanceConfig,
-                  config: ReportConfig, spread: pl.DataFrame | None) -> list:
+def _pair_reports(
+    section: Section,
+    rows: pl.DataFrame,
+    present: set,
+    significance: SignificanceConfig,
+    config: ReportConfig,
+    spread: pl.DataFrame | None,
+) -> list:
     """One table per run the paper tests against (its `pairs`), with the runs it tests against it."""
     against: dict[str, list[str]] = {}
     for run, baseline in section.pairs:
@@ -376,11 +509,21 @@ def _pair_reports(section: Section, rows: pl.DataFrame, present: set, significan
     reports = []
     for baseline, runs in against.items():
         chosen = rows.filter(pl.col("run_name").is_in([baseline, *runs]))
-        notes = (f"The paper's test: {', '.join(runs)} against {baseline}, paired two-sided t-test; "
-                 f"{significance.correction} correction.")
-        reports.append(build_report(chosen, baseline, list(section.measures),
-                                    f"{section.title}: the paper's test against {baseline}", notes, config,
-                                    spread=spread))
+        notes = (
+            f"The paper's test: {', '.join(runs)} against {baseline}, paired two-sided t-test; "
+            f"{significance.correction} correction."
+        )
+        reports.append(
+            build_report(
+                chosen,
+                baseline,
+                list(section.measures),
+                f"{section.title}: the paper's test against {baseline}",
+                notes,
+                config,
+                spread=spread,
+            )
+        )
     return reports
 
 

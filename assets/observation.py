@@ -48,14 +48,14 @@ observe_collection_sources_job = dg.define_asset_job(
     COLLECTION_SOURCES_JOB,
     selection=dg.AssetSelection.assets(*COLLECTION_SOURCES),
     description="Observe the sources the collections YAML defines (each collection's section and files, its "
-                "settings, its imported runs; the run-wide profile): a new data version makes what reads it "
-                "stale. source_observation_sensor launches it when one of them changed.",
+    "settings, its imported runs; the run-wide profile): a new data version makes what reads it "
+    "stale. source_observation_sensor launches it when one of them changed.",
 )
 observe_dump_sources_job = dg.define_asset_job(
     DUMP_SOURCES_JOB,
     selection=dg.AssetSelection.assets(*DUMP_SOURCES),
     description="Observe the registered Wikipedia dump files: a replaced file makes what was parsed from it "
-                "stale. source_observation_sensor launches it when one of them changed.",
+    "stale. source_observation_sensor launches it when one of them changed.",
 )
 observation_jobs = [observe_collection_sources_job, observe_dump_sources_job]
 
@@ -78,11 +78,15 @@ def sources_identity(instance: dg.DagsterInstance, data: DataDirResource) -> dic
     return {COLLECTION_SOURCES_JOB: collections.hexdigest(), DUMP_SOURCES_JOB: dumps.hexdigest()}
 
 
-@dg.sensor(name=OBSERVATION_SENSOR, jobs=observation_jobs, minimum_interval_seconds=INTERVAL_SECONDS,
-           default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Observes the source assets when what they read changed (the collections YAML, the files "
-                       "it names, the registered dump files), so the assets that read them show as stale. Cheap: "
-                       "a tick compares file sizes and times; it launches an observation run only on a change.")
+@dg.sensor(
+    name=OBSERVATION_SENSOR,
+    jobs=observation_jobs,
+    minimum_interval_seconds=INTERVAL_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Observes the source assets when what they read changed (the collections YAML, the files "
+    "it names, the registered dump files), so the assets that read them show as stale. Cheap: "
+    "a tick compares file sizes and times; it launches an observation run only on a change.",
+)
 def source_observation_sensor(context: dg.SensorEvaluationContext, data: DataDirResource):
     try:
         identity = sources_identity(context.instance, data)
@@ -93,5 +97,7 @@ def source_observation_sensor(context: dg.SensorEvaluationContext, data: DataDir
     if not changed:
         return dg.SkipReason("no source changed since the last observation")
     tags = {"dagster_ir/command": OBSERVE_COMMAND, **profile_tags(context.instance)}
-    return dg.SensorResult(run_requests=[dg.RunRequest(job_name=job, tags=tags) for job in changed],
-                           cursor=json.dumps(identity, sort_keys=True))
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(job_name=job, tags=tags) for job in changed],
+        cursor=json.dumps(identity, sort_keys=True),
+    )

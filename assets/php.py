@@ -32,7 +32,6 @@ import shutil
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Optional
 
 import dagster as dg
 import polars as pl
@@ -40,18 +39,18 @@ import polars as pl
 from assets.automation import TRAINING_POOL
 from assets.metadata import by_content
 from assets.partitions import training_unit, unit_ins, unit_partitions
+from assets.plots import training_curve_metadata
+from assets.project import collection_specs
+from assets.resources import DataDirResource
 from assets.settings import UNIT_SETTINGS, with_profile, with_settings
 from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun, run_train_job
-from assets.project import collection_specs
-from assets.plots import training_curve_metadata
-from assets.resources import DataDirResource
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.backbone import backbone_path
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainConfig
-from dagster_ir.storage.parquet import frame_version
 from dagster_ir.schemas import RUN
+from dagster_ir.storage.parquet import frame_version
 from dagster_ir.wiki import latest_articles
 
 # the torch code, imported where a step uses it (the definitions import this module without torch)
@@ -68,20 +67,23 @@ EVAL_COLLECTION = "wiki-car"  # built from the same dump: its dev/test articles 
 class _TrainOverrides(dg.Config):
     """Overrides of the TrainConfig inside a profile (None keeps the profile's value)."""
 
-    lr: Optional[float] = None
-    warmup_ratio: Optional[float] = None
-    weight_decay: Optional[float] = None
-    batch_size: Optional[int] = None
-    grad_accumulation: Optional[int] = None
-    max_steps: Optional[int] = None  # 0: no cap
-    seed: Optional[int] = None
-    checkpoint_every: Optional[int] = None
+    lr: float | None = None
+    warmup_ratio: float | None = None
+    weight_decay: float | None = None
+    batch_size: int | None = None
+    grad_accumulation: int | None = None
+    max_steps: int | None = None  # 0: no cap
+    seed: int | None = None
+    checkpoint_every: int | None = None
     device: str = "auto"  # "auto": CUDA when available (this process's GPU under torchrun), else the CPU
-    bf16: Optional[bool] = None  # None: bfloat16 autocast where the device has it natively (dagster_ir.neural.device)
+    bf16: bool | None = None  # None: bfloat16 autocast where the device has it natively (dagster_ir.neural.device)
 
-    def train_config(self, base: TrainConfig, epochs: Optional[int] = None) -> TrainConfig:
-        values = {f.name: getattr(self, f.name) for f in fields(TrainConfig)
-                  if f.name in type(self).model_fields and getattr(self, f.name) is not None}
+    def train_config(self, base: TrainConfig, epochs: int | None = None) -> TrainConfig:
+        values = {
+            f.name: getattr(self, f.name)
+            for f in fields(TrainConfig)
+            if f.name in type(self).model_fields and getattr(self, f.name) is not None
+        }
         if values.get("max_steps") == 0:
             values["max_steps"] = None
         if epochs is not None:
@@ -95,25 +97,28 @@ class PhpSettings(_TrainOverrides):
     """Maps onto `dagster_ir.methods.php.PhpConfig`: a profile plus overrides."""
 
     profile: str = "demo"
-    backbone: Optional[str] = None
-    n_negatives: Optional[int] = None
-    max_examples: Optional[int] = None  # 0: every example
-    max_length: Optional[int] = None
-    max_query_length: Optional[int] = None
-    mlm_weight: Optional[float] = None
-    anchor_mask_prob: Optional[float] = None
-    mask_prob: Optional[float] = None
-    exclude_eval_articles: Optional[bool] = None
-    fill_negatives: Optional[str] = None  # "none" | "lower" | "lower+random" (demo): see dagster_ir.methods.php
-    d4_rule: Optional[str] = None  # "cover" (default) | "literal": see dagster_ir.methods.php.examples
-    hp_epochs: Optional[int] = None
-    shp_epochs: Optional[int] = None
-    mrds_epochs: Optional[int] = None
+    backbone: str | None = None
+    n_negatives: int | None = None
+    max_examples: int | None = None  # 0: every example
+    max_length: int | None = None
+    max_query_length: int | None = None
+    mlm_weight: float | None = None
+    anchor_mask_prob: float | None = None
+    mask_prob: float | None = None
+    exclude_eval_articles: bool | None = None
+    fill_negatives: str | None = None  # "none" | "lower" | "lower+random" (demo): see dagster_ir.methods.php
+    d4_rule: str | None = None  # "cover" (default) | "literal": see dagster_ir.methods.php.examples
+    hp_epochs: int | None = None
+    shp_epochs: int | None = None
+    mrds_epochs: int | None = None
 
     def to_domain(self) -> "php.PhpConfig":
         base = _profile(php.PROFILES, self.profile)
-        values = {f.name: getattr(self, f.name) for f in fields(php.PhpConfig)
-                  if f.name in type(self).model_fields and getattr(self, f.name) is not None}
+        values = {
+            f.name: getattr(self, f.name)
+            for f in fields(php.PhpConfig)
+            if f.name in type(self).model_fields and getattr(self, f.name) is not None
+        }
         if values.get("max_examples") == 0:
             values["max_examples"] = None
         return replace(base, **values, train=self.train_config(base.train))
@@ -141,8 +146,8 @@ class PhpBaselineSettings(PhpSettings):
 
     # which to pre-train, of "ict" | "wlp" | "prop" | "harp"; None: those some collection's cross_encoder
     # fine-tunes (its `inits`, default or set in the collections YAML; see `baselines_to_pretrain`)
-    methods: Optional[list[str]] = None
-    baseline_negatives: Optional[int] = None  # ICT and WLP: None = PhpConfig.n_negatives
+    methods: list[str] | None = None
+    baseline_negatives: int | None = None  # ICT and WLP: None = PhpConfig.n_negatives
     mu: float = 1000.0  # PROP / HARP's RQP: Dirichlet prior of the document language models
     query_length_mean: float = 3.0  # PROP / HARP's RQP: Poisson mean of a sampled word set's size
     harp_objectives: list[str] = ["rqp", "rdp"]
@@ -158,10 +163,14 @@ class PhpBaselineSettings(PhpSettings):
 
     def generator_config(self) -> "php.BaselineConfig":
         domain = self.to_domain()
-        return php.BaselineConfig(n_negatives=self.baseline_negatives or domain.n_negatives, mu=self.mu,
-                                  query_length_mean=self.query_length_mean,
-                                  harp_objectives=tuple(self.harp_objectives), seed=domain.train.seed,
-                                  max_examples=self.baseline_max_examples or None)
+        return php.BaselineConfig(
+            n_negatives=self.baseline_negatives or domain.n_negatives,
+            mu=self.mu,
+            query_length_mean=self.query_length_mean,
+            harp_objectives=tuple(self.harp_objectives),
+            seed=domain.train.seed,
+            max_examples=self.baseline_max_examples or None,
+        )
 
 
 DEFAULT_INITS = ("bert", "php", "ict", "harp")
@@ -176,19 +185,19 @@ class CrossEncoderSettings(_TrainOverrides):
     profile: str = "demo"
     # "bert" | "php" | "php-<stage>" | "php-<ablation>" | a Table 3 baseline of php_baselines ("ict", "wlp", ...)
     inits: list[str] = list(DEFAULT_INITS)
-    backbone: Optional[str] = None
-    n_negatives: Optional[int] = None
-    max_length: Optional[int] = None
-    max_query_length: Optional[int] = None
-    epochs: Optional[int] = None
-    dev_depth: Optional[int] = None  # candidates reranked on validation (the rerank depth)
-    dev_measure: Optional[str] = None
-    train_pairs: Optional[str] = None  # "candidates" (pairs from BM25's top train_depth) | "negatives" (the asset's)
-    train_depth: Optional[int] = None  # None: dev_depth
-    select_start: Optional[bool] = None  # the starting weights compete with every epoch on validation
+    backbone: str | None = None
+    n_negatives: int | None = None
+    max_length: int | None = None
+    max_query_length: int | None = None
+    epochs: int | None = None
+    dev_depth: int | None = None  # candidates reranked on validation (the rerank depth)
+    dev_measure: str | None = None
+    train_pairs: str | None = None  # "candidates" (pairs from BM25's top train_depth) | "negatives" (the asset's)
+    train_depth: int | None = None  # None: dev_depth
+    select_start: bool | None = None  # the starting weights compete with every epoch on validation
     # "full" | "gated" | "gated-segments" for the models started from the backbone ("bert"); None: the
     # cross-encoder's default
-    cross_attention: Optional[str] = None
+    cross_attention: str | None = None
     # Evaluate the start and every epoch on the validation queries (candidate run "bm25") and keep the
     # best; False: no validation, the last step's weights are kept.
     select_on_dev: bool = True
@@ -198,8 +207,11 @@ class CrossEncoderSettings(_TrainOverrides):
 
     def to_domain(self) -> "finetune.FineTuneConfig":
         base = _profile(finetune.PROFILES, self.profile)
-        values = {f.name: getattr(self, f.name) for f in fields(finetune.FineTuneConfig)
-                  if f.name in type(self).model_fields and getattr(self, f.name) is not None}
+        values = {
+            f.name: getattr(self, f.name)
+            for f in fields(finetune.FineTuneConfig)
+            if f.name in type(self).model_fields and getattr(self, f.name) is not None
+        }
         return replace(base, **values, train=self.train_config(base.train, self.epochs))
 
 
@@ -208,10 +220,10 @@ class RerankSettings(dg.Config):
 
     profile: str = "demo"
     candidate: str = "bm25"
-    depth: Optional[int] = None  # None: the profile's (demo 20, paper 100)
+    depth: int | None = None  # None: the profile's (demo 20, paper 100)
     batch_size: int = 64
     device: str = "auto"  # as CrossEncoderSettings'
-    bf16: Optional[bool] = None
+    bf16: bool | None = None
     interpolate: bool = True  # also <model>+<candidate>: interpolated with the candidates, weight chosen on validation
     interpolation_measure: str = "nDCG@10"
     # also rerank with the bundled sentence-transformers model as a bi-encoder, untrained: run "bi-encoder"
@@ -274,8 +286,11 @@ def eval_articles(queries: pl.DataFrame | None, query_splits: pl.DataFrame | Non
 
 
 # The IO manager hands such an input over as a scan (its typing_type); called directly, a frame does too.
-_SCAN = dg.DagsterType(name="PolarsScan", typing_type=pl.LazyFrame,
-                       type_check_fn=lambda _, value: isinstance(value, (pl.LazyFrame, pl.DataFrame)))
+_SCAN = dg.DagsterType(
+    name="PolarsScan",
+    typing_type=pl.LazyFrame,
+    type_check_fn=lambda _, value: isinstance(value, (pl.LazyFrame, pl.DataFrame)),
+)
 
 
 def _scan_ins() -> dict:
@@ -297,15 +312,24 @@ def _build_examples(domain: "php.PhpConfig", inputs: dict) -> tuple[pl.DataFrame
     excluded = eval_articles(inputs.get("queries"), inputs.get("query_splits")) if domain.exclude_eval_articles else []
     frames, metadata = [], {"excluded_articles": len(excluded), "seed": domain.train.seed}
     for stage in php.STAGE_ORDER:
-        frame, counts = php.build_php_examples(inputs["php_groups"], stage, domain, excluded,
-                                               link_graph=inputs["wiki_link_graph"])
+        frame, counts = php.build_php_examples(
+            inputs["php_groups"], stage, domain, excluded, link_graph=inputs["wiki_link_graph"]
+        )
         frames.append(frame)
         metadata.update({f"{stage}_{k}": v for k, v in asdict(counts).items() if k != "stage"})
     return pl.concat(frames), metadata
 
 
-def _pretrain(context, config: PhpStageSettings, data: DataDirResource, stage: str, init: Optional[str],
-              examples: pl.DataFrame, articles: pl.LazyFrame, links: pl.LazyFrame) -> pl.DataFrame:
+def _pretrain(
+    context,
+    config: PhpStageSettings,
+    data: DataDirResource,
+    stage: str,
+    init: str | None,
+    examples: pl.DataFrame,
+    articles: pl.LazyFrame,
+    links: pl.LazyFrame,
+) -> pl.DataFrame:
     """Train one stage into files/php/<stage> and describe it (manifest frame + metadata)."""
     domain = config.to_domain()
     init = init or backbone_path(domain.backbone)
@@ -317,17 +341,41 @@ def _pretrain(context, config: PhpStageSettings, data: DataDirResource, stage: s
     processes = default_processes(domain.train.device)
     launched = {}
     if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
-        job = stage_job.write_job(data.files("php", "jobs") / f"{stage}-{key}", stage=stage, init=init,
-                                  examples=stage_examples, segments=articles, links=links, config=domain,
-                                  out_dir=data.files("php") / stage, checkpoint_dir=checkpoints)
-        outcome = run_torchrun(context, config.torchrun, stage_job.__name__, [str(job)], job / "metrics.jsonl",
-                               default_nproc=processes, add_metadata=False)
+        job = stage_job.write_job(
+            data.files("php", "jobs") / f"{stage}-{key}",
+            stage=stage,
+            init=init,
+            examples=stage_examples,
+            segments=articles,
+            links=links,
+            config=domain,
+            out_dir=data.files("php") / stage,
+            checkpoint_dir=checkpoints,
+        )
+        outcome = run_torchrun(
+            context,
+            config.torchrun,
+            stage_job.__name__,
+            [str(job)],
+            job / "metrics.jsonl",
+            default_nproc=processes,
+            add_metadata=False,
+        )
         launched = launch_metadata(config.torchrun.to_domain(context.run_id, processes), outcome)
         result = stage_job.read_result(job)
         shutil.rmtree(job, ignore_errors=True)
     else:
-        result = php.pretrain_stage(stage, init, stage_examples, articles, links, domain, data.files("php") / stage,
-                                    checkpoints, on_log=_logger(context, stage))
+        result = php.pretrain_stage(
+            stage,
+            init,
+            stage_examples,
+            articles,
+            links,
+            domain,
+            data.files("php") / stage,
+            checkpoints,
+            on_log=_logger(context, stage),
+        )
     shutil.rmtree(checkpoints, ignore_errors=True)  # the stage folder holds the result
     context.add_output_metadata({**launched, **_stage_metadata(result, domain, time.monotonic() - started)})
     return _stage_manifest(result, domain)
@@ -348,14 +396,24 @@ def _logger(context, stage: str):
 
 def _stage_metadata(result: "php.StageResult", domain: "php.PhpConfig", seconds: float) -> dict:
     trained = result.train
-    metadata = {"model_path": dg.MetadataValue.path(str(result.path)), "examples": result.examples,
-                "seed": domain.train.seed, "seconds": round(seconds, 2), "skipped": trained is None,
-                **_placement_metadata(domain.train)}
+    metadata = {
+        "model_path": dg.MetadataValue.path(str(result.path)),
+        "examples": result.examples,
+        "seed": domain.train.seed,
+        "seconds": round(seconds, 2),
+        "skipped": trained is None,
+        **_placement_metadata(domain.train),
+    }
     if trained is not None:
         curves = {"loss": trained.loss_curve, **trained.log_curves}
-        metadata.update({"steps": trained.steps, "examples_per_s": round(trained.examples_per_s, 2),
-                         "final_loss": round(trained.loss_curve[-1], 4),
-                         "loss_curve": _curves_markdown(curves, f"PHP {result.stage}")})
+        metadata.update(
+            {
+                "steps": trained.steps,
+                "examples_per_s": round(trained.examples_per_s, 2),
+                "final_loss": round(trained.loss_curve[-1], 4),
+                "loss_curve": _curves_markdown(curves, f"PHP {result.stage}"),
+            }
+        )
     return metadata
 
 
@@ -366,45 +424,86 @@ def _placement_metadata(train: TrainConfig) -> dict:
 
 def _stage_manifest(result: "php.StageResult", domain: "php.PhpConfig") -> pl.DataFrame:
     trained = result.train
-    return pl.DataFrame({
-        "stage": [result.stage], "path": [str(result.path)], "init": [result.init], "examples": [result.examples],
-        "steps": [trained.steps if trained else 0], "seconds": [trained.seconds if trained else 0.0],
-        "examples_per_s": [trained.examples_per_s if trained else 0.0], "seed": [domain.train.seed],
-        "skipped": [trained is None],
-    })
+    return pl.DataFrame(
+        {
+            "stage": [result.stage],
+            "path": [str(result.path)],
+            "init": [result.init],
+            "examples": [result.examples],
+            "steps": [trained.steps if trained else 0],
+            "seconds": [trained.seconds if trained else 0.0],
+            "examples_per_s": [trained.examples_per_s if trained else 0.0],
+            "seed": [domain.train.seed],
+            "skipped": [trained is None],
+        }
+    )
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3")  # 3: gated-segments cross-attention over the bundled backbone
-def php_hp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
-           php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame) -> pl.DataFrame:
+@dg.asset(
+    pool=TRAINING_POOL, group_name=GROUP, code_version="3"
+)  # 3: gated-segments cross-attention over the bundled backbone
+def php_hp(
+    context: dg.AssetExecutionContext,
+    config: PhpStageSettings,
+    data: DataDirResource,
+    php_examples: pl.DataFrame,
+    wiki_articles: pl.LazyFrame,
+    wiki_links: pl.LazyFrame,
+) -> pl.DataFrame:
     """PHP stage 1, hyperlink prediction (D1-D3 against D4), from the backbone: a checkpoint folder."""
     config = with_profile(config, context)
     return _pretrain(context, config, data, "hp", None, php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3")  # 3: gated-segments cross-attention over the bundled backbone
-def php_shp(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
-            php_hp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
-            wiki_links: pl.LazyFrame) -> pl.DataFrame:
+@dg.asset(
+    pool=TRAINING_POOL, group_name=GROUP, code_version="3"
+)  # 3: gated-segments cross-attention over the bundled backbone
+def php_shp(
+    context: dg.AssetExecutionContext,
+    config: PhpStageSettings,
+    data: DataDirResource,
+    php_hp: pl.DataFrame,
+    php_examples: pl.DataFrame,
+    wiki_articles: pl.LazyFrame,
+    wiki_links: pl.LazyFrame,
+) -> pl.DataFrame:
     """PHP stage 2, symmetric hyperlink prediction (D1-D2 against D3), from php_hp: a checkpoint folder."""
     config = with_profile(config, context)
     return _pretrain(context, config, data, "shp", php_hp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3")  # 3: gated-segments cross-attention over the bundled backbone
-def php_mrds(context: dg.AssetExecutionContext, config: PhpStageSettings, data: DataDirResource,
-             php_shp: pl.DataFrame, php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame,
-             wiki_links: pl.LazyFrame) -> pl.DataFrame:
+@dg.asset(
+    pool=TRAINING_POOL, group_name=GROUP, code_version="3"
+)  # 3: gated-segments cross-attention over the bundled backbone
+def php_mrds(
+    context: dg.AssetExecutionContext,
+    config: PhpStageSettings,
+    data: DataDirResource,
+    php_shp: pl.DataFrame,
+    php_examples: pl.DataFrame,
+    wiki_articles: pl.LazyFrame,
+    wiki_links: pl.LazyFrame,
+) -> pl.DataFrame:
     """PHP stage 3, most relevant document selection (D1 against D2), from php_shp: the PHP model."""
     config = with_profile(config, context)
     return _pretrain(context, config, data, "mrds", php_shp["path"][0], php_examples, wiki_articles, wiki_links)
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="4",  # 4: gated-segments cross-attention over the bundled backbone
-          ins={**_scan_ins(), **_eval_ins()})
-def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings, data: DataDirResource,
-                  php_examples: pl.DataFrame, wiki_articles: pl.LazyFrame, wiki_links: pl.LazyFrame,
-                  **inputs) -> pl.DataFrame:
+@dg.asset(
+    pool=TRAINING_POOL,
+    group_name=GROUP,
+    code_version="4",  # 4: gated-segments cross-attention over the bundled backbone
+    ins={**_scan_ins(), **_eval_ins()},
+)
+def php_ablations(
+    context: dg.AssetExecutionContext,
+    config: PhpAblationSettings,
+    data: DataDirResource,
+    php_examples: pl.DataFrame,
+    wiki_articles: pl.LazyFrame,
+    wiki_links: pl.LazyFrame,
+    **inputs,
+) -> pl.DataFrame:
     """PHP ablations (single stage, no MLM, anchor mask ratio, negatives), each pre-trained from the backbone."""
     config = with_profile(config, context)
     rows, curves, launches = [], {}, {}
@@ -419,28 +518,53 @@ def php_ablations(context: dg.AssetExecutionContext, config: PhpAblationSettings
         segments, out_dir = latest_articles(wiki_articles).segments, data.files("php", "ablations", variant)
         if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
             values, frames = pretrain_job.chain_inputs(domain, examples, segments, wiki_links, out_dir, checkpoints)
-            outcome, launched = run_train_job(context, config.torchrun, data.files("php", "jobs") / f"ablation-{variant}-{key}",
-                                              pretrain_job.CHAIN, values=values, frames=frames,
-                                              device=domain.train.device, default_nproc=processes)
+            outcome, launched = run_train_job(
+                context,
+                config.torchrun,
+                data.files("php", "jobs") / f"ablation-{variant}-{key}",
+                pretrain_job.CHAIN,
+                values=values,
+                frames=frames,
+                device=domain.train.device,
+                default_nproc=processes,
+            )
             results = pretrain_job.read_results(outcome)
             launches.update({f"{variant}_{k}": v for k, v in launched.items()})
         else:
             results = php.pretrain_chain(domain, examples, segments, wiki_links, out_dir, checkpoints)
         shutil.rmtree(checkpoints, ignore_errors=True)
         final = results[-1]
-        rows.append({"variant": variant, "path": str(final.path), "stages": ",".join(domain.stages),
-                     "steps": sum(r.train.steps for r in results if r.train), "seed": domain.train.seed})
+        rows.append(
+            {
+                "variant": variant,
+                "path": str(final.path),
+                "stages": ",".join(domain.stages),
+                "steps": sum(r.train.steps for r in results if r.train),
+                "seed": domain.train.seed,
+            }
+        )
         curves[variant] = [v for r in results if r.train for v in r.train.loss_curve]
-    context.add_output_metadata({**launches, "variants": len(rows), "loss_curves": _curves_markdown(curves, "PHP ablations"),
-                                 **_placement_metadata(config.to_domain().train)})
+    context.add_output_metadata(
+        {
+            **launches,
+            "variants": len(rows),
+            "loss_curves": _curves_markdown(curves, "PHP ablations"),
+            **_placement_metadata(config.to_domain().train),
+        }
+    )
     schema = {"variant": pl.String, "path": pl.String, "stages": pl.String, "steps": pl.Int64, "seed": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
 
 
-@dg.asset(group_name=GROUP, deps=["run_profile_setting"], code_version="2",
-          ins={"wiki_links": dg.AssetIn(dagster_type=_SCAN), **_eval_ins()})
-def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame,
-                          **inputs) -> pl.DataFrame:
+@dg.asset(
+    group_name=GROUP,
+    deps=["run_profile_setting"],
+    code_version="2",
+    ins={"wiki_links": dg.AssetIn(dagster_type=_SCAN), **_eval_ins()},
+)
+def php_baseline_examples(
+    context: dg.AssetExecutionContext, config: PhpBaselineSettings, wiki_articles: pl.LazyFrame, **inputs
+) -> pl.DataFrame:
     """Pseudo query-document examples of the Table 3 baselines (ICT, WLP, PROP, HARP) over the same dump.
 
     Segments and links are read as scans; `baseline_max_examples` bounds what each generator holds.
@@ -451,9 +575,14 @@ def php_baseline_examples(context: dg.AssetExecutionContext, config: PhpBaseline
     segments = latest_articles(wiki_articles).segments
     frame = php.build_baseline_examples(php.METHODS, segments, inputs["wiki_links"], generators, excluded)
     counts = frame.group_by("method", "objective").len().sort("method", "objective")
-    context.add_output_metadata({"excluded_articles": len(excluded), "seed": generators.seed,
-                                 "max_examples": generators.max_examples or "all",
-                                 **{f"{m}_{o}_examples": n for m, o, n in counts.iter_rows()}})
+    context.add_output_metadata(
+        {
+            "excluded_articles": len(excluded),
+            "seed": generators.seed,
+            "max_examples": generators.max_examples or "all",
+            **{f"{m}_{o}_examples": n for m, o, n in counts.iter_rows()},
+        }
+    )
     return frame
 
 
@@ -474,10 +603,18 @@ def baselines_to_pretrain(config: PhpBaselineSettings) -> list[str]:
 ALL_SETTINGS = dg.AssetDep("collection_settings", partition_mapping=dg.AllPartitionMapping())
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, code_version="3", deps=[ALL_SETTINGS])  # 3: gated-segments cross-attention
-def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings, data: DataDirResource,
-                  php_baseline_examples: pl.DataFrame, php_hp: pl.DataFrame, php_shp: pl.DataFrame,
-                  php_mrds: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+@dg.asset(
+    pool=TRAINING_POOL, group_name=GROUP, code_version="3", deps=[ALL_SETTINGS]
+)  # 3: gated-segments cross-attention
+def php_baselines(
+    context: dg.AssetExecutionContext,
+    config: PhpBaselineSettings,
+    data: DataDirResource,
+    php_baseline_examples: pl.DataFrame,
+    php_hp: pl.DataFrame,
+    php_shp: pl.DataFrame,
+    php_mrds: pl.DataFrame,
+) -> dg.Output[pl.DataFrame]:
     """The Table 3 baselines pre-trained with PHP's backbone, budget and MLM: one checkpoint folder each."""
     config = with_profile(config, context)
     domain = config.to_domain()
@@ -493,22 +630,43 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
         out_dir = data.files("php", "baselines", method)
         if is_distributed(config.torchrun, processes):  # every process trains on its share of each global batch
             values, frames = pretrain_job.baseline_inputs(method, domain, examples, out_dir, checkpoints, budget)
-            outcome, launched = run_train_job(context, config.torchrun, data.files("php", "jobs") / f"baseline-{method}-{key}",
-                                              pretrain_job.BASELINE, values=values, frames=frames,
-                                              device=domain.train.device, default_nproc=processes)
+            outcome, launched = run_train_job(
+                context,
+                config.torchrun,
+                data.files("php", "jobs") / f"baseline-{method}-{key}",
+                pretrain_job.BASELINE,
+                values=values,
+                frames=frames,
+                device=domain.train.device,
+                default_nproc=processes,
+            )
             [result] = pretrain_job.read_results(outcome)
             metadata.update({f"{method}_{k}": v for k, v in launched.items()})
         else:
-            result = php.pretrain_baseline(method, examples, domain, out_dir, checkpoints, max_steps=budget,
-                                           on_log=_logger(context, method))
+            result = php.pretrain_baseline(
+                method, examples, domain, out_dir, checkpoints, max_steps=budget, on_log=_logger(context, method)
+            )
         shutil.rmtree(checkpoints, ignore_errors=True)
         trained = result.train
-        rows.append({"method": method, "path": str(result.path), "examples": result.examples,
-                     "steps": trained.steps if trained else 0, "seed": domain.train.seed})
+        rows.append(
+            {
+                "method": method,
+                "path": str(result.path),
+                "examples": result.examples,
+                "steps": trained.steps if trained else 0,
+                "seed": domain.train.seed,
+            }
+        )
         curves[method] = trained.loss_curve if trained else []
         metadata[f"{method}_seconds"] = round(time.monotonic() - started, 2)
-    context.add_output_metadata({**metadata, "methods": len(rows), **_placement_metadata(domain.train),
-                                 "loss_curves": _curves_markdown(curves, "Table 3 baselines")})
+    context.add_output_metadata(
+        {
+            **metadata,
+            "methods": len(rows),
+            **_placement_metadata(domain.train),
+            "loss_curves": _curves_markdown(curves, "Table 3 baselines"),
+        }
+    )
     schema = {"method": pl.String, "path": pl.String, "examples": pl.Int64, "steps": pl.Int64, "seed": pl.Int64}
     return by_content(pl.DataFrame(rows, schema=schema))
 
@@ -516,8 +674,9 @@ def php_baselines(context: dg.AssetExecutionContext, config: PhpBaselineSettings
 # --- fine-tuning and reranking ------------------------------------------------------------------
 
 
-def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
-                 baselines: pl.DataFrame | None = None) -> str:
+def resolve_init(
+    name: str, stages: dict[str, str], ablations: pl.DataFrame, baselines: pl.DataFrame | None = None
+) -> str:
     """The folder a named cross-encoder starts from ("" = the backbone)."""
     if name == "bert":
         return ""
@@ -531,14 +690,27 @@ def resolve_init(name: str, stages: dict[str, str], ablations: pl.DataFrame,
     variant = ablations.filter(pl.col("variant") == name.removeprefix("php-"))
     if name.startswith("php-") and variant.height:
         return variant["path"][0]
-    known = ["bert", "php", *(f"php-{s}" for s in stages), *(f"php-{v}" for v in ablations["variant"]),
-             *([] if baselines is None else baselines["method"])]
-    raise ValueError(f"cross_encoder: unknown init {name!r}; choose from {known} "
-                     "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)")
+    known = [
+        "bert",
+        "php",
+        *(f"php-{s}" for s in stages),
+        *(f"php-{v}" for v in ablations["variant"]),
+        *([] if baselines is None else baselines["method"]),
+    ]
+    raise ValueError(
+        f"cross_encoder: unknown init {name!r}; choose from {known} "
+        "(add ablations to php_ablations' variants, baselines to php_baselines' methods first)"
+    )
 
 
-@dg.asset(pool=TRAINING_POOL, group_name=GROUP, partitions_def=unit_partitions, code_version="5", deps=[UNIT_SETTINGS],
-          ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"))
+@dg.asset(
+    pool=TRAINING_POOL,
+    group_name=GROUP,
+    partitions_def=unit_partitions,
+    code_version="5",
+    deps=[UNIT_SETTINGS],
+    ins=unit_ins("queries", "corpus", "qrels", "query_splits", "negatives", "candidate_runs"),
+)
 def cross_encoder(
     context: dg.AssetExecutionContext,
     config: CrossEncoderSettings,
@@ -570,69 +742,124 @@ def cross_encoder(
     processes = default_processes(domain.train.device)
     distributed = is_distributed(config.torchrun, processes)
     dev_runs: list[pl.DataFrame] = []  # the validation rerankings of the current init, in call order
-    evaluate = None if distributed or dev is None else finetune.dev_evaluator(run, queries, corpus, qrels,
-                                                                              roles.validation, domain,
-                                                                              on_run=dev_runs.append)
+    evaluate = (
+        None
+        if distributed or dev is None
+        else finetune.dev_evaluator(run, queries, corpus, qrels, roles.validation, domain, on_run=dev_runs.append)
+    )
     rows, curves, launches, gates = [], {}, {}, {}
     for name in config.inits:
         dev_runs.clear()
         init = resolve_init(name, stages, php_ablations, php_baselines)
-        key = php.run_key(asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)),
-                          frame_version(pairs))
+        key = php.run_key(
+            asdict(domain), name, _folder_version(init or backbone_path(domain.backbone)), frame_version(pairs)
+        )
         checkpoints = data.files("cross_encoder", "checkpoints") / f"{context.partition_key}-{name}-{key}"
         folder = data.files("cross_encoder", context.partition_key) / name
         model = finetune.load_model(init, domain)
         if distributed:  # every process trains on its share of each global batch: the same result, sooner
-            job = finetune_job.write_job(data.files("cross_encoder", "jobs") / f"{context.partition_key}-{name}-{key}",
-                                         init=init, config=domain, queries=queries, corpus=corpus, negatives=pairs,
-                                         checkpoint_dir=checkpoints, output=folder, dev=dev)
-            launched = run_torchrun(context, config.torchrun, finetune_job.__name__, [str(job)], job / "metrics.jsonl",
-                                    default_nproc=processes, add_metadata=False)
+            job = finetune_job.write_job(
+                data.files("cross_encoder", "jobs") / f"{context.partition_key}-{name}-{key}",
+                init=init,
+                config=domain,
+                queries=queries,
+                corpus=corpus,
+                negatives=pairs,
+                checkpoint_dir=checkpoints,
+                output=folder,
+                dev=dev,
+            )
+            launched = run_torchrun(
+                context,
+                config.torchrun,
+                finetune_job.__name__,
+                [str(job)],
+                job / "metrics.jsonl",
+                default_nproc=processes,
+                add_metadata=False,
+            )
             world = config.torchrun.to_domain(context.run_id, processes)
             launches[name] = {k: v for k, v in launch_metadata(world, launched).items() if k != "loss_curve"}
             tuned = finetune_job.read_result(job)
             shutil.rmtree(job, ignore_errors=True)
         else:
-            tuned = finetune.fine_tune(model, queries, corpus, pairs, domain, checkpoints,
-                                       evaluate=evaluate, on_log=_logger(context, name))
+            tuned = finetune.fine_tune(
+                model, queries, corpus, pairs, domain, checkpoints, evaluate=evaluate, on_log=_logger(context, name)
+            )
             model.save(folder)
             kept = finetune.kept_dev_run(tuned, dev_runs)
             if kept is not None:  # reranked_runs reads it instead of reranking the validation queries again
-                finetune.save_dev_run(folder, kept, candidate="bm25", depth=domain.dev_depth, bf16=domain.train.bf16,
-                                      use_title=domain.use_title)
+                finetune.save_dev_run(
+                    folder,
+                    kept,
+                    candidate="bm25",
+                    depth=domain.dev_depth,
+                    bf16=domain.train.bf16,
+                    use_title=domain.use_title,
+                )
         shutil.rmtree(checkpoints, ignore_errors=True)
         saved = json.loads((folder / "cross_encoder.json").read_text(encoding="utf-8"))  # the kept model's settings
         gates[name] = (saved.get("cross_attention", "full"), saved.get("gate_values"))
         curves[name] = tuned.curve()
         result = tuned.train
-        rows.append({"run_name": name, "init": init or domain.backbone or "bundled", "path": str(folder),
-                     "head": model.head, "examples": tuned.examples, "steps": result.steps, "seconds": result.seconds,
-                     "examples_per_s": result.examples_per_s, "chosen_epoch": curves[name].chosen,
-                     "start_score": tuned.start_score, "dev_score": tuned.dev_score, "train_seed": domain.train.seed})
+        rows.append(
+            {
+                "run_name": name,
+                "init": init or domain.backbone or "bundled",
+                "path": str(folder),
+                "head": model.head,
+                "examples": tuned.examples,
+                "steps": result.steps,
+                "seconds": result.seconds,
+                "examples_per_s": result.examples_per_s,
+                "chosen_epoch": curves[name].chosen,
+                "start_score": tuned.start_score,
+                "dev_score": tuned.dev_score,
+                "train_seed": domain.train.seed,
+            }
+        )
     manifest = tag_unit(pl.DataFrame(rows, schema_overrides={"dev_score": pl.Float64, "start_score": pl.Float64}), unit)
-    context.add_output_metadata({
-        **training_curve_metadata(data.files("cross_encoder", context.partition_key), context.partition_key, curves,
-                                  domain.dev_measure, "cross_encoder"),
-        "train_pairs": domain.train_pairs, "train_depth": domain.pair_depth,
-        "train_examples": rows[0]["examples"] if rows else 0,
-        "train_queries": len(roles.train), "validation_queries": len(roles.validation), "seed": domain.train.seed,
-        **_placement_metadata(domain.train),
-        **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
-        **{f"{r['run_name']}_seconds": round(r["seconds"], 1) for r in rows},
-        **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
-        **{f"{name}_{key}": value for name, values in launches.items() for key, value in values.items()},
-        **{f"{name}_cross_attention": attention for name, (attention, _) in gates.items()},
-        **{f"{name}_gates": dg.MetadataValue.json([round(g, 3) for g in values])
-           for name, (_, values) in gates.items() if values is not None},
-    })
+    context.add_output_metadata(
+        {
+            **training_curve_metadata(
+                data.files("cross_encoder", context.partition_key),
+                context.partition_key,
+                curves,
+                domain.dev_measure,
+                "cross_encoder",
+            ),
+            "train_pairs": domain.train_pairs,
+            "train_depth": domain.pair_depth,
+            "train_examples": rows[0]["examples"] if rows else 0,
+            "train_queries": len(roles.train),
+            "validation_queries": len(roles.validation),
+            "seed": domain.train.seed,
+            **_placement_metadata(domain.train),
+            **{f"{r['run_name']}_examples_per_s": round(r["examples_per_s"], 2) for r in rows},
+            **{f"{r['run_name']}_seconds": round(r["seconds"], 1) for r in rows},
+            **{f"{r['run_name']}_dev_{domain.dev_measure}": r["dev_score"] for r in rows if r["dev_score"] is not None},
+            **{f"{name}_{key}": value for name, values in launches.items() for key, value in values.items()},
+            **{f"{name}_cross_attention": attention for name, (attention, _) in gates.items()},
+            **{
+                f"{name}_gates": dg.MetadataValue.json([round(g, 3) for g in values])
+                for name, (_, values) in gates.items()
+                if values is not None
+            },
+        }
+    )
     return by_content(manifest)
 
 
 BI_ENCODER_RUN = "bi-encoder"
 
 
-@dg.asset(group_name=GROUP, deps=[UNIT_SETTINGS], partitions_def=unit_partitions, code_version="4",  # 4: <model>+<candidate> rows, the bi-encoder row
-          ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits", "qrels"))
+@dg.asset(
+    group_name=GROUP,
+    deps=[UNIT_SETTINGS],
+    partitions_def=unit_partitions,
+    code_version="4",  # 4: <model>+<candidate> rows, the bi-encoder row
+    ins=unit_ins("candidate_runs", "queries", "corpus", "query_splits", "qrels"),
+)
 def reranked_runs(
     context: dg.AssetExecutionContext,
     config: RerankSettings,
@@ -646,6 +873,7 @@ def reranked_runs(
     """The unit's test queries: the candidate run's top-k reranked by each fine-tuned cross-encoder and the
     bi-encoder, and each interpolated with the candidates (`<model>+<candidate>`, the weight chosen on validation)."""
     from dagster_ir.fusion.interpolate import interpolated_run
+
     config = with_settings(config, "reranked_runs", training_unit(context).collection, context)
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
@@ -661,30 +889,40 @@ def reranked_runs(
     docs = corpus.join(pl.concat([run, validation]).lazy().select("doc_id").unique(), on="doc_id", how="semi").collect()
     placement = config.placement()
     runs, metadata = [], {"queries": run["query_id"].n_unique(), "depth": config.rerank_depth(), **placement.metadata()}
-    scorers = {name: lambda path=path: CrossEncoderScorer(CrossEncoder.from_pretrained(path), batch_size=config.batch_size,
-                                                          device=placement.device, bf16=placement.bf16)
-               for name, path in cross_encoder.select("run_name", "path").iter_rows()}
+    scorers = {
+        name: lambda path=path: CrossEncoderScorer(
+            CrossEncoder.from_pretrained(path),
+            batch_size=config.batch_size,
+            device=placement.device,
+            bf16=placement.bf16,
+        )
+        for name, path in cross_encoder.select("run_name", "path").iter_rows()
+    }
     paths = dict(cross_encoder.select("run_name", "path").iter_rows())
     reused: list[str] = []
     if config.bi_encoder:
-        scorers[BI_ENCODER_RUN] = lambda: BiEncoderScorer(DenseConfig(batch_size=config.batch_size,
-                                                                      device=placement.device))
+        scorers[BI_ENCODER_RUN] = lambda: BiEncoderScorer(
+            DenseConfig(batch_size=config.batch_size, device=placement.device)
+        )
     for name, make_scorer in scorers.items():
         scorer = make_scorer()
         started = time.monotonic()
         runs.append(rerank(run, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)))
         metadata[f"{name}_pairs_per_s"] = round(runs[-1].height / max(time.monotonic() - started, 1e-9), 1)
         if validation.height:
-            kept = paths.get(name) and finetune.load_dev_run(paths[name], validation, candidate=config.candidate,
-                                                               depth=config.rerank_depth(), bf16=placement.bf16)
+            kept = paths.get(name) and finetune.load_dev_run(
+                paths[name], validation, candidate=config.candidate, depth=config.rerank_depth(), bf16=placement.bf16
+            )
             if kept is not None:  # the validation reranking cross_encoder made with these weights
                 chosen = kept.with_columns(run_name=pl.lit(name))
                 reused.append(name)
             else:
-                chosen = rerank(validation, queries, docs, scorer,
-                                RerankConfig(depth=config.rerank_depth(), run_name=name))
-            mixed, choice = interpolated_run(chosen, runs[-1], candidates, qrels, f"{name}+{config.candidate}",
-                                             config.interpolation_measure)
+                chosen = rerank(
+                    validation, queries, docs, scorer, RerankConfig(depth=config.rerank_depth(), run_name=name)
+                )
+            mixed, choice = interpolated_run(
+                chosen, runs[-1], candidates, qrels, f"{name}+{config.candidate}", config.interpolation_measure
+            )
             runs.append(mixed)
             metadata[f"{name}+{config.candidate} weight"] = choice.weight
     metadata["validation reused from cross_encoder"] = ", ".join(reused) or "none"
@@ -700,7 +938,10 @@ def php_examples_are_contrastive(php_examples: pl.DataFrame) -> dg.AssetCheckRes
     ragged = widths.filter(pl.col("widths") > 1)["stage"].to_list()
     return dg.AssetCheckResult(
         passed=leaking.height == 0 and not ragged,
-        metadata={"positive_among_negatives": leaking.height, "stages_with_ragged_negatives": ", ".join(ragged) or "none"},
+        metadata={
+            "positive_among_negatives": leaking.height,
+            "stages_with_ragged_negatives": ", ".join(ragged) or "none",
+        },
     )
 
 
@@ -708,17 +949,31 @@ def php_examples_are_contrastive(php_examples: pl.DataFrame) -> dg.AssetCheckRes
 def php_baseline_examples_are_contrastive(php_baseline_examples: pl.DataFrame) -> dg.AssetCheckResult:
     """Every example's preferred (query, document) differs from each of its other candidates, one width a method."""
     frame = php_baseline_examples.with_row_index("row")
-    candidates = frame.select("row", "queries", "docs").explode("queries", "docs").with_columns(
-        position=pl.int_range(pl.len()).over("row"))
+    candidates = (
+        frame.select("row", "queries", "docs")
+        .explode("queries", "docs")
+        .with_columns(position=pl.int_range(pl.len()).over("row"))
+    )
     preferred = candidates.filter(pl.col("position") == 0).drop("position")
     others = candidates.filter(pl.col("position") > 0)
     same = others.join(preferred, on=["row", "queries", "docs"], how="semi")["row"].n_unique()
     widths = frame.group_by("method").agg(pl.col("docs").list.len().n_unique().alias("widths"))
     ragged = widths.filter(pl.col("widths") > 1)["method"].sort().to_list()
-    return dg.AssetCheckResult(passed=same == 0 and not ragged,
-                               metadata={"preferred_among_others": same, "ragged_methods": ", ".join(ragged) or "none"})
+    return dg.AssetCheckResult(
+        passed=same == 0 and not ragged,
+        metadata={"preferred_among_others": same, "ragged_methods": ", ".join(ragged) or "none"},
+    )
 
 
-php_assets = [php_examples, php_hp, php_shp, php_mrds, php_ablations, php_baseline_examples, php_baselines,
-              cross_encoder, reranked_runs]
+php_assets = [
+    php_examples,
+    php_hp,
+    php_shp,
+    php_mrds,
+    php_ablations,
+    php_baseline_examples,
+    php_baselines,
+    cross_encoder,
+    reranked_runs,
+]
 php_checks = [php_examples_are_contrastive, php_baseline_examples_are_contrastive]

@@ -60,8 +60,10 @@ def training_curve_metadata(folder: Path, partition_key: str, curves: dict, meas
     if not curves:
         return {}
     png = write_epoch_curves_png(folder / "training_curves.png", curves, measure, f"{asset} on {partition_key}")
-    metadata = {"training_curves_png": dg.MetadataValue.path(str(png)),
-                **{f"{name}_curve": dg.MetadataValue.json(curve.as_dict()) for name, curve in curves.items()}}
+    metadata = {
+        "training_curves_png": dg.MetadataValue.path(str(png)),
+        **{f"{name}_curve": dg.MetadataValue.json(curve.as_dict()) for name, curve in curves.items()},
+    }
     data = png.read_bytes()
     if len(data) <= INLINE_IMAGE_LIMIT:
         encoded = base64.b64encode(data).decode()

@@ -44,8 +44,14 @@ def format_seconds(seconds: float) -> str:
 class Progress:
     """Counts asset partitions and prints a run's start and end (see the module docstring)."""
 
-    def __init__(self, log: Callable[[str], None] | None = None, *, tty: bool | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), quiet: bool = False) -> None:
+    def __init__(
+        self,
+        log: Callable[[str], None] | None = None,
+        *,
+        tty: bool | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        quiet: bool = False,
+    ) -> None:
         # quiet: count and time, print only notes (a worker process: its parent prints the run lines)
         self.quiet = quiet
         self.tty = sys.stdout.isatty() if tty is None and log is None else bool(tty)
@@ -81,8 +87,9 @@ class Progress:
         seconds = (self._clock() - started).total_seconds()
         self.finished(names, partition, started, seconds, ok=ok)
 
-    def finished(self, names: list[str], partition: str | None, started: datetime, seconds: float, *,
-                 ok: bool = True) -> None:
+    def finished(
+        self, names: list[str], partition: str | None, started: datetime, seconds: float, *, ok: bool = True
+    ) -> None:
         """A run of `names` that started at `started` took `seconds` (ended here, or in a worker process)."""
         count = self._count(len(names))
         self.timings.append((partition, list(names), started, seconds, ok))
@@ -97,7 +104,9 @@ class Progress:
         else:
             word = "done " if ok else "FAILED"
             ended = started + timedelta(seconds=seconds)
-            self._log(f"{ended:%Y-%m-%dT%H:%M:%SZ} {count} {word} {_what(names, partition)} in {format_seconds(seconds)}")
+            self._log(
+                f"{ended:%Y-%m-%dT%H:%M:%SZ} {count} {word} {_what(names, partition)} in {format_seconds(seconds)}"
+            )
         self._open = False
         self.done += len(names)
 
@@ -107,7 +116,6 @@ class Progress:
             print(flush=True)
             self._open = False
         self._log(line)
-
 
 
 _SITE_PACKAGES = re.compile(r"\S*?/(?:site|dist)-packages/")

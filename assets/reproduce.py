@@ -34,9 +34,15 @@ from dagster_ir.provenance import commit_of, machine
 REPORT_ASSET = "model_report"
 
 
-def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
-                             units: set[str] | None = None, *, units_only: bool = False,
-                             assets: Sequence[str] | None = None) -> list[Key]:
+def collection_partitions_of(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    collection: str,
+    units: set[str] | None = None,
+    *,
+    units_only: bool = False,
+    assets: Sequence[str] | None = None,
+) -> list[Key]:
     """Every materializable asset partition that belongs to `collection` (see the module docstring).
 
     `units` are the collection's training unit keys (default: the configured ones). `units_only`
@@ -54,8 +60,9 @@ def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance,
         if partitions_def is None:
             continue
         for partition in partitions_def.get_partition_keys(dynamic_partitions_store=instance):
-            dimensions = (partition.keys_by_dimension.values() if isinstance(partition, dg.MultiPartitionKey)
-                          else [partition])
+            dimensions = (
+                partition.keys_by_dimension.values() if isinstance(partition, dg.MultiPartitionKey) else [partition]
+            )
             if any((d == collection and not units_only) or d in units for d in dimensions):
                 owned.append((key, partition))
     if assets is None:
@@ -63,9 +70,11 @@ def collection_partitions_of(defs: dg.Definitions, instance: dg.DagsterInstance,
     have = sorted({key.to_user_string() for key, _ in owned})
     unknown = [name for name in assets if name not in have]
     if unknown:
-        raise ValueError(f"--assets: {', '.join(map(repr, unknown))} "
-                         f"{'is not an asset' if len(unknown) == 1 else 'are not assets'} with partitions of "
-                         f"collection {collection!r}{' in these folds' if units_only else ''} (have {', '.join(have)})")
+        raise ValueError(
+            f"--assets: {', '.join(map(repr, unknown))} "
+            f"{'is not an asset' if len(unknown) == 1 else 'are not assets'} with partitions of "
+            f"collection {collection!r}{' in these folds' if units_only else ''} (have {', '.join(have)})"
+        )
     return [(key, partition) for key, partition in owned if key.to_user_string() in assets]
 
 
@@ -75,16 +84,27 @@ def check_assets(defs: dg.Definitions, names: Sequence[str]) -> None:
     have = sorted(key.to_user_string() for key in graph.materializable_asset_keys if graph.get(key).partitions_def)
     unknown = [name for name in names if name not in have]
     if unknown:
-        raise ValueError(f"--assets: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not "
-                         f"among the partitioned assets ({', '.join(have)})")
+        raise ValueError(
+            f"--assets: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not "
+            f"among the partitioned assets ({', '.join(have)})"
+        )
 
 
-def reproduction_plan(defs: dg.Definitions, instance: dg.DagsterInstance, collection: str,
-                      units: set[str] | None = None, *, units_only: bool = False,
-                      assets: Sequence[str] | None = None) -> set[Key]:
+def reproduction_plan(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    collection: str,
+    units: set[str] | None = None,
+    *,
+    units_only: bool = False,
+    assets: Sequence[str] | None = None,
+) -> set[Key]:
     """The collection's asset partitions (of `assets` only, when given) and everything they read."""
-    return needed_by(defs, instance, collection_partitions_of(defs, instance, collection, units, units_only=units_only,
-                                                              assets=assets))
+    return needed_by(
+        defs,
+        instance,
+        collection_partitions_of(defs, instance, collection, units, units_only=units_only, assets=assets),
+    )
 
 
 def units_of_folds(collection: str, folds: list[int], units: list | None = None) -> set[str]:
@@ -131,8 +151,9 @@ def asset_times(instance: dg.DagsterInstance, plan: set[Key], since: float) -> l
             continue
         entry = records[0].event_log_entry
         if entry.run_id not in step_stats:
-            step_stats[entry.run_id] = {s.step_key: (s.start_time or 0.0, s.end_time or 0.0)
-                                        for s in instance.get_run_step_stats(entry.run_id)}
+            step_stats[entry.run_id] = {
+                s.step_key: (s.start_time or 0.0, s.end_time or 0.0) for s in instance.get_run_step_stats(entry.run_id)
+            }
         start, end = step_stats[entry.run_id].get(entry.step_key or "", (0.0, 0.0))
         step = (entry.step_key or key.to_user_string()).split("[")[0]
         row = steps.setdefault(step, {"assets": set(), "runs": {}, "first": entry.timestamp})
@@ -142,25 +163,48 @@ def asset_times(instance: dg.DagsterInstance, plan: set[Key], since: float) -> l
     times = []
     for step, row in sorted(steps.items(), key=lambda item: item[1]["first"]):
         durations = row["runs"].values()
-        times.append(StepTime(
-            step, tuple(sorted(row["assets"])), len(row["runs"]),
-            sum(d for d, _ in durations), sum(d for d, new in durations if new), sum(1 for _, new in durations if new),
-        ))
+        times.append(
+            StepTime(
+                step,
+                tuple(sorted(row["assets"])),
+                len(row["runs"]),
+                sum(d for d, _ in durations),
+                sum(d for d, new in durations if new),
+                sum(1 for _, new in durations if new),
+            )
+        )
     return times
 
 
 def format_times(times: list[StepTime], *, markdown: bool = False) -> str:
     """A table: step (its assets), runs of it, seconds in all and the part this command made."""
     header = ("asset (step)", "partitions", "made now", "seconds", "of which now")
-    rows = [(t.step if t.assets == (t.step,) else f"{t.step} ({', '.join(t.assets)})", str(t.partitions), str(t.fresh),
-             f"{t.seconds:.1f}", f"{t.fresh_seconds:.1f}") for t in times]
-    rows.append(("total", str(sum(t.partitions for t in times)), str(sum(t.fresh for t in times)),
-                 f"{sum(t.seconds for t in times):.1f}", f"{sum(t.fresh_seconds for t in times):.1f}"))
+    rows = [
+        (
+            t.step if t.assets == (t.step,) else f"{t.step} ({', '.join(t.assets)})",
+            str(t.partitions),
+            str(t.fresh),
+            f"{t.seconds:.1f}",
+            f"{t.fresh_seconds:.1f}",
+        )
+        for t in times
+    ]
+    rows.append(
+        (
+            "total",
+            str(sum(t.partitions for t in times)),
+            str(sum(t.fresh for t in times)),
+            f"{sum(t.seconds for t in times):.1f}",
+            f"{sum(t.fresh_seconds for t in times):.1f}",
+        )
+    )
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    lines = ["  ".join([r[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(r[1:], widths[1:])]) for r in (header, *rows)]
+    lines = [
+        "  ".join([r[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(r[1:], widths[1:])]) for r in (header, *rows)
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -168,19 +212,30 @@ def format_times(times: list[StepTime], *, markdown: bool = False) -> str:
 def settings_of(spec, config_file: Path | None) -> list[tuple[str, str]]:
     """The settings that decide a collection's tables: config file, kind, protocol, folds, seeds, asset settings."""
     protocol = spec.protocol
-    rows = [("config", f"`{config_file}`" if config_file else "the built-in default (wiki-car)"),
-            ("collection", f"`{spec.name}` (kind `{spec.kind}`)"),
-            ("protocol", f"`{protocol.kind}`" + (f", {spec.split.folds} folds rotated" if protocol.kind == "cv" else "")),
-            ("seeds", ", ".join(map(str, protocol.seeds))),
-            ("profiles", "each asset's default config (the `demo` profiles)")]
+    rows = [
+        ("config", f"`{config_file}`" if config_file else "the built-in default (wiki-car)"),
+        ("collection", f"`{spec.name}` (kind `{spec.kind}`)"),
+        ("protocol", f"`{protocol.kind}`" + (f", {spec.split.folds} folds rotated" if protocol.kind == "cv" else "")),
+        ("seeds", ", ".join(map(str, protocol.seeds))),
+        ("profiles", "each asset's default config (the `demo` profiles)"),
+    ]
     for asset, fields in sorted(spec.assets.items()):
         rows.append((f"`{asset}`", ", ".join(f"{k}: {v}" for k, v in fields.items())))
     return rows
 
 
-def markdown_page(collection: str, summary: dict | None, times: list[StepTime], settings: list[tuple[str, str]],
-                  *, when: datetime.datetime | None = None, commit: str | None = None,
-                  on: str | None = None, folds: list[int] | None = None, assets: Sequence[str] | None = None) -> str:
+def markdown_page(
+    collection: str,
+    summary: dict | None,
+    times: list[StepTime],
+    settings: list[tuple[str, str]],
+    *,
+    when: datetime.datetime | None = None,
+    commit: str | None = None,
+    on: str | None = None,
+    folds: list[int] | None = None,
+    assets: Sequence[str] | None = None,
+) -> str:
     """`dagster-ir reproduce --markdown PATH`'s page: a header (date, commit, machine, settings), the tables, the times.
 
     `folds`: the page of `reproduce --folds`: no tables (they need every fold), the times of those folds.
@@ -188,9 +243,13 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
     """
     from dagster_ir.evaluation.summary import format_summary
 
-    when = when or datetime.datetime.now(datetime.timezone.utc)
-    header = [("date", when.strftime("%Y-%m-%d %H:%M UTC")), ("commit", commit or commit_of()),
-              ("machine", on or machine()), *settings]
+    when = when or datetime.datetime.now(datetime.UTC)
+    header = [
+        ("date", when.strftime("%Y-%m-%d %H:%M UTC")),
+        ("commit", commit or commit_of()),
+        ("machine", on or machine()),
+        *settings,
+    ]
     command = f"dagster-ir reproduce --collection {collection} --markdown PATH"
     folds_run = None if folds is None else f"fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}"
     if folds is not None:
@@ -203,26 +262,37 @@ def markdown_page(collection: str, summary: dict | None, times: list[StepTime], 
     title = f"# Results: {collection}" if folds is None else f"# Time per asset: {collection}, {folds_run}"
     if assets is not None and folds is None:
         title += f", {', '.join(assets)}"
-    parts = [title,
-             f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
-             "\n".join(["| setting | value |", "|---|---|", *rows])]
+    parts = [
+        title,
+        f"Written by `{command}` (with the same `DAGSTER_IR_CONFIG`); run it again to bring this page up to date.",
+        "\n".join(["| setting | value |", "|---|---|", *rows]),
+    ]
     if folds is not None:
-        parts.append(f"Only the training units of {folds_run} were made, with what they read: the tables need "
-                     "every fold, so this page has none. An asset trained once per unit takes about its time here times the folds over the folds run; an "
-                     "asset keyed by the collection alone (one step over every fold, such as `ghrm_runs` or the "
-                     "reports) is not in this table.")
+        parts.append(
+            f"Only the training units of {folds_run} were made, with what they read: the tables need "
+            "every fold, so this page has none. An asset trained once per unit takes about its time here times the folds over the folds run; an "
+            "asset keyed by the collection alone (one step over every fold, such as `ghrm_runs` or the "
+            "reports) is not in this table."
+        )
     elif summary is None:
-        parts.append("No tables: no runs of the methods report among the assets run." if assets is not None else
-                     "No methods report yet: an asset it needs failed (see the command's output).")
+        parts.append(
+            "No tables: no runs of the methods report among the assets run."
+            if assets is not None
+            else "No methods report yet: an asset it needs failed (see the command's output)."
+        )
     else:
         if assets is not None:
-            parts.append("Only these assets and what they read were made: the tables are the methods report's "
-                         "sections of their runs, with the reference rows that were made.")
+            parts.append(
+                "Only these assets and what they read were made: the tables are the methods report's "
+                "sections of their runs, with the reference rows that were made."
+            )
         parts.append(format_summary(summary, markdown=True, level=2).rstrip("\n"))
-    parts += ["## Time of each asset",
-              "The duration of the Dagster step that last materialized each partition, summed over the partitions; "
-              "`made now`: by the call that wrote this page.",
-              format_times(times, markdown=True)]
+    parts += [
+        "## Time of each asset",
+        "The duration of the Dagster step that last materialized each partition, summed over the partitions; "
+        "`made now`: by the call that wrote this page.",
+        format_times(times, markdown=True),
+    ]
     return "\n\n".join(parts) + "\n"
 
 
@@ -271,9 +341,16 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
         return None
     qrels, query_splits = (read(name) for name in REPORT_CONTEXT[1:])
     word2vec = read("word2vec")
-    book, _, evaluated = methods_book(collection, ReportSettings(), runs, qrels, query_splits,
-                                      pl.DataFrame() if word2vec is None else word2vec,
-                                      ghrm_sweeps=read("ghrm_sweeps"), cet=read("cet"))
+    book, _, evaluated = methods_book(
+        collection,
+        ReportSettings(),
+        runs,
+        qrels,
+        query_splits,
+        pl.DataFrame() if word2vec is None else word2vec,
+        ghrm_sweeps=read("ghrm_sweeps"),
+        cet=read("cet"),
+    )
     written = summary_path(root, collection, partial=True)
     write_report(book, written.parent)
     write_summary(book, written.parent)

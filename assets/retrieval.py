@@ -19,6 +19,7 @@ from dagster_ir.collections.config import run_import_versions
 from dagster_ir.collections.known_ids import check_known_ids
 from dagster_ir.negatives import NegativeConfig, sample_negatives
 from dagster_ir.neural.device import Placement, resolve_device
+from dagster_ir.retrieval.blocks import write_runs_in_blocks
 from dagster_ir.retrieval.dense import (
     DenseConfig,
     check_query_encoder,
@@ -29,7 +30,6 @@ from dagster_ir.retrieval.dense import (
     load_corpus_embeddings,
 )
 from dagster_ir.retrieval.lucene import IMPACT_MAX_POSTINGS, Bm25Config, QlConfig, build_index, search
-from dagster_ir.retrieval.blocks import write_runs_in_blocks
 from dagster_ir.retrieval.runs import import_run
 from dagster_ir.storage.atomic import remove, temp_name
 from dagster_ir.storage.parquet import files_version
@@ -37,9 +37,14 @@ from dagster_ir.storage.parquet import files_version
 GROUP = "retrieval"
 
 
-@dg.observable_source_asset(group_name=GROUP, partitions_def=collection_partitions, tags=source_tags("trec"),
-                             metadata=source_metadata("the content of each TREC run file listed under `runs:` for the collection",
-                                                      "candidate_runs of that collection"))
+@dg.observable_source_asset(
+    group_name=GROUP,
+    partitions_def=collection_partitions,
+    tags=source_tags("trec"),
+    metadata=source_metadata(
+        "the content of each TREC run file listed under `runs:` for the collection", "candidate_runs of that collection"
+    ),
+)
 def imported_runs() -> dg.DataVersionsByPartition:
     """External TREC run files imported per collection (`runs:` in the collections YAML), by content."""
     versions = run_import_versions(config_path())
@@ -53,15 +58,23 @@ class IndexConfig(dg.Config):
 
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="1")
-def bm25_index(context: dg.AssetExecutionContext, config: IndexConfig, data: DataDirResource, corpus: pl.LazyFrame) -> pl.DataFrame:
+def bm25_index(
+    context: dg.AssetExecutionContext, config: IndexConfig, data: DataDirResource, corpus: pl.LazyFrame
+) -> pl.DataFrame:
     """A Pyserini (Lucene) index of the corpus with positions, document vectors and raw documents."""
     index_dir = data.files("bm25_index") / context.partition_key
     batches = (corpus.slice(i, 50_000).collect() for i in range(0, corpus.select(pl.len()).collect().item(), 50_000))
     stats = build_index(batches, index_dir, threads=config.threads)
-    context.add_output_metadata({"documents": stats.documents, "seconds": round(stats.seconds, 2),
-                                 "index": dg.MetadataValue.path(str(index_dir))})
-    return pl.DataFrame({"path": [str(index_dir)], "documents": [stats.documents], "empty": [stats.empty],
-                         "seconds": [stats.seconds]})
+    context.add_output_metadata(
+        {
+            "documents": stats.documents,
+            "seconds": round(stats.seconds, 2),
+            "index": dg.MetadataValue.path(str(index_dir)),
+        }
+    )
+    return pl.DataFrame(
+        {"path": [str(index_dir)], "documents": [stats.documents], "empty": [stats.empty], "seconds": [stats.seconds]}
+    )
 
 
 class DenseEncodingConfig(dg.Config):
@@ -76,8 +89,9 @@ class DenseEncodingConfig(dg.Config):
     def to_domain(self, default_model: str | None = None) -> DenseConfig:
         model = self.model or default_model
         extra = {"model": model} if model else {}
-        return DenseConfig(max_length=self.max_length, batch_size=self.batch_size, device=resolve_device(self.device),
-                           **extra)
+        return DenseConfig(
+            max_length=self.max_length, batch_size=self.batch_size, device=resolve_device(self.device), **extra
+        )
 
 
 @dg.asset(group_name=GROUP, partitions_def=collection_partitions, code_version="2")
@@ -88,11 +102,18 @@ def dense_embeddings(
     path = data.files("dense") / f"{context.partition_key}.npy"
     encoded = encode_corpus_to(path, corpus, config.to_domain())
     rate = encoded.n_docs / max(encoded.seconds, 1e-9)
-    context.add_output_metadata({"documents": encoded.n_docs, "dim": encoded.dim,
-                                 **Placement(config.to_domain().device, False).metadata(),
-                                 "passages_per_s": round(rate, 1), "file": dg.MetadataValue.path(str(path))})
-    return pl.DataFrame({"path": [str(path)], "documents": [encoded.n_docs], "dim": [encoded.dim],
-                         "model": [config.to_domain().model]})
+    context.add_output_metadata(
+        {
+            "documents": encoded.n_docs,
+            "dim": encoded.dim,
+            **Placement(config.to_domain().device, False).metadata(),
+            "passages_per_s": round(rate, 1),
+            "file": dg.MetadataValue.path(str(path)),
+        }
+    )
+    return pl.DataFrame(
+        {"path": [str(path)], "documents": [encoded.n_docs], "dim": [encoded.dim], "model": [config.to_domain().model]}
+    )
 
 
 class CandidateRunsConfig(dg.Config):
@@ -128,30 +149,55 @@ def candidate_runs(
     doc_emb, doc_ids = load_corpus_embeddings(embeddings)
 
     def lucene(name, model):
-        return lambda block: search(index, block, k=config.depth, model=model, threads=config.threads, run_name=name,
-                                    impact_max_postings=config.bm25_impact_max_postings)
+        return lambda block: search(
+            index,
+            block,
+            k=config.depth,
+            model=model,
+            threads=config.threads,
+            run_name=name,
+            impact_max_postings=config.bm25_impact_max_postings,
+        )
 
     def dense(block):
         query_emb = encode(block["text"].to_list(), query_encoder)
         return dense_search(doc_emb, doc_ids, query_emb, block["query_id"], config.depth, "dense")
 
-    searchers = {"bm25": lucene("bm25", Bm25Config(k1=config.k1, b=config.b)),
-                 "ql": lucene("ql", QlConfig(mu=config.mu)), "dense": dense}
+    searchers = {
+        "bm25": lucene("bm25", Bm25Config(k1=config.k1, b=config.b)),
+        "ql": lucene("ql", QlConfig(mu=config.mu)),
+        "dense": dense,
+    }
     imported, dropped = {}, {}
     on_unknown = collection_specs()[context.partition_key].on_unknown
     for name, path in run_imports().get(context.partition_key, {}).items():
         imported[name], unknown = check_known_ids(
-            import_run(path, name), query_ids=queries["query_id"], doc_ids=doc_ids,
-            source=path, what=f"run {name!r}", on_unknown=on_unknown, collection=context.partition_key)
+            import_run(path, name),
+            query_ids=queries["query_id"],
+            doc_ids=doc_ids,
+            source=path,
+            what=f"run {name!r}",
+            on_unknown=on_unknown,
+            collection=context.partition_key,
+        )
         dropped[f"{name}_unknown_ids_dropped"] = unknown.rows_dropped
     work = temp_name(data.files("candidate_run_parts") / context.partition_key)  # this run's own
     try:
-        written = write_runs_in_blocks(queries, searchers, work, data.files("runs", context.partition_key),
-                                       qrels=qrels, block_size=config.query_block, extra_runs=imported)
-        metadata = {f"{name}_R@{k}": round(value, 4) for name, by_k in written.recall.items()
-                    for k, value in by_k.items()}
-        metadata.update({f"{name}_queries_per_s": round(queries.height / max(s, 1e-9), 1)
-                         for name, s in written.seconds.items()})
+        written = write_runs_in_blocks(
+            queries,
+            searchers,
+            work,
+            data.files("runs", context.partition_key),
+            qrels=qrels,
+            block_size=config.query_block,
+            extra_runs=imported,
+        )
+        metadata = {
+            f"{name}_R@{k}": round(value, 4) for name, by_k in written.recall.items() for k, value in by_k.items()
+        }
+        metadata.update(
+            {f"{name}_queries_per_s": round(queries.height / max(s, 1e-9), 1) for name, s in written.seconds.items()}
+        )
         metadata["query_blocks"] = written.blocks
         metadata.update(dropped)
         metadata["trec_files"] = dg.MetadataValue.path(str(data.files("runs", context.partition_key)))
@@ -189,14 +235,17 @@ def negatives(
     """
     run = candidate_runs.filter(pl.col("run_name") == config.run_name)
     if run.height == 0:
-        raise ValueError(f"negatives: no candidate run named {config.run_name!r} "
-                         f"(have {candidate_runs['run_name'].unique().sort().to_list()})")
+        raise ValueError(
+            f"negatives: no candidate run named {config.run_name!r} "
+            f"(have {candidate_runs['run_name'].unique().sort().to_list()})"
+        )
     if collection_specs()[context.partition_key].protocol.kind == "cv":
         train = query_splits["query_id"]
     else:
         train = query_splits.filter(pl.col("split") == "train/model")["query_id"]
-    domain = NegativeConfig(strategy=config.strategy, depth=config.depth,
-                            n_per_positive=config.n_per_positive, seed=config.seed)
+    domain = NegativeConfig(
+        strategy=config.strategy, depth=config.depth, n_per_positive=config.n_per_positive, seed=config.seed
+    )
     sample = sample_negatives(run, qrels.filter(pl.col("query_id").is_in(train.implode())), train, domain)
     context.add_output_metadata({"rows": sample.negatives.height, **asdict(sample.counts)})
     return sample.negatives

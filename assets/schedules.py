@@ -23,7 +23,6 @@ route; while that sensor is on, the schedules' ticks launch nothing (they say so
 retrain twice.
 """
 
-
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,7 +57,8 @@ def retraining_cron(path: str | Path | None = None) -> str:
     cron = section.get("retraining", DEFAULT_RETRAINING_CRON)
     if not isinstance(cron, str) or not is_valid_cron(cron):
         raise CollectionConfigError(
-            f"{path}: {SECTION}.retraining: {cron!r} is not a cron expression (five fields, e.g. '0 3 * * 0')")
+            f"{path}: {SECTION}.retraining: {cron!r} is not a cron expression (five fields, e.g. '0 3 * * 0')"
+        )
     return cron
 
 
@@ -71,16 +71,18 @@ def is_valid_cron(cron: str) -> bool:
     return True
 
 
-def stale_trained(defs: dg.Definitions, instance: dg.DagsterInstance,
-                  selection: dg.AssetSelection = TRAINED_SELECTION) -> list[tuple[dg.AssetKey, str | None]]:
+def stale_trained(
+    defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection = TRAINED_SELECTION
+) -> list[tuple[dg.AssetKey, str | None]]:
     """The stale or missing asset partitions of `selection` (Dagster's staleness, as `update` sees it)."""
     from assets.updates import stale_partitions
 
     return sorted(stale_partitions(defs, instance, selection), key=lambda kp: (kp[0].to_user_string(), kp[1] or ""))
 
 
-def retraining_requests(defs: dg.Definitions, instance: dg.DagsterInstance,
-                        selection: dg.AssetSelection = TRAINED_SELECTION) -> list[dg.RunRequest]:
+def retraining_requests(
+    defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection = TRAINED_SELECTION
+) -> list[dg.RunRequest]:
     """One run request per (named asset job, partition key) holding stale trained asset partitions (its
     stale assets selected, `job_name` set), upstream partitions first; a partition that reads another
     stale partition of this list waits (see the module docstring)."""
@@ -99,12 +101,20 @@ def retraining_requests(defs: dg.Definitions, instance: dg.DagsterInstance,
         if any(parent in stale and parent[1] != partition for parent in reads):
             continue  # requested at a later tick, once what it reads was retrained
         names = [key.to_user_string() for key in keys]
-        requests.append(dg.RunRequest(
-            run_key=f"retrain:{job}:{partition or 'unpartitioned'}", job_name=job, asset_selection=keys,
-            partition_key=partition,
-            tags={RETRAIN_TAG: ", ".join(names)[:4000], "dagster_ir/command": "retraining",
-                  "dagster_ir/assets": ", ".join(names)[:4000], **profile},
-        ))
+        requests.append(
+            dg.RunRequest(
+                run_key=f"retrain:{job}:{partition or 'unpartitioned'}",
+                job_name=job,
+                asset_selection=keys,
+                partition_key=partition,
+                tags={
+                    RETRAIN_TAG: ", ".join(names)[:4000],
+                    "dagster_ir/command": "retraining",
+                    "dagster_ir/assets": ", ".join(names)[:4000],
+                    **profile,
+                },
+            )
+        )
     return requests
 
 
@@ -113,23 +123,33 @@ def schedule_name(job: str) -> str:
     return f"retraining_{job.removesuffix('_job')}"
 
 
-def make_retraining_schedule(cron: str, load_defs: Callable[[], dg.Definitions], job: str,
-                             selection: dg.AssetSelection = TRAINED_SELECTION,
-                             default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING,
-                             ) -> dg.ScheduleDefinition:
+def make_retraining_schedule(
+    cron: str,
+    load_defs: Callable[[], dg.Definitions],
+    job: str,
+    selection: dg.AssetSelection = TRAINED_SELECTION,
+    default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING,
+) -> dg.ScheduleDefinition:
     """The retraining schedule of the named asset job `job` on `cron`: the stale partitions of `selection`
     (in the definitions `load_defs()` returns) that belong to that job."""
 
-    @dg.schedule(name=schedule_name(job), cron_schedule=cron, execution_timezone=TIMEZONE, job_name=job,
-                 default_status=default_status,
-                 description=f"Retrain the stale trained assets of {job} (groups {', '.join(TRAINED_GROUPS)}) on "
-                             f"'{cron}' ({TIMEZONE}): one run per stale partition; a tick with nothing stale "
-                             f"launches nothing, and none while {AUTOMATION_SENSOR} is on (it retrains them then). "
-                             "Set the cron in dagster-ir.yaml (schedules: {retraining: ...}).")
+    @dg.schedule(
+        name=schedule_name(job),
+        cron_schedule=cron,
+        execution_timezone=TIMEZONE,
+        job_name=job,
+        default_status=default_status,
+        description=f"Retrain the stale trained assets of {job} (groups {', '.join(TRAINED_GROUPS)}) on "
+        f"'{cron}' ({TIMEZONE}): one run per stale partition; a tick with nothing stale "
+        f"launches nothing, and none while {AUTOMATION_SENSOR} is on (it retrains them then). "
+        "Set the cron in dagster-ir.yaml (schedules: {retraining: ...}).",
+    )
     def retraining(context: dg.ScheduleEvaluationContext):
         if sensor_running(context.instance, AUTOMATION_SENSOR):
-            return dg.SkipReason(f"{AUTOMATION_SENSOR} is on: the trained assets' automation conditions retrain "
-                                 "them at this cron tick; launched nothing (stop one of the two)")
+            return dg.SkipReason(
+                f"{AUTOMATION_SENSOR} is on: the trained assets' automation conditions retrain "
+                "them at this cron tick; launched nothing (stop one of the two)"
+            )
         requests = [r for r in retraining_requests(load_defs(), context.instance, selection) if r.job_name == job]
         if not requests:
             return dg.SkipReason(f"nothing stale among the trained assets of {job}: launched nothing")
@@ -138,10 +158,17 @@ def make_retraining_schedule(cron: str, load_defs: Callable[[], dg.Definitions],
     return retraining
 
 
-def retraining_schedules(assets, cron: str, load_defs: Callable[[], dg.Definitions],
-                         groups: tuple[str, ...] = TRAINED_GROUPS) -> list[dg.ScheduleDefinition]:
+def retraining_schedules(
+    assets, cron: str, load_defs: Callable[[], dg.Definitions], groups: tuple[str, ...] = TRAINED_GROUPS
+) -> list[dg.ScheduleDefinition]:
     """One retraining schedule per named asset job (assets.launch) holding trained assets of `groups`."""
-    jobs = sorted({job_name(spec.partitions_def) for item in assets
-                   if isinstance(item, dg.AssetsDefinition) and item.is_materializable and item.is_executable
-                   for spec in item.specs if spec.group_name in groups})
+    jobs = sorted(
+        {
+            job_name(spec.partitions_def)
+            for item in assets
+            if isinstance(item, dg.AssetsDefinition) and item.is_materializable and item.is_executable
+            for spec in item.specs
+            if spec.group_name in groups
+        }
+    )
     return [make_retraining_schedule(cron, load_defs, job, dg.AssetSelection.groups(*groups)) for job in jobs]

@@ -70,9 +70,15 @@ def _checked(profile: str | None, where: str) -> str | None:
     return profile
 
 
-@dg.observable_source_asset(group_name="collections", partitions_def=collection_partitions, tags=source_tags("yaml"),
-                             metadata=source_metadata("the `assets:` settings of the collection in the collections YAML",
-                                                      "the assets those settings configure (neural_baselines)"))
+@dg.observable_source_asset(
+    group_name="collections",
+    partitions_def=collection_partitions,
+    tags=source_tags("yaml"),
+    metadata=source_metadata(
+        "the `assets:` settings of the collection in the collections YAML",
+        "the assets those settings configure (neural_baselines)",
+    ),
+)
 def collection_settings(context) -> dg.DataVersionsByPartition:
     """Each collection's `assets` settings and profile (a hash; "none" without any)."""
     versions = settings_versions(config_path(), observed_profile(context))
@@ -161,4 +167,6 @@ def _build(cls: type[dg.Config], values: dict, asset: str, collection: str) -> d
 
 
 def _error(collection: str, where: str, message: str) -> CollectionConfigError:
-    return CollectionConfigError(f"{config_path() or 'built-in config'}: collections.{collection}.assets.{where}: {message}")
+    return CollectionConfigError(
+        f"{config_path() or 'built-in config'}: collections.{collection}.assets.{where}: {message}"
+    )

@@ -26,8 +26,14 @@ def _cell(value) -> str:
 def text_table(header: Sequence[str], rows: Sequence[Sequence], numeric: Sequence[bool] | None = None) -> str:
     """`rows` under `header`, columns padded to their widest cell; numeric columns right-aligned."""
     cells = [[_cell(v) for v in row] for row in rows]
-    numeric = list(numeric) if numeric is not None else [
-        all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows) for i in range(len(header))]
+    numeric = (
+        list(numeric)
+        if numeric is not None
+        else [
+            all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
+            for i in range(len(header))
+        ]
+    )
     widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(header)]
 
     def line(values: Sequence[str]) -> str:
@@ -48,8 +54,13 @@ def format_frame(frame, fmt: str = "table") -> str:
     nested = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List | pl.Struct | pl.Array)]
     rows = frame.rows()
     if fmt == "csv":
-        flat = frame.with_columns(
-            pl.Series(name, [_cell(v) for v in frame[name].to_list()], dtype=pl.String) for name in nested) if nested else frame
+        flat = (
+            frame.with_columns(
+                pl.Series(name, [_cell(v) for v in frame[name].to_list()], dtype=pl.String) for name in nested
+            )
+            if nested
+            else frame
+        )
         return flat.write_csv().rstrip("\n")
     if fmt == "markdown":
         escape = lambda text: text.replace("|", "\\|")  # noqa: E731

@@ -38,9 +38,14 @@ class TorchrunSettings(dg.Config):
     relaunches: int = 1
 
     def to_domain(self, run_id: str, default_nproc: int = 1) -> LaunchConfig:
-        return LaunchConfig(nnodes=self.nnodes, nproc_per_node=self.nproc_per_node or default_nproc,
-                            rdzv_endpoint=self.rdzv_endpoint,
-                            rdzv_id=self.rdzv_id or run_id, max_restarts=self.max_restarts, relaunches=self.relaunches)
+        return LaunchConfig(
+            nnodes=self.nnodes,
+            nproc_per_node=self.nproc_per_node or default_nproc,
+            rdzv_endpoint=self.rdzv_endpoint,
+            rdzv_id=self.rdzv_id or run_id,
+            max_restarts=self.max_restarts,
+            relaunches=self.relaunches,
+        )
 
 
 def is_distributed(settings: TorchrunSettings, default_nproc: int = 1) -> bool:
@@ -48,9 +53,18 @@ def is_distributed(settings: TorchrunSettings, default_nproc: int = 1) -> bool:
     return settings.nnodes != "1" or (settings.nproc_per_node or default_nproc) > 1
 
 
-def run_torchrun(context: dg.AssetExecutionContext, settings: TorchrunSettings, module: str, args: list[str],
-                 metrics_path: Path, *, env: dict[str, str] | None = None, timeout: float | None = None,
-                 default_nproc: int = 1, add_metadata: bool = True) -> LaunchResult:
+def run_torchrun(
+    context: dg.AssetExecutionContext,
+    settings: TorchrunSettings,
+    module: str,
+    args: list[str],
+    metrics_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    default_nproc: int = 1,
+    add_metadata: bool = True,
+) -> LaunchResult:
     """Run `module` under torchrun; raise `dg.Failure` (with torchrun's last lines) if every attempt fails.
 
     `default_nproc`: the processes per node when the settings leave `nproc_per_node` 0; `add_metadata`
@@ -68,12 +82,21 @@ def run_torchrun(context: dg.AssetExecutionContext, settings: TorchrunSettings, 
         values = ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "step" and isinstance(v, float))
         context.log.info(f"step {record.get('step')}: {values}")
 
-    result = launch(command, metrics_path, relaunches=config.relaunches, env=env, on_output=on_output,
-                    on_metrics=on_metrics, timeout=timeout)
+    result = launch(
+        command,
+        metrics_path,
+        relaunches=config.relaunches,
+        env=env,
+        on_output=on_output,
+        on_metrics=on_metrics,
+        timeout=timeout,
+    )
     metadata = launch_metadata(config, result)
     if not result.ok:
-        raise dg.Failure(description=f"torchrun failed {len(result.returncodes)} times (exit codes {result.returncodes})",
-                         metadata={**metadata, "output_tail": dg.MetadataValue.text("\n".join(tail))})
+        raise dg.Failure(
+            description=f"torchrun failed {len(result.returncodes)} times (exit codes {result.returncodes})",
+            metadata={**metadata, "output_tail": dg.MetadataValue.text("\n".join(tail))},
+        )
     if add_metadata:
         context.add_output_metadata(metadata)
     return result
@@ -82,19 +105,31 @@ def run_torchrun(context: dg.AssetExecutionContext, settings: TorchrunSettings, 
 def launch_metadata(config: LaunchConfig, result: LaunchResult) -> dict:
     """Attempts, exit codes, world, seconds, logged steps and the loss curve of a torchrun launch."""
     losses = [r["loss"] for r in result.metrics if "loss" in r]
-    metadata = {"torchrun_attempts": len(result.returncodes), "torchrun_exit_codes": str(result.returncodes),
-                "world": f"{config.nnodes} x {config.nproc_per_node}", "launch_seconds": round(result.seconds, 1),
-                "logged_steps": len(result.metrics)}
+    metadata = {
+        "torchrun_attempts": len(result.returncodes),
+        "torchrun_exit_codes": str(result.returncodes),
+        "world": f"{config.nnodes} x {config.nproc_per_node}",
+        "launch_seconds": round(result.seconds, 1),
+        "logged_steps": len(result.metrics),
+    }
     if losses:
         metadata["last_loss"] = losses[-1]
         metadata["loss_curve"] = dg.MetadataValue.json(losses)
     return metadata
 
 
-def run_train_job(context: dg.AssetExecutionContext, settings: TorchrunSettings, folder: Path, target: str, *,
-                  values: Mapping[str, Any], frames: Mapping[str, pl.DataFrame | pl.LazyFrame] | None = None,
-                  device: str = "cpu", default_nproc: int = 1, env: dict[str, str] | None = None
-                  ) -> tuple[dict[str, Any], dict]:
+def run_train_job(
+    context: dg.AssetExecutionContext,
+    settings: TorchrunSettings,
+    folder: Path,
+    target: str,
+    *,
+    values: Mapping[str, Any],
+    frames: Mapping[str, pl.DataFrame | pl.LazyFrame] | None = None,
+    device: str = "cpu",
+    default_nproc: int = 1,
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], dict]:
     """Run `target` (a "module:function" taking a `train_job.Job`) under torchrun; (its result, launch metadata).
 
     The job folder is removed once its result is read; the checkpoint folders the function trains
@@ -102,8 +137,16 @@ def run_train_job(context: dg.AssetExecutionContext, settings: TorchrunSettings,
     from dagster_ir.neural import train_job
 
     job = train_job.write_job(folder, target, values=values, frames=frames, device=device)
-    launched = run_torchrun(context, settings, train_job.__name__, [str(job)], job / "metrics.jsonl",
-                            default_nproc=default_nproc, add_metadata=False, env=env)
+    launched = run_torchrun(
+        context,
+        settings,
+        train_job.__name__,
+        [str(job)],
+        job / "metrics.jsonl",
+        default_nproc=default_nproc,
+        add_metadata=False,
+        env=env,
+    )
     result = train_job.read_result(job)
     shutil.rmtree(job, ignore_errors=True)
     metadata = launch_metadata(settings.to_domain(context.run_id, default_nproc), launched)

@@ -90,8 +90,14 @@ class UpdateReport:
 class _State:
     """Statuses, partitions and upstream partitions of one definitions object, read on demand."""
 
-    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict | None,
-                 selection: dg.AssetSelection | None, only: set[Key] | None = None) -> None:
+    def __init__(
+        self,
+        defs: dg.Definitions,
+        instance: dg.DagsterInstance,
+        resources: dict | None,
+        selection: dg.AssetSelection | None,
+        only: set[Key] | None = None,
+    ) -> None:
         self.defs, self.instance, self.resources = defs, instance, resources or {}
         self.only = only  # if given, the asset partitions looked at (others count as not wanted)
         self.graph = defs.resolve_asset_graph()
@@ -103,13 +109,17 @@ class _State:
         }
         self.tables = _parquet_assets(defs, self.resources)
 
-    def statuses(self, only: tuple[list[dg.AssetKey], str | None] | None = None, resolver: StaleResolver | None = None
-                 ) -> dict[Key, object]:
+    def statuses(
+        self, only: tuple[list[dg.AssetKey], str | None] | None = None, resolver: StaleResolver | None = None
+    ) -> dict[Key, object]:
         """Status (FRESH, STALE, MISSING) of every selected asset partition (or of `only` = (keys, partition)),
         files included."""
         resolver = resolver or StaleResolver(self.instance, self.graph)
-        wanted = [(k, p) for k in self.selected for p in self.partitions[k]] if only is None else [
-            (k, only[1]) for k in only[0] if only[1] in self.partitions[k]]
+        wanted = (
+            [(k, p) for k in self.selected for p in self.partitions[k]]
+            if only is None
+            else [(k, only[1]) for k in only[0] if only[1] in self.partitions[k]]
+        )
         if self.only is not None:
             wanted = [kp for kp in wanted if kp in self.only]
         statuses = {(k, p): resolver.status(k, p) for k, p in wanted}
@@ -136,7 +146,8 @@ class _State:
             if key_partition not in memo:
                 memo[key_partition] = False  # guards against cycles
                 memo[key_partition] = any(
-                    p in statuses and (statuses[p] != FRESH or waits(p)) for p in self.parents(*key_partition))
+                    p in statuses and (statuses[p] != FRESH or waits(p)) for p in self.parents(*key_partition)
+                )
             return memo[key_partition]
 
         return {k: STALE if s == FRESH and waits(k) else s for k, s in statuses.items()}
@@ -167,7 +178,9 @@ class _State:
         child_def, parent_def = self.graph.get(child).partitions_def, self.graph.get(parent).partitions_def
         try:
             result = mapping.get_upstream_mapped_partitions_result_for_partitions(
-                child_def.subset_with_partition_keys([partition]), child_def, parent_def,
+                child_def.subset_with_partition_keys([partition]),
+                child_def,
+                parent_def,
                 dynamic_partitions_store=self.instance,
             )
             return list(result.partitions_subset.get_partition_keys())
@@ -230,15 +243,18 @@ def stale_reasons(
     resolver = StaleResolver(instance, state.graph)
     statuses = state.statuses(resolver=resolver)
     out = []
-    for (key, partition), status in sorted(statuses.items(), key=lambda item: (item[0][0].to_user_string(),
-                                                                             item[0][1] or "")):
+    for (key, partition), status in sorted(
+        statuses.items(), key=lambda item: (item[0][0].to_user_string(), item[0][1] or "")
+    ):
         if status == FRESH:
             continue
         dagster_says = resolver.status(key, partition)
         if status == MISSING and dagster_says == FRESH:
             reasons = [f"its table file is gone ({table_path(state.root, list(key.path), partition)})"]
         elif status == STALE and dagster_says == FRESH:
-            reasons = ["it read a partition that no longer exists (a removed dump, or a collection dropped from the YAML)"]
+            reasons = [
+                "it read a partition that no longer exists (a removed dump, or a collection dropped from the YAML)"
+            ]
         elif status == MISSING:
             reasons = ["never materialized"]
         else:
@@ -307,17 +323,40 @@ def update_all(
             _run_groups_in_processes(dumps, state, report, attempted, failed, progress, log_level, parallel, traces)
             groups = [group for group in groups if group not in dumps]
         for partition, keys in groups:
-            _run_group(partition, keys, state, [*assets, *checks], report, attempted, failed, progress, log_level,
-                       command, tags or {}, traces)
+            _run_group(
+                partition,
+                keys,
+                state,
+                [*assets, *checks],
+                report,
+                attempted,
+                failed,
+                progress,
+                log_level,
+                command,
+                tags or {},
+                traces,
+            )
             if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
                 progress.note("interrupted: the update stops here")
                 return report
     raise RuntimeError(f"assets still pending after {max_rounds} rounds")
 
 
-def _run_group(partition, keys, state: _State, definitions, report: UpdateReport, attempted: set, failed: set,
-               progress: Progress, log_level, command: str = "update", tags: dict[str, str] | None = None,
-               traces: bool = True) -> None:
+def _run_group(
+    partition,
+    keys,
+    state: _State,
+    definitions,
+    report: UpdateReport,
+    attempted: set,
+    failed: set,
+    progress: Progress,
+    log_level,
+    command: str = "update",
+    tags: dict[str, str] | None = None,
+    traces: bool = True,
+) -> None:
     """Materialize `keys` of one partition under their locks, unless another process did meanwhile."""
     selection = dg.AssetSelection.assets(*keys).required_multi_asset_neighbors()
     together = sorted(selection.resolve(state.graph), key=lambda k: k.to_user_string())
@@ -332,8 +371,10 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
         report.done_elsewhere.extend(done)
         if not stale:
             names = ", ".join(k.to_user_string() for k in keys)
-            progress.note(f"up to date (materialized by another run meanwhile): {names}"
-                          + (f" [{partition}]" if partition else ""))
+            progress.note(
+                f"up to date (materialized by another run meanwhile): {names}"
+                + (f" [{partition}]" if partition else "")
+            )
             return
         names = [k.to_user_string() for k in stale]
         started = progress.start(names, partition)
@@ -359,8 +400,13 @@ def _run_group(partition, keys, state: _State, definitions, report: UpdateReport
             resources=state.resources,
             partition_key=partition,
             raise_on_error=False,
-            tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: host_tag(), COMMAND_TAG: command,
-                  ASSETS_TAG: ", ".join(names)[:4000]},
+            tags={
+                **(tags or {}),
+                PID_TAG: str(os.getpid()),
+                HOST_TAG: host_tag(),
+                COMMAND_TAG: command,
+                ASSETS_TAG: ", ".join(names)[:4000],
+            },
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
         )
         progress.end(names, partition, started, ok=result.success)
@@ -379,7 +425,9 @@ _FAILURE_EVENTS = {"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"}
 
 class _NoFailureEvents(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        event = getattr(record, "dagster_event", None) or (getattr(record, "dagster_meta", None) or {}).get("dagster_event")
+        event = getattr(record, "dagster_event", None) or (getattr(record, "dagster_meta", None) or {}).get(
+            "dagster_event"
+        )
         return getattr(event, "event_type_value", None) not in _FAILURE_EVENTS
 
 
@@ -416,8 +464,17 @@ def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
     return all(state.graph.get(k).partitions_def == wiki_dump_partitions for k in keys)
 
 
-def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attempted: set, failed: set,
-                             progress: Progress, log_level, parallel: int, traces: bool = True) -> None:
+def _run_groups_in_processes(
+    groups,
+    state: _State,
+    report: UpdateReport,
+    attempted: set,
+    failed: set,
+    progress: Progress,
+    log_level,
+    parallel: int,
+    traces: bool = True,
+) -> None:
     """`_run_group` for each (partition, keys), `parallel` at a time in spawned worker processes."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
@@ -425,9 +482,12 @@ def _run_groups_in_processes(groups, state: _State, report: UpdateReport, attemp
     ref = dg.serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
     root = str(state.root) if state.root is not None else ""
     with ProcessPoolExecutor(min(parallel, len(groups)), mp_context=get_context("spawn")) as pool:
-        jobs = [pool.submit(_run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level,
-                            traces)
-                for partition, keys in groups]
+        jobs = [
+            pool.submit(
+                _run_group_in_worker, ref, root, partition, [k.to_user_string() for k in keys], log_level, traces
+            )
+            for partition, keys in groups
+        ]
         for (partition, keys), job in zip(groups, jobs, strict=True):
             try:
                 part, lines, part_attempted, part_failed, timings = job.result()
@@ -461,8 +521,7 @@ def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], 
         report, attempted, failed, lines = UpdateReport(), set(), set(), []
         definitions = [*(defs.assets or []), *(defs.asset_checks or [])]
         progress = Progress(lines.append, quiet=True)  # the parent prints the run lines
-        _run_group(partition, keys, state, definitions, report, attempted, failed, progress, log_level,
-                   traces=traces)
+        _run_group(partition, keys, state, definitions, report, attempted, failed, progress, log_level, traces=traces)
     return report, lines, attempted, failed, progress.timings
 
 
@@ -522,12 +581,15 @@ def _error_line(error) -> str:
 
 
 def observe_sources(
-    defs: dg.Definitions, instance: dg.DagsterInstance, resources: dict, *, log: Callable[[str], None] = print,
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    resources: dict,
+    *,
+    log: Callable[[str], None] = print,
     traces: bool = True,
 ) -> None:
     """Observe every observable source asset (their data versions are what staleness compares)."""
-    sources = [a for a in defs.assets or []
-               if isinstance(a, dg.AssetsDefinition | dg.SourceAsset) and a.is_observable]
+    sources = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition | dg.SourceAsset) and a.is_observable]
     groups: list[list] = []  # one run per partitions definition (a run holds one), not one per source
     for source in sources:
         group = next((g for g in groups if g[0].partitions_def == source.partitions_def), None)
@@ -537,8 +599,12 @@ def observe_sources(
             group.append(source)
     for group in groups:
         with nullcontext() if traces else without_failure_events():
-            result = observe(group, instance=instance, resources=resources,
-                             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+            result = observe(
+                group,
+                instance=instance,
+                resources=resources,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
         if not result.success:
             names = ", ".join(source.key.to_user_string() for source in group)
             log(f"observing {names} failed: {failure_message(result)}")

@@ -53,9 +53,15 @@ class WikiArticlesConfig(dg.Config):
         )  # `processes` is a run setting, not part of what is extracted
 
 
-@dg.observable_source_asset(group_name=GROUP, partitions_def=wiki_dump_partitions, tags=source_tags("xml"),
-                             metadata=source_metadata("the registered dump file: size, mtime and a hash of its head and tail",
-                                                      "wiki_dump of that partition, and everything parsed from it"))
+@dg.observable_source_asset(
+    group_name=GROUP,
+    partitions_def=wiki_dump_partitions,
+    tags=source_tags("xml"),
+    metadata=source_metadata(
+        "the registered dump file: size, mtime and a hash of its head and tail",
+        "wiki_dump of that partition, and everything parsed from it",
+    ),
+)
 def wiki_dump_file(context, data: DataDirResource) -> dg.DataVersionsByPartition:
     """Each registered dump file as it is on disk now: size, mtime and a hash of its head and tail."""
     registry = data.dumps()
@@ -79,8 +85,7 @@ def wiki_dump(context: dg.AssetExecutionContext, data: DataDirResource) -> dg.Ou
     path = registry.path_of(context.partition_key)
     stat = path.stat()
     frame = pl.DataFrame(
-        {"dump": [context.partition_key], "path": [str(path)], "bytes": [stat.st_size],
-         "mtime_ns": [stat.st_mtime_ns]}
+        {"dump": [context.partition_key], "path": [str(path)], "bytes": [stat.st_size], "mtime_ns": [stat.st_mtime_ns]}
     )
     version = registry.identity(context.partition_key)
     return dg.Output(frame, data_version=dg.DataVersion(version), metadata={"path": dg.MetadataValue.path(str(path))})
@@ -91,9 +96,13 @@ def wiki_dump(context: dg.AssetExecutionContext, data: DataDirResource) -> dg.Ou
     partitions_def=wiki_dump_partitions,
     ins={"wiki_dump": dg.AssetIn()},
     outs={
-        "wiki_articles": dg.AssetOut(code_version="2", description="Kept articles as plain-text segments; segment 1 is the lead."),
+        "wiki_articles": dg.AssetOut(
+            code_version="2", description="Kept articles as plain-text segments; segment 1 is the lead."
+        ),
         "wiki_redirects": dg.AssetOut(code_version="1", description="Redirect pages of the article namespace."),
-        "wiki_raw_links": dg.AssetOut(code_version="1", description="Every link in the kept text, target title not yet resolved."),
+        "wiki_raw_links": dg.AssetOut(
+            code_version="1", description="Every link in the kept text, target title not yet resolved."
+        ),
     },
 )
 def wiki_articles(
@@ -110,8 +119,14 @@ def wiki_articles(
         seconds = time.monotonic() - started
         metadata = {name: dg.MetadataValue.int(value) for name, value in asdict(counts).items()}
         metadata["seconds"] = dg.MetadataValue.float(round(seconds, 2))
-        metadata["wikitext_mb_per_s"] = dg.MetadataValue.float(round(counts.wikitext_bytes / 1e6 / max(seconds, 1e-9), 2))
-        for table, output in [("segments", "wiki_articles"), ("redirects", "wiki_redirects"), ("raw_links", "wiki_raw_links")]:
+        metadata["wikitext_mb_per_s"] = dg.MetadataValue.float(
+            round(counts.wikitext_bytes / 1e6 / max(seconds, 1e-9), 2)
+        )
+        for table, output in [
+            ("segments", "wiki_articles"),
+            ("redirects", "wiki_redirects"),
+            ("raw_links", "wiki_raw_links"),
+        ]:
             parts = ParquetParts(tuple(sorted((work / table).glob("*.parquet"))))  # stored a row group at a time
             yield dg.Output(parts, output_name=output, metadata=metadata if output == "wiki_articles" else None)
     finally:  # the IO manager has stored every table by the time the generator ends
@@ -147,15 +162,24 @@ def wiki_links(
     wiki_redirects: pl.LazyFrame,
 ):
     """Links of every dump file with targets resolved through redirects to article ids (or null), out of core."""
-    files = {name: [table_path(data.root(), [name], key) for key in context.asset_partition_keys_for_input(name)]
-             for name in ("wiki_articles", "wiki_raw_links", "wiki_redirects")}  # the files the inputs scan
+    files = {
+        name: [table_path(data.root(), [name], key) for key in context.asset_partition_keys_for_input(name)]
+        for name in ("wiki_articles", "wiki_raw_links", "wiki_redirects")
+    }  # the files the inputs scan
     out = temp_name(data.files("wiki_links") / "links.parquet")
     try:
         result = resolve_links_out_of_core(
-            files["wiki_articles"], files["wiki_raw_links"], files["wiki_redirects"], out,
-            temp_directory=data.files("wiki_links"), limits=config.to_domain())
-        yield dg.Output(ParquetParts((result.path,)), metadata={"superseded_article_copies": result.superseded,
-                                                          "memory_limit": config.memory_limit})
+            files["wiki_articles"],
+            files["wiki_raw_links"],
+            files["wiki_redirects"],
+            out,
+            temp_directory=data.files("wiki_links"),
+            limits=config.to_domain(),
+        )
+        yield dg.Output(
+            ParquetParts((result.path,)),
+            metadata={"superseded_article_copies": result.superseded, "memory_limit": config.memory_limit},
+        )
     finally:  # the IO manager has copied the file into the table, a row group at a time, by now
         remove(out)
 
@@ -165,8 +189,12 @@ def wiki_link_graph(config: WikiLinksConfig, data: DataDirResource, wiki_links: 
     """Directed edges between corpus articles with the reciprocal flag and Seg(a, d_i) of the back link, out of core."""
     out = temp_name(data.files("wiki_links") / "link_graph.parquet")
     try:
-        build_link_graph_out_of_core(table_path(data.root(), ["wiki_links"], None), out,
-                                     temp_directory=data.files("wiki_links"), limits=config.to_domain())
+        build_link_graph_out_of_core(
+            table_path(data.root(), ["wiki_links"], None),
+            out,
+            temp_directory=data.files("wiki_links"),
+            limits=config.to_domain(),
+        )
         yield dg.Output(ParquetParts((out,)), metadata={"memory_limit": config.memory_limit})
     finally:  # streamed into the table by the IO manager by now
         remove(out)
@@ -190,11 +218,18 @@ def php_groups(config: PhpGroupsConfig, data: DataDirResource, wiki_links: pl.La
     out = temp_name(data.files("wiki_links") / "php_groups.parquet")
     try:
         result = assign_php_groups_out_of_core(
-            table_path(data.root(), ["wiki_links"], None), table_path(data.root(), ["wiki_link_graph"], None), out,
-            temp_directory=data.files("wiki_links"), limits=config.limits(),
-            d4_per_segment=config.d4_per_segment, seed=config.seed)
-        metadata = {"d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
-                    **{f"full_{g}": dg.MetadataValue.int(n) for g, n in result.sizes.items()}}
+            table_path(data.root(), ["wiki_links"], None),
+            table_path(data.root(), ["wiki_link_graph"], None),
+            out,
+            temp_directory=data.files("wiki_links"),
+            limits=config.limits(),
+            d4_per_segment=config.d4_per_segment,
+            seed=config.seed,
+        )
+        metadata = {
+            "d4_per_segment": dg.MetadataValue.int(-1 if config.d4_per_segment is None else config.d4_per_segment),
+            **{f"full_{g}": dg.MetadataValue.int(n) for g, n in result.sizes.items()},
+        }
         yield dg.Output(ParquetParts((out,)), metadata=metadata)
     finally:  # streamed into the table by the IO manager by now
         remove(out)
@@ -207,19 +242,27 @@ def php_groups_disjoint_and_covering(
     """D1..D4 are disjoint and cover every (d, s, d_i): in full on a seeded sample of articles, D1-D3 everywhere."""
     k = _stored_d4_per_segment(context)
     problems = check_php_groups_out_of_core(  # over the stored files, at the default memory_limit
-        table_path(data.root(), ["php_groups"], None), table_path(data.root(), ["wiki_links"], None),
-        temp_directory=data.files("wiki_links"), d4_per_segment=k, sample_articles=CHECK_SAMPLE_ARTICLES)
+        table_path(data.root(), ["php_groups"], None),
+        table_path(data.root(), ["wiki_links"], None),
+        temp_directory=data.files("wiki_links"),
+        d4_per_segment=k,
+        sample_articles=CHECK_SAMPLE_ARTICLES,
+    )
     return dg.AssetCheckResult(
         passed=not problems,
-        metadata={"problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
-                  "articles_checked_in_full": dg.MetadataValue.int(CHECK_SAMPLE_ARTICLES)},
+        metadata={
+            "problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:20]) or "none"),
+            "articles_checked_in_full": dg.MetadataValue.int(CHECK_SAMPLE_ARTICLES),
+        },
     )
 
 
 def _stored_d4_per_segment(context: dg.AssetCheckExecutionContext) -> int | None:
     """The D4 sample size of the `php_groups` materialization being checked (its metadata)."""
     event = context.instance.get_latest_materialization_event(dg.AssetKey("php_groups"))
-    value = event.asset_materialization.metadata.get("d4_per_segment") if event and event.asset_materialization else None
+    value = (
+        event.asset_materialization.metadata.get("d4_per_segment") if event and event.asset_materialization else None
+    )
     if value is None:
         return D4_PER_SEGMENT
     return None if value.value < 0 else int(value.value)
@@ -245,14 +288,19 @@ def wiki_stats(
     histogram = stats.pop("out_degree_histogram")
     stored = stats.pop("group_sizes")
     scalars = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
-    sizes = php_group_sizes_out_of_core(table_path(data.root(), ["wiki_links"], None),
-                                        table_path(data.root(), ["wiki_link_graph"], None),
-                                        temp_directory=data.files("wiki_links"))  # at the default memory_limit
+    sizes = php_group_sizes_out_of_core(
+        table_path(data.root(), ["wiki_links"], None),
+        table_path(data.root(), ["wiki_link_graph"], None),
+        temp_directory=data.files("wiki_links"),
+    )  # at the default memory_limit
     scalars.update({f"group_{g}": n for g, n in sizes.items()})
     scalars["group_D4_stored"] = stored["D4"]
     context.add_output_metadata(
         {
-            **{k: (dg.MetadataValue.float(v) if isinstance(v, float) else dg.MetadataValue.int(v)) for k, v in scalars.items()},
+            **{
+                k: (dg.MetadataValue.float(v) if isinstance(v, float) else dg.MetadataValue.int(v))
+                for k, v in scalars.items()
+            },
             "out_degree_histogram": bar_chart_markdown(
                 [d for d, _ in histogram], [c for _, c in histogram], "out-degree (in-corpus edges)", "articles"
             ),

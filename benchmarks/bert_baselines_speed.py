@@ -30,15 +30,17 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import torch
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.collections.cranfield import read_cranfield_docs, read_cranfield_queries
 from dagster_ir.methods.baselines import reranker
 from dagster_ir.neural.threads import torch_threads
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
-_WORDS = ("flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
-          "lift body surface velocity temperature model theory experimental results method solution").split()
+_WORDS = (
+    "flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
+    "lift body surface velocity temperature model theory experimental results method solution"
+).split()
 
 
 def texts(directory: Path, n_queries: int, per_query: int, seed: int = 0) -> tuple[dict, dict, list[tuple[str, str]]]:
@@ -87,20 +89,34 @@ def main() -> None:
     args = parser.parse_args()
 
     demo = reranker.profile("demo")
-    settings = {"before": replace(demo, bert_threads=1, bf16=False), "demo": demo,
-                "fp32, every core": replace(demo, bf16=False), "bf16, one thread": replace(demo, bert_threads=1)}
+    settings = {
+        "before": replace(demo, bert_threads=1, bf16=False),
+        "demo": demo,
+        "fp32, every core": replace(demo, bf16=False),
+        "bf16, one thread": replace(demo, bert_threads=1),
+    }
     queries, docs, pairs = texts(args.cranfield, args.queries, args.docs_per_query)
     source = "Cranfield" if (args.cranfield / "cran.qry").is_file() else "synthetic"
     by_query: dict[str, list[str]] = {}
     for q, d in pairs:
         by_query.setdefault(q, []).append(d)
-    batch = [(q, ds[i], (ds[i + 1],)) for q, ds in by_query.items() for i in range(0, len(ds) - 1, 2)][: demo.batch_size]
-    run = pl.DataFrame({"query_id": [q for q, _ in pairs], "doc_id": [d for _, d in pairs],
-                        "score": [-float(i) for i in range(len(pairs))], "rank": list(range(1, len(pairs) + 1)),
-                        "run_name": "candidates"}).with_columns(pl.col("rank").cast(pl.Int32))
+    batch = [(q, ds[i], (ds[i + 1],)) for q, ds in by_query.items() for i in range(0, len(ds) - 1, 2)][
+        : demo.batch_size
+    ]
+    run = pl.DataFrame(
+        {
+            "query_id": [q for q, _ in pairs],
+            "doc_id": [d for _, d in pairs],
+            "score": [-float(i) for i in range(len(pairs))],
+            "rank": list(range(1, len(pairs) + 1)),
+            "run_name": "candidates",
+        }
+    ).with_columns(pl.col("rank").cast(pl.Int32))
     run = run.with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32))
-    print(f"{source}: {len(queries)} queries, {len(pairs)} pairs, training batch {len(batch)} examples x 2 documents; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, demo bf16={demo.bf16}")
+    print(
+        f"{source}: {len(queries)} queries, {len(pairs)} pairs, training batch {len(batch)} examples x 2 documents; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, demo bf16={demo.bf16}"
+    )
     ratios = []
     for name in args.models:
         model, encoder = reranker.build_bert_model(name, demo)
@@ -124,19 +140,30 @@ def main() -> None:
                 timings[label][0] = min(timings[label][0], (time.perf_counter() - started) / args.steps)
                 model.load_state_dict(state)
                 started = time.perf_counter()
-                scored = reranker.rerank_with(model, encoder, run, list(queries), args.docs_per_query, name, 128,
-                                              threads, bf16)
+                scored = reranker.rerank_with(
+                    model, encoder, run, list(queries), args.docs_per_query, name, 128, threads, bf16
+                )
                 timings[label][1] = min(timings[label][1], time.perf_counter() - started)
                 scores[label] = scored.sort("query_id", "doc_id")["score"].to_numpy()
         difference = float(np.abs(scores["demo"] - scores["before"]).max())
         for label, (step, score) in timings.items():
-            print(f"{name:12s} {label:17s} training step {step:6.2f} s   scoring {len(pairs)} pairs {score:6.2f} s "
-                  f"({len(pairs) / score:6.1f} pairs/s)")
-        print(f"{name:12s} largest score difference bf16 - fp32: {difference:.4f} (scores' spread {scores['before'].std():.4f})")
-        ratios += [(f"BERT baselines training steps/s, demo (bf16, every core) / fp32 one thread, {name}",
-                    timings["before"][0] / timings["demo"][0]),
-                   (f"BERT baselines scoring pairs/s, demo (bf16, every core) / fp32 one thread, {name}",
-                    timings["before"][1] / timings["demo"][1])]
+            print(
+                f"{name:12s} {label:17s} training step {step:6.2f} s   scoring {len(pairs)} pairs {score:6.2f} s "
+                f"({len(pairs) / score:6.1f} pairs/s)"
+            )
+        print(
+            f"{name:12s} largest score difference bf16 - fp32: {difference:.4f} (scores' spread {scores['before'].std():.4f})"
+        )
+        ratios += [
+            (
+                f"BERT baselines training steps/s, demo (bf16, every core) / fp32 one thread, {name}",
+                timings["before"][0] / timings["demo"][0],
+            ),
+            (
+                f"BERT baselines scoring pairs/s, demo (bf16, every core) / fp32 one thread, {name}",
+                timings["before"][1] / timings["demo"][1],
+            ),
+        ]
     for label, value in ratios:
         print_ratio(label, value)
 

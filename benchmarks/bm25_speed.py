@@ -47,12 +47,12 @@ from typing import Any
 import bm25s
 import numpy as np
 import polars as pl
+from ratios import GOALS, print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.collections.cranfield import read_cranfield
 from dagster_ir.evaluation import aggregate, evaluate_run
 from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
 from dagster_ir.schemas import CORPUS, QUERIES, RUN
-from ratios import GOALS, print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 MEASURES = ["nDCG@10", "R@1000", "AP"]
@@ -98,9 +98,7 @@ def synthetic_vocabulary(size: int, rng: np.random.Generator) -> pl.Series:
     return pl.Series("word", vocabulary, dtype=pl.String)
 
 
-def zipf_ranks(
-    n: int, vocabulary: int, exponent: float, rng: np.random.Generator, skip: int = 0
-) -> np.ndarray:
+def zipf_ranks(n: int, vocabulary: int, exponent: float, rng: np.random.Generator, skip: int = 0) -> np.ndarray:
     """`n` word ranks (0 = most frequent) drawn with P(r) proportional to 1 / (r + 1)^exponent, r >= skip."""
     weights = 1.0 / np.arange(skip + 1, vocabulary + 1, dtype=np.float64) ** exponent
     cdf = np.cumsum(weights)
@@ -181,14 +179,10 @@ def bm25s_index(corpus: pl.DataFrame, model: Bm25Config, stemmer: Any) -> Bm25sI
     return Bm25sIndex(retriever, corpus["doc_id"].to_numpy(), stemmer)
 
 
-def bm25s_search(
-    index: Bm25sIndex, queries: pl.DataFrame, *, k: int, threads: int, run_name: str
-) -> pl.DataFrame:
+def bm25s_search(index: Bm25sIndex, queries: pl.DataFrame, *, k: int, threads: int, run_name: str) -> pl.DataFrame:
     """Top-`k` documents of every query as a RUN frame; documents scoring 0 are left out."""
     texts = queries["text"].to_list()
-    tokens = bm25s.tokenize(
-        texts, stopwords="en", stemmer=index.stemmer, return_ids=False, show_progress=False
-    )
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=index.stemmer, return_ids=False, show_progress=False)
     rows, scores = index.retriever.retrieve(tokens, k=k, n_threads=threads, show_progress=False)
     kept = scores.reshape(-1) > 0  # sorted per query, so the kept rows are ranks 1..n
     n_queries = len(queries)
@@ -214,9 +208,7 @@ def timed(function: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def best_of_rotating(
-    functions: list[Callable[[], object]], repeat: int, warmup: int = 0
-) -> tuple[Any, ...]:
+def best_of_rotating(functions: list[Callable[[], object]], repeat: int, warmup: int = 0) -> tuple[Any, ...]:
     """Best time (and last result) of each function over `repeat` rounds, each round starting with
     the next one, after `warmup` untimed rounds of each; then the times of their first (cold) calls."""
     n = len(functions)
@@ -273,8 +265,15 @@ def compare(
             [
                 lambda: search(index_dir, queries, k=args.k, model=model, threads=args.threads, run_name="ours"),
                 lambda: bm25s_search(index, queries, k=args.k, threads=args.threads, run_name="bm25s"),
-                lambda: search(index_dir, queries, k=args.k, model=model, threads=args.threads, run_name="ours",
-                               impact_max_postings=0),
+                lambda: search(
+                    index_dir,
+                    queries,
+                    k=args.k,
+                    model=model,
+                    threads=args.threads,
+                    run_name="ours",
+                    impact_max_postings=0,
+                ),
             ],
             args.repeat,
             args.warmup,
@@ -339,8 +338,10 @@ def stages(index_dir: Path, queries: pl.DataFrame, k: int, model: Bm25Config, re
 def print_stages(name: str, spent: dict[str, float], bm25s_s: float, threads: int) -> None:
     total = sum(spent.values())
     cells = ", ".join(f"{stage} {seconds:.3f} s ({seconds / total:.0%})" for stage, seconds in spent.items())
-    print(f"  ours on one thread, by stage ({name}): {cells}; total {total:.3f} s; "
-          f"bm25s on {threads} threads: {bm25s_s:.3f} s")
+    print(
+        f"  ours on one thread, by stage ({name}): {cells}; total {total:.3f} s; "
+        f"bm25s on {threads} threads: {bm25s_s:.3f} s"
+    )
 
 
 def print_comparison(c: Comparison) -> None:
@@ -355,11 +356,15 @@ def print_comparison(c: Comparison) -> None:
         f"ours (Lucene) {lucene_qps:8.1f} q/s ({c.lucene_search_s:.3f} s)   "
         f"bm25s {theirs_qps:8.1f} q/s ({c.bm25s_search_s:.3f} s)"
     )
-    print(f"  ratios  impacts/bm25s = {ours_qps / theirs_qps:.2f}{goal_text}   "
-          f"Lucene/bm25s = {lucene_qps / theirs_qps:.2f}   impacts/Lucene = {ours_qps / lucene_qps:.2f}")
+    print(
+        f"  ratios  impacts/bm25s = {ours_qps / theirs_qps:.2f}{goal_text}   "
+        f"Lucene/bm25s = {lucene_qps / theirs_qps:.2f}   impacts/Lucene = {ours_qps / lucene_qps:.2f}"
+    )
     print(f"  same run (impacts vs Lucene's searcher: documents, order, scores): {c.same_run}")
-    print(f"  cold    ours (impacts) {c.ours_cold_s:8.2f} s   ours (Lucene) {c.lucene_cold_s:8.2f} s   "
-          f"bm25s {c.bm25s_cold_s:8.2f} s (first search)")
+    print(
+        f"  cold    ours (impacts) {c.ours_cold_s:8.2f} s   ours (Lucene) {c.lucene_cold_s:8.2f} s   "
+        f"bm25s {c.bm25s_cold_s:8.2f} s (first search)"
+    )
     print(
         f"  hits    ours {c.ours_run.height:,}   bm25s {c.bm25s_run.height:,} (score > 0)   "
         f"top-10 overlap {top_overlap(c.ours_run, c.bm25s_run, 10):.3f}"
@@ -378,9 +383,7 @@ def top_overlap(run: pl.DataFrame, other: pl.DataFrame, depth: int) -> float:
 def print_effectiveness(c: Comparison, qrels: pl.DataFrame) -> None:
     means = aggregate(evaluate_run(pl.concat([c.ours_run, c.bm25s_run]), qrels, MEASURES))
     table = {(run, measure): mean for run, measure, mean in means.iter_rows()}
-    cells = "   ".join(
-        f"{m} ours {table['ours', m]:.4f} bm25s {table['bm25s', m]:.4f}" for m in MEASURES
-    )
+    cells = "   ".join(f"{m} ours {table['ours', m]:.4f} bm25s {table['bm25s', m]:.4f}" for m in MEASURES)
     print(f"  effectiveness  {cells}")
 
 
@@ -396,8 +399,7 @@ def main() -> None:
     args = parser.parse_args()
 
     stemmer = pystemmer_or_none()
-    print(f"BM25 k1=0.9 b=0.4, top {args.k}, {args.threads} threads, best of {args.repeat} "
-          f"after {args.warmup} untimed")
+    print(f"BM25 k1=0.9 b=0.4, top {args.k}, {args.threads} threads, best of {args.repeat} after {args.warmup} untimed")
     print(
         "bm25s stemmer: "
         + ("PyStemmer (Snowball English)" if stemmer else "none (PyStemmer not installed); ours: Porter")

@@ -65,8 +65,10 @@ def demo(data: Path) -> tuple[float, int]:
 def noop_rerun(data: Path) -> float:
     seconds, materialized = demo(data)
     if materialized:
-        raise SystemExit(f"{data}: the rerun materialized {materialized} asset partitions, so it was not a no-op; "
-                         "run the demo there to the end first")
+        raise SystemExit(
+            f"{data}: the rerun materialized {materialized} asset partitions, so it was not a no-op; "
+            "run the demo there to the end first"
+        )
     return seconds
 
 
@@ -78,7 +80,8 @@ def main() -> None:
     args = parser.parse_args()
     recorded = read_recorded(args.recorded)
     figures: dict[str, tuple[float, str]] = {
-        name: (float(r["value"]), f"recorded {r['date']}: {r['conditions']}") for name, r in recorded.items()}
+        name: (float(r["value"]), f"recorded {r['date']}: {r['conditions']}") for name, r in recorded.items()
+    }
     if args.run:
         with tempfile.TemporaryDirectory() as tmp:
             seconds, materialized = demo(Path(tmp) / "data")

@@ -21,12 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import torch
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.collections.cranfield import read_cranfield_docs
 from dagster_ir.retrieval.dense import DenseConfig, encode, passage_text
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 _WORDS = (

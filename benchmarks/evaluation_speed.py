@@ -21,9 +21,9 @@ from collections.abc import Callable
 import ir_measures
 import numpy as np
 import polars as pl
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.evaluation import DEFAULT_MEASURES, aggregate, evaluate_run
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 
 def synthetic_run(n_queries: int, depth: int, seed: int = 0) -> pl.DataFrame:
@@ -68,9 +68,7 @@ def main() -> None:
     measures = [ir_measures.parse_measure(m) for m in DEFAULT_MEASURES]
     run_pd, qrels_pd = run.select("query_id", "doc_id", "score").to_pandas(), qrels.to_pandas()
     run_dict = {q: dict(zip(d, s)) for q, d, s in run.group_by("query_id").agg("doc_id", "score").iter_rows()}
-    qrels_dict = {
-        q: dict(zip(d, r)) for q, d, r in qrels.group_by("query_id").agg("doc_id", "relevance").iter_rows()
-    }
+    qrels_dict = {q: dict(zip(d, r)) for q, d, r in qrels.group_by("query_id").agg("doc_id", "relevance").iter_rows()}
 
     ours_s, per_query = timed(lambda: evaluate_run(run, qrels, DEFAULT_MEASURES), args.repeat)
     pandas_s, direct = timed(lambda: ir_measures.calc_aggregate(measures, qrels_pd, run_pd), args.repeat)

@@ -41,31 +41,53 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         inputs = load_inputs(args.cranfield, Path(folder))
         roles = fold_assignment(inputs.splits, args.fold)
-        ids = {r: roles.filter(pl.col("role") == r)["query_id"].sort().to_list() for r in ("train", "validation", "test")}
+        ids = {
+            r: roles.filter(pl.col("role") == r)["query_id"].sort().to_list() for r in ("train", "validation", "test")
+        }
         placement = resolve_placement("auto", None)
         config = finetune.PROFILES["demo"]
-        config = replace(config, cross_attention=args.cross_attention, dev_measure="nDCG@10",
-                         train=replace(config.train, epochs=2, max_steps=None, lr=CRANFIELD_CROSS_ENCODER_LR,
-                                       device=placement.device, bf16=placement.bf16))
+        config = replace(
+            config,
+            cross_attention=args.cross_attention,
+            dev_measure="nDCG@10",
+            train=replace(
+                config.train,
+                epochs=2,
+                max_steps=None,
+                lr=CRANFIELD_CROSS_ENCODER_LR,
+                device=placement.device,
+                bf16=placement.bf16,
+            ),
+        )
 
         def ndcg(model, role: str) -> float:
             wanted = pl.Series(ids[role], dtype=pl.String).implode()
-            scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=placement.device,
-                                        bf16=placement.bf16)
-            run = rerank(inputs.bm25.filter(pl.col("query_id").is_in(wanted)), inputs.queries, inputs.corpus, scorer,
-                         RerankConfig(depth=config.dev_depth, run_name="reranked"))
+            scorer = CrossEncoderScorer(
+                model, batch_size=config.score_batch_size, device=placement.device, bf16=placement.bf16
+            )
+            run = rerank(
+                inputs.bm25.filter(pl.col("query_id").is_in(wanted)),
+                inputs.queries,
+                inputs.corpus,
+                scorer,
+                RerankConfig(depth=config.dev_depth, run_name="reranked"),
+            )
             return round(mean_measure(run, inputs.qrels, ids[role]), 3)
 
         bm25 = top_k(inputs.bm25, config.dev_depth)
         print(f"fold {args.fold}: {', '.join(f'{r} {len(v)}' for r, v in ids.items())} queries; {placement}")
-        print("BM25 validation / test", *(round(mean_measure(bm25, inputs.qrels, ids[r]), 3) for r in ("validation", "test")))
+        print(
+            "BM25 validation / test",
+            *(round(mean_measure(bm25, inputs.qrels, ids[r]), 3) for r in ("validation", "test")),
+        )
         model = finetune.load_model("", config)
         print(f"{args.cross_attention} start validation / test", ndcg(model, "validation"), ndcg(model, "test"))
         if not args.train:
             return
         pairs = finetune.training_pairs(inputs.bm25, inputs.qrels, ids["train"], config)
-        evaluate = finetune.dev_evaluator(inputs.bm25, inputs.queries, inputs.corpus, inputs.qrels, ids["validation"],
-                                          config)
+        evaluate = finetune.dev_evaluator(
+            inputs.bm25, inputs.queries, inputs.corpus, inputs.qrels, ids["validation"], config
+        )
         gates = []
 
         def on_log(step: int, logs: dict) -> None:
@@ -73,12 +95,28 @@ def main() -> None:
                 gates.append((step, [round(g, 3) for g in model.gate_values()]))
 
         started = time.monotonic()
-        tuned = finetune.fine_tune(model, inputs.queries, inputs.corpus, pairs, config, Path(folder) / "checkpoints",
-                                   evaluate=evaluate, on_log=on_log)
-        print(f"trained {tuned.train.steps} steps in {time.monotonic() - started:.0f} s, loss "
-              f"{tuned.train.loss_curve[0]:.3f} -> {tuned.train.loss_curve[-1]:.3f}")
-        print("validation: start", round(tuned.start_score, 3), "epochs", [round(s, 3) for s in tuned.train.dev_scores],
-              "kept:", tuned.chosen)
+        tuned = finetune.fine_tune(
+            model,
+            inputs.queries,
+            inputs.corpus,
+            pairs,
+            config,
+            Path(folder) / "checkpoints",
+            evaluate=evaluate,
+            on_log=on_log,
+        )
+        print(
+            f"trained {tuned.train.steps} steps in {time.monotonic() - started:.0f} s, loss "
+            f"{tuned.train.loss_curve[0]:.3f} -> {tuned.train.loss_curve[-1]:.3f}"
+        )
+        print(
+            "validation: start",
+            round(tuned.start_score, 3),
+            "epochs",
+            [round(s, 3) for s in tuned.train.dev_scores],
+            "kept:",
+            tuned.chosen,
+        )
         if gates:
             print("gates every 10 steps", gates)
             print("kept gates", [round(g, 3) for g in model.gate_values()])

@@ -39,8 +39,11 @@ def gpu_summary() -> str | None:
 
 def write_config(path: Path, cranfield: Path | None, seed: int) -> Path:
     """The check's dagster-ir.yaml: Cranfield alone, 5-fold cross-validation, one seed."""
-    source = f"    kind: cranfield\n    path: {cranfield.resolve()}\n" if cranfield else \
-        "    kind: irds\n    dataset: cranfield\n"
+    source = (
+        f"    kind: cranfield\n    path: {cranfield.resolve()}\n"
+        if cranfield
+        else "    kind: irds\n    dataset: cranfield\n"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"collections:\n  cranfield:\n{source}    protocol: cv\n    seeds: [{seed}]\n", encoding="utf-8")
     return path
@@ -48,8 +51,9 @@ def write_config(path: Path, cranfield: Path | None, seed: int) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cranfield", type=Path, help="folder with cran.all.1400, cran.qry, cranqrel "
-                                                       "(default: ir_datasets' cranfield)")
+    parser.add_argument(
+        "--cranfield", type=Path, help="folder with cran.all.1400, cran.qry, cranqrel (default: ir_datasets' cranfield)"
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"data directory (default {DEFAULT_DATA})")
     parser.add_argument("--seed", type=int, default=0, help="the one seed offset (default 0)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
@@ -58,10 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     if summary is None:
         import torch
 
-        print(f"gpu_check: no CUDA device here (torch {torch.__version__}: torch.cuda.is_available() is False). "
-              "Run it on a machine with an NVIDIA GPU and driver, with a CUDA build of torch (the same version, from "
-              "the CUDA index https://pytorch.org/get-started/locally/ names for your driver); the paper profile on a "
-              "CPU takes days.", file=sys.stderr)
+        print(
+            f"gpu_check: no CUDA device here (torch {torch.__version__}: torch.cuda.is_available() is False). "
+            "Run it on a machine with an NVIDIA GPU and driver, with a CUDA build of torch (the same version, from "
+            "the CUDA index https://pytorch.org/get-started/locally/ names for your driver); the paper profile on a "
+            "CPU takes days.",
+            file=sys.stderr,
+        )
         return 2
     if args.cranfield is not None and not (args.cranfield / "cran.all.1400").is_file():
         print(f"gpu_check: --cranfield {args.cranfield}: no cran.all.1400 there", file=sys.stderr)

@@ -78,26 +78,27 @@ from dagster_ir.collections import SplitConfig, fold_assignment, offset_seeds, r
 from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.baselines import protocol as baselines
-from dagster_ir.methods.cet import model as cet
-from dagster_ir.methods.cet.lab import LabData, lab_negatives, rerank_with
 from dagster_ir.methods.baselines.reranker import MODELS as BASELINE_MODELS
 from dagster_ir.methods.baselines.reranker import profile as baseline_profile
+from dagster_ir.methods.cet import model as cet
+from dagster_ir.methods.cet.lab import LabData, lab_negatives, rerank_with
 from dagster_ir.methods.ghrm import protocol as ghrm
 from dagster_ir.methods.ghrm.model import profile as ghrm_profile
 from dagster_ir.methods.ghrm.text import tokens
 from dagster_ir.methods.ghrm.word2vec import PROFILES as WORD2VEC_PROFILES
 from dagster_ir.methods.ghrm.word2vec import collection_words
 from dagster_ir.methods.model1 import bert as model1_bert
+from dagster_ir.methods.model1 import candidates as top_of
+from dagster_ir.methods.model1 import collection_stats, wordpiece_vocabulary
 from dagster_ir.methods.model1 import neural as model1_neural
-from dagster_ir.methods.model1 import candidates as top_of, collection_stats, wordpiece_vocabulary
 from dagster_ir.negatives import sample_negatives
-from dagster_ir.schemas import NEGATIVES
 from dagster_ir.negatives.pooling import PoolingConfig, simulate_sparse_labels
 from dagster_ir.neural import finetune
 from dagster_ir.neural.device import resolve_placement
 from dagster_ir.neural.training import unwrap
 from dagster_ir.retrieval.dense import DenseConfig, dense_search, encode, passage_text
 from dagster_ir.retrieval.lucene import Bm25Config, build_index, search
+from dagster_ir.schemas import NEGATIVES
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
@@ -150,8 +151,9 @@ class Inputs:
     def deep_bm25(self) -> pl.DataFrame:
         """BM25's top 1000 (`candidate_runs`' depth), from the index `load_inputs` built."""
         if self.deep is None:
-            run = search(self.workdir / "bm25-index", self.queries, k=1000, model=Bm25Config(), threads=2,
-                         run_name="bm25")
+            run = search(
+                self.workdir / "bm25-index", self.queries, k=1000, model=Bm25Config(), threads=2, run_name="bm25"
+            )
             object.__setattr__(self, "deep", run)
         return self.deep
 
@@ -192,14 +194,29 @@ def train_baseline(name: str, inputs: Inputs, fold: int, seed: int, factor: int)
     config = offset_seeds(baseline_profile("demo"), seed)
     tokenize = partial(tokens, config=WORD2VEC_PROFILES["demo"].text)
     found = collection_lengths(inputs.queries["text"].to_list(), baselines.corpus_texts(inputs.corpus), tokenize)
-    config = replace(config, query_words=found.query_words, doc_words=found.doc_words,
-                     epochs=config.epochs * factor, selection_measure=MEASURE)
+    config = replace(
+        config,
+        query_words=found.query_words,
+        doc_words=found.doc_words,
+        epochs=config.epochs * factor,
+        selection_measure=MEASURE,
+    )
     roles = inputs.roles(fold)
     [done] = baselines.run_baselines(
-        [name], config, corpus=inputs.corpus, queries=inputs.queries, qrels=inputs.qrels, candidates=inputs.bm25,
-        negatives=pl.DataFrame(), train_queries=roles["train"], validation_queries=roles["validation"],
-        test_queries=roles["validation"][:1], checkpoint_root=inputs.workdir / f"{name}-f{fold}-s{seed}-x{factor}",
-        tokenize=tokenize, vectors=inputs.word_vectors())
+        [name],
+        config,
+        corpus=inputs.corpus,
+        queries=inputs.queries,
+        qrels=inputs.qrels,
+        candidates=inputs.bm25,
+        negatives=pl.DataFrame(),
+        train_queries=roles["train"],
+        validation_queries=roles["validation"],
+        test_queries=roles["validation"][:1],
+        checkpoint_root=inputs.workdir / f"{name}-f{fold}-s{seed}-x{factor}",
+        tokenize=tokenize,
+        vectors=inputs.word_vectors(),
+    )
     per_epoch = min(done.examples, config.steps_per_epoch * config.batch_size)
     return Curve(list(done.result.dev_scores), per_epoch, done.result.seconds, done.examples, done.result.steps)
 
@@ -208,17 +225,27 @@ def train_ghrm(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
     """GHRM ("ghrm" variant) of the demo profile, its epochs times `factor` (constant learning rate)."""
     config = offset_seeds(ghrm_profile("demo"), seed)
     text = config.inputs.text
-    found = collection_lengths(inputs.queries["text"].to_list(), ghrm.corpus_texts(inputs.corpus),
-                               partial(tokens, config=text))
-    config = replace(config, inputs=replace(config.inputs, query_words=found.query_words, doc_words=found.doc_words),
-                     training=replace(config.training, epochs=config.training.epochs * factor, selection_measure=MEASURE))
+    found = collection_lengths(
+        inputs.queries["text"].to_list(), ghrm.corpus_texts(inputs.corpus), partial(tokens, config=text)
+    )
+    config = replace(
+        config,
+        inputs=replace(config.inputs, query_words=found.query_words, doc_words=found.doc_words),
+        training=replace(config.training, epochs=config.training.epochs * factor, selection_measure=MEASURE),
+    )
     data = ghrm.prepare_data(inputs.corpus, inputs.queries, inputs.qrels, inputs.bm25, inputs.word_vectors(), config)
     roles = inputs.roles(fold)
-    _, result = ghrm.train_ghrm(data, config, "ghrm", roles["train"], roles["validation"],
-                                inputs.workdir / f"ghrm-f{fold}-s{seed}-x{factor}")
+    _, result = ghrm.train_ghrm(
+        data, config, "ghrm", roles["train"], roles["validation"], inputs.workdir / f"ghrm-f{fold}-s{seed}-x{factor}"
+    )
     positives = sum(len(p) for p, _ in ghrm.training_pools(data, roles["train"], config).values())
-    return Curve(list(result.dev_scores), config.training.batches_per_epoch * config.training.pairs_per_batch,
-                 result.seconds, positives, result.steps)
+    return Curve(
+        list(result.dev_scores),
+        config.training.batches_per_epoch * config.training.pairs_per_batch,
+        result.seconds,
+        positives,
+        result.steps,
+    )
 
 
 CRANFIELD_CROSS_ENCODER_LR = 5e-5  # examples/cranfield.yaml's `cross_encoder` rate (the demo profile's is 2e-4)
@@ -228,15 +255,33 @@ def train_cross_encoder(inputs: Inputs, fold: int, seed: int, factor: int) -> Cu
     """The "bert" cross-encoder: the demo profile with Cranfield's 2 epochs uncapped at 5e-5, times `factor`."""
     config = offset_seeds(finetune.PROFILES["demo"], seed)
     placement = resolve_placement("auto", None)
-    config = replace(config, train=replace(config.train, epochs=2 * factor, max_steps=None,
-                                           lr=CRANFIELD_CROSS_ENCODER_LR, device=placement.device,
-                                           bf16=placement.bf16), dev_measure=MEASURE)
+    config = replace(
+        config,
+        train=replace(
+            config.train,
+            epochs=2 * factor,
+            max_steps=None,
+            lr=CRANFIELD_CROSS_ENCODER_LR,
+            device=placement.device,
+            bf16=placement.bf16,
+        ),
+        dev_measure=MEASURE,
+    )
     roles = inputs.roles(fold)
     pairs = finetune.training_pairs(inputs.bm25, inputs.qrels, roles["train"], config)
-    evaluate = finetune.dev_evaluator(inputs.bm25, inputs.queries, inputs.corpus, inputs.qrels, roles["validation"], config)
+    evaluate = finetune.dev_evaluator(
+        inputs.bm25, inputs.queries, inputs.corpus, inputs.qrels, roles["validation"], config
+    )
     model = finetune.load_model("", config)
-    tuned = finetune.fine_tune(model, inputs.queries, inputs.corpus, pairs, config,
-                               inputs.workdir / f"bert-f{fold}-s{seed}-x{factor}", evaluate=evaluate)
+    tuned = finetune.fine_tune(
+        model,
+        inputs.queries,
+        inputs.corpus,
+        pairs,
+        config,
+        inputs.workdir / f"bert-f{fold}-s{seed}-x{factor}",
+        evaluate=evaluate,
+    )
     return Curve(list(tuned.train.dev_scores), tuned.examples, tuned.train.seconds, tuned.examples, tuned.train.steps)
 
 
@@ -245,8 +290,9 @@ def cet_config(seed: int, factor: int, candidates: str = "dense") -> cet.LabConf
     seed offsets them), epochs times `factor`, negatives from and reranking of `candidates`."""
     config = offset_seeds(cet.profile("demo"), seed)
     placement = resolve_placement("auto", None)
-    train = replace(config.cet.train, epochs=config.cet.train.epochs * factor, device=placement.device,
-                    bf16=placement.bf16)
+    train = replace(
+        config.cet.train, epochs=config.cet.train.epochs * factor, device=placement.device, bf16=placement.bf16
+    )
     return replace(config, cet=replace(config.cet, train=train), methods=("cet",), taus=(), strong_run=candidates)
 
 
@@ -261,8 +307,15 @@ def train_cet(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
     config = cet_config(seed, factor, inputs.cet_candidates)
     roles = inputs.roles(fold)
     runs = pl.concat([inputs.bm25, inputs.run(config.strong_run)]) if config.strong_run != "bm25" else inputs.bm25
-    data = LabData(runs, inputs.queries, inputs.corpus, sparse_labels(inputs), inputs.qrels,
-                   tuple(roles["train"]), tuple(roles["validation"]))
+    data = LabData(
+        runs,
+        inputs.queries,
+        inputs.corpus,
+        sparse_labels(inputs),
+        inputs.qrels,
+        tuple(roles["train"]),
+        tuple(roles["validation"]),
+    )
     model = cet.CoupledRanker.build(config.cet.ranker, coupled=True, seed=config.cet.train.seed)
     draws: dict[int, list[cet.QueryPairs]] = {}
 
@@ -272,11 +325,16 @@ def train_cet(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
         return draws[epoch]
 
     train_ids = pl.Series(roles["train"], dtype=pl.String).implode()
-    pool = data.run(config.strong_run).filter(pl.col("query_id").is_in(train_ids),
-                                              pl.col("rank") <= config.pair_depth)
+    pool = data.run(config.strong_run).filter(pl.col("query_id").is_in(train_ids), pl.col("rank") <= config.pair_depth)
     labels = data.sparse_qrels.filter(pl.col("query_id").is_in(train_ids))
-    texts = cet.tokenize_texts(model.relevance, inputs.queries, inputs.corpus, labels["query_id"].unique(),
-                               pl.concat([pool["doc_id"], labels["doc_id"]]).unique(), config.cet.ranker.use_title)
+    texts = cet.tokenize_texts(
+        model.relevance,
+        inputs.queries,
+        inputs.corpus,
+        labels["query_id"].unique(),
+        pl.concat([pool["doc_id"], labels["doc_id"]]).unique(),
+        config.cet.ranker.use_title,
+    )
     validation = pl.Series(roles["validation"], dtype=pl.String).implode()
     candidates = data.run(config.strong_run).filter(pl.col("query_id").is_in(validation))
 
@@ -297,8 +355,9 @@ def model1_config(method: str, seed: int, factor: int):
     config = offset_seeds(MODEL1[method].PROFILES["demo"], seed)
     placement = resolve_placement("auto", None if method == "bert-model1" else False)
     steps = config.train.max_steps and config.train.max_steps * factor
-    train = replace(config.train, epochs=config.train.epochs * factor, max_steps=steps, device=placement.device,
-                    bf16=placement.bf16)
+    train = replace(
+        config.train, epochs=config.train.epochs * factor, max_steps=steps, device=placement.device, bf16=placement.bf16
+    )
     return replace(config, train=train)
 
 
@@ -321,8 +380,10 @@ def train_model1(method: str, inputs: Inputs, fold: int, seed: int, factor: int)
         model = model1_bert.BertModel1.from_backbone(stats, config)
     dev_run = top_of(inputs.bm25, "bm25", validation_ids, config.dev_depth)
     docs = pl.concat([negatives["pos_doc_id"], negatives["neg_doc_id"], dev_run["doc_id"]]).unique()
-    texts = model1_neural.NeuralTexts(model1_neural.TokenizedTexts.of_queries(inputs.queries, vocabulary),
-                                      model1_neural.TokenizedTexts.of_documents(inputs.corpus, docs, vocabulary))
+    texts = model1_neural.NeuralTexts(
+        model1_neural.TokenizedTexts.of_queries(inputs.queries, vocabulary),
+        model1_neural.TokenizedTexts.of_documents(inputs.corpus, docs, vocabulary),
+    )
     state = inputs.workdir / f"{method}-f{fold}-s{seed}-x{factor}"
     result = model1_neural.train_ranker(model, texts, negatives, state, dev_run=dev_run, qrels=inputs.qrels)
     shutil.rmtree(state, ignore_errors=True)
@@ -379,8 +440,16 @@ def candidates_of(method: str, inputs: Inputs) -> tuple[str, pl.DataFrame]:
     return "bm25", inputs.bm25
 
 
-def budget_rows(method: str, fold: int, seed: int, budgets: Sequence[int], epochs: int, curves: dict[int, Curve],
-                bm25: float, candidates: tuple[str, float] | None = None) -> list[dict]:
+def budget_rows(
+    method: str,
+    fold: int,
+    seed: int,
+    budgets: Sequence[int],
+    epochs: int,
+    curves: dict[int, Curve],
+    bm25: float,
+    candidates: tuple[str, float] | None = None,
+) -> list[dict]:
     """One row per budget b: the validation score after `epochs` * b epochs and the best one up to there.
 
     `curves` holds one training per budget, or a single one (at the largest budget) read at every budget.
@@ -393,14 +462,26 @@ def budget_rows(method: str, fold: int, seed: int, budgets: Sequence[int], epoch
         seen = curve.scores[: epochs * budget]
         if len(seen) < epochs * budget:
             raise ValueError(f"{method}: budget x{budget} needs {epochs * budget} epochs, the training ran {len(seen)}")
-        rows.append({"method": method, "fold": fold, "seed": seed, "budget": f"x{budget}", "epochs": len(seen),
-                     "unit_examples": curve.examples, "examples_seen": len(seen) * curve.examples_per_epoch,
-                     "validation_at_budget": seen[-1], "validation_kept": max(seen),
-                     "kept_epoch": seen.index(max(seen)) + 1, "bm25": bm25,
-                     "candidates": candidates[0], "candidates_score": candidates[1],
-                     "train_seconds": round(curve.seconds * len(seen) / len(curve.scores), 1),
-                     "train_steps": curve.steps * len(seen) // len(curve.scores),
-                     "one_run": len(curves) == 1 and len(budgets) > 1})
+        rows.append(
+            {
+                "method": method,
+                "fold": fold,
+                "seed": seed,
+                "budget": f"x{budget}",
+                "epochs": len(seen),
+                "unit_examples": curve.examples,
+                "examples_seen": len(seen) * curve.examples_per_epoch,
+                "validation_at_budget": seen[-1],
+                "validation_kept": max(seen),
+                "kept_epoch": seen.index(max(seen)) + 1,
+                "bm25": bm25,
+                "candidates": candidates[0],
+                "candidates_score": candidates[1],
+                "train_seconds": round(curve.seconds * len(seen) / len(curve.scores), 1),
+                "train_steps": curve.steps * len(seen) // len(curve.scores),
+                "one_run": len(curves) == 1 and len(budgets) > 1,
+            }
+        )
     return rows
 
 
@@ -409,11 +490,17 @@ def budget_rows(method: str, fold: int, seed: int, budgets: Sequence[int], epoch
 
 def summary(rows: pl.DataFrame) -> pl.DataFrame:
     """Means over folds and seeds per (method, budget)."""
-    return (rows.group_by("method", "budget", maintain_order=True)
-            .agg(pl.col("examples_seen").mean(), pl.col("validation_at_budget").mean(),
-                 pl.col("validation_kept").mean(), pl.col("bm25").mean(), pl.len().alias("runs"),
-                 pl.col("train_seconds").mean(), pl.col("train_steps").mean(), pl.col("candidates").first(),
-                 pl.col("candidates_score").mean()))
+    return rows.group_by("method", "budget", maintain_order=True).agg(
+        pl.col("examples_seen").mean(),
+        pl.col("validation_at_budget").mean(),
+        pl.col("validation_kept").mean(),
+        pl.col("bm25").mean(),
+        pl.len().alias("runs"),
+        pl.col("train_seconds").mean(),
+        pl.col("train_steps").mean(),
+        pl.col("candidates").first(),
+        pl.col("candidates_score").mean(),
+    )
 
 
 def plot(method: str, table: pl.DataFrame, path: Path) -> None:
@@ -429,8 +516,12 @@ def plot(method: str, table: pl.DataFrame, path: Path) -> None:
     ax.plot(x, part["validation_kept"].to_list(), marker="*", linestyle="--", label=f"{method}: best epoch so far")
     ax.axhline(part["bm25"][0], color="grey", linestyle=":", label="BM25")
     if part["candidates"][0] != "bm25":  # the run the method reorders, when it is not BM25's
-        ax.axhline(part["candidates_score"][0], color="tab:green", linestyle="-.",
-                   label=f"{part['candidates'][0]} (the candidates reranked)")
+        ax.axhline(
+            part["candidates_score"][0],
+            color="tab:green",
+            linestyle="-.",
+            label=f"{part['candidates'][0]} (the candidates reranked)",
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(x, [f"{b}\n{int(e)}" for b, e in zip(part["budget"], x, strict=True)])
     ax.set_xlabel("training budget (demo = x1) / examples seen")
@@ -443,34 +534,49 @@ def plot(method: str, table: pl.DataFrame, path: Path) -> None:
 
 
 def markdown(table: pl.DataFrame) -> str:
-    lines = ["| method | budget | examples seen | validation nDCG@10 at budget | best epoch so far | BM25 | runs |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| method | budget | examples seen | validation nDCG@10 at budget | best epoch so far | BM25 | runs |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in table.iter_rows(named=True):
-        lines.append(f"| {r['method']} | {r['budget']} | {r['examples_seen']:.0f} | {r['validation_at_budget']:.3f} | "
-                     f"{r['validation_kept']:.3f} | {r['bm25']:.3f} | {r['runs']} |")
+        lines.append(
+            f"| {r['method']} | {r['budget']} | {r['examples_seen']:.0f} | {r['validation_at_budget']:.3f} | "
+            f"{r['validation_kept']:.3f} | {r['bm25']:.3f} | {r['runs']} |"
+        )
     others = table.filter(pl.col("candidates") != "bm25").unique("method", maintain_order=True)
-    notes = [f"\n{r['method']} reranks {r['candidates']}, whose own validation {MEASURE} is "
-             f"{r['candidates_score']:.3f}." for r in others.iter_rows(named=True)]
+    notes = [
+        f"\n{r['method']} reranks {r['candidates']}, whose own validation {MEASURE} is {r['candidates_score']:.3f}."
+        for r in others.iter_rows(named=True)
+    ]
     return "\n".join(lines) + "\n" + "".join(notes)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", nargs="+",
-                        default=["knrm", "drmm", "co-pacrr", "ghrm", "cet", "neural-model1", "bert-model1", "bert"])
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["knrm", "drmm", "co-pacrr", "ghrm", "cet", "neural-model1", "bert-model1", "bert"],
+    )
     parser.add_argument("--folds", nargs="+", type=int, default=[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--budgets", nargs="+", type=int, default=[1, 4, 16])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--cranfield", type=Path, default=DEFAULT_CRANFIELD)
-    parser.add_argument("--cet-candidates", choices=["dense", "bm25"], default="dense",
-                        help="the run CET draws negatives from and reranks (default: the asset's strong run)")
+    parser.add_argument(
+        "--cet-candidates",
+        choices=["dense", "bm25"],
+        default="dense",
+        help="the run CET draws negatives from and reranks (default: the asset's strong run)",
+    )
     args = parser.parse_args(argv)
     for method in args.methods:
         trainer(method)  # unknown names fail before any work
     if not (args.cranfield / "cran.qry").is_file():
-        raise SystemExit(f"learning_curves: no Cranfield files in {args.cranfield}; pass --cranfield DIR "
-                         "(the folder of cran.all.1400, cran.qry, cranqrel)")
+        raise SystemExit(
+            f"learning_curves: no Cranfield files in {args.cranfield}; pass --cranfield DIR "
+            "(the folder of cran.all.1400, cran.qry, cranqrel)"
+        )
     if sorted(set(args.budgets)) != list(args.budgets) or min(args.budgets) < 1:
         raise SystemExit("learning_curves: --budgets must be increasing multiples >= 1, e.g. 1 4 16")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -484,8 +590,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 for seed in args.seeds:
                     started = time.monotonic()
                     rows += points(method, inputs, fold, seed, args.budgets)
-                    print(f"{method} fold {fold} seed {seed}: {time.monotonic() - started:.0f} s "
-                          f"{[round(r['validation_at_budget'], 3) for r in rows[-len(args.budgets):]]}", flush=True)
+                    print(
+                        f"{method} fold {fold} seed {seed}: {time.monotonic() - started:.0f} s "
+                        f"{[round(r['validation_at_budget'], 3) for r in rows[-len(args.budgets) :]]}",
+                        flush=True,
+                    )
             frame = pl.DataFrame(rows)  # written after every method, so a long run leaves what it finished
             with atomic_path(args.out / "learning_curves.csv") as tmp:
                 frame.write_csv(tmp)

@@ -38,20 +38,21 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import torch
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.collections.cranfield import read_cranfield
-from dagster_ir.methods.model1 import bm25_scores
-from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config
 from dagster_ir.methods.model1 import (
     EMConfig,
-    collection_vocabulary,
     Model1Config,
     Model1Scorer,
     ScoringConfig,
+    bm25_scores,
+    collection_vocabulary,
     index_collection,
     train_model1,
     wordpiece_vocabulary,
 )
+from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config
 from dagster_ir.methods.model1.neural import (
     Model1LayerConfig,
     NeuralModel1Config,
@@ -62,7 +63,6 @@ from dagster_ir.methods.model1.neural import (
     export_vocabulary,
     score_pairs,
 )
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 
@@ -90,15 +90,19 @@ def main() -> None:
     args = parser.parse_args()
     corpus, queries, qrels = read_cranfield(args.cranfield)
     vocabulary = wordpiece_vocabulary()
-    print(f"Cranfield: {corpus.height} documents, {queries.height} queries; torch threads {torch.get_num_threads()}, "
-          f"device {args.device}")
+    print(
+        f"Cranfield: {corpus.height} documents, {queries.height} queries; torch threads {torch.get_num_threads()}, "
+        f"device {args.device}"
+    )
 
     config = Model1Config(em=EMConfig(iterations=5))
     trained = train_model1(queries, qrels, corpus, queries["query_id"], vocabulary, config)
     print(f"EM: {trained.n_bitext_pairs} bitext pairs, {trained.table.nnz} entries after pruning")
     for h in trained.history:
-        print(f"  iteration {h.iteration}: {h.pairs_per_second:,.0f} pairs/s, {h.alignments_per_second:,.0f} "
-              f"alignments/s ({h.seconds:.2f} s)")
+        print(
+            f"  iteration {h.iteration}: {h.pairs_per_second:,.0f} pairs/s, {h.alignments_per_second:,.0f} "
+            f"alignments/s ({h.seconds:.2f} s)"
+        )
 
     index, stats = index_collection(corpus, vocabulary)
     query_ids = queries["query_id"].head(args.queries).to_list()
@@ -113,10 +117,16 @@ def main() -> None:
         print(f"{name:<16} {results[name]:>10.2f} ms per 1K documents", flush=True)
 
     scorer = Model1Scorer(trained.table, index, stats, ScoringConfig())
-    per_1k("model1 (wp)",
-           best_of(args.repeat, lambda: [scorer.score_rows(query_tokens[q], rows[q]) for q in query_ids]), n_docs)
-    per_1k("bm25 (wp)", best_of(args.repeat, lambda: [bm25_scores(query_tokens[q], rows[q], index, stats)
-                                                       for q in query_ids]), n_docs)
+    per_1k(
+        "model1 (wp)",
+        best_of(args.repeat, lambda: [scorer.score_rows(query_tokens[q], rows[q]) for q in query_ids]),
+        n_docs,
+    )
+    per_1k(
+        "bm25 (wp)",
+        best_of(args.repeat, lambda: [bm25_scores(query_tokens[q], rows[q], index, stats) for q in query_ids]),
+        n_docs,
+    )
     # The same two scorers over the words vocabulary (its own EM table), on the same candidates.
     words = collection_vocabulary("words", corpus, queries)
     words_table = train_model1(queries, qrels, corpus, queries["query_id"], words, config).table
@@ -124,13 +134,22 @@ def main() -> None:
     words_tokens = {q: words.encode([t]).row(0) for q, t in zip(queries["query_id"], queries["text"], strict=True)}
     words_scorer = Model1Scorer(words_table, words_index, words_stats, ScoringConfig())
     print(f"words: {len(words):,} tokens, {words_table.nnz:,} table entries after pruning")
-    per_1k("model1 (words)", best_of(args.repeat, lambda: [words_scorer.score_rows(words_tokens[q], rows[q])
-                                                            for q in query_ids]), n_docs)
-    per_1k("bm25 (words)", best_of(args.repeat, lambda: [bm25_scores(words_tokens[q], rows[q], words_index,
-                                                                     words_stats) for q in query_ids]), n_docs)
+    per_1k(
+        "model1 (words)",
+        best_of(args.repeat, lambda: [words_scorer.score_rows(words_tokens[q], rows[q]) for q in query_ids]),
+        n_docs,
+    )
+    per_1k(
+        "bm25 (words)",
+        best_of(
+            args.repeat, lambda: [bm25_scores(words_tokens[q], rows[q], words_index, words_stats) for q in query_ids]
+        ),
+        n_docs,
+    )
 
-    neural_config = NeuralModel1Config(layer=Model1LayerConfig(), max_doc_length=512, rerank_batch_size=64,
-                                       export_targets="queries")
+    neural_config = NeuralModel1Config(
+        layer=Model1LayerConfig(), max_doc_length=512, rerank_batch_size=64, export_targets="queries"
+    )
     model, _ = build_model(stats, neural_config)
     sources, targets = export_vocabulary(neural_config, stats, queries, vocabulary)
     started = time.perf_counter()
@@ -139,26 +158,42 @@ def main() -> None:
     threshold = float(np.quantile(full.matrix.data, 1 - args.export_density))
     kept = full.matrix.multiply(full.matrix >= threshold).tocsr()
     exported = replace(full, matrix=kept)
-    print(f"export: {sources.size} x {targets.size} = {sources.size * targets.size:,} pairs in {export_seconds:.1f} s "
-          f"({sources.size * targets.size / export_seconds:,.0f} pairs/s); kept {exported.nnz:,}", flush=True)
+    print(
+        f"export: {sources.size} x {targets.size} = {sources.size * targets.size:,} pairs in {export_seconds:.1f} s "
+        f"({sources.size * targets.size / export_seconds:,.0f} pairs/s); kept {exported.nnz:,}",
+        flush=True,
+    )
     exported_scorer = Model1Scorer(exported, index, stats, ScoringConfig())
-    per_1k("nn-model1-exp", best_of(args.repeat, lambda: [exported_scorer.score_rows(query_tokens[q], rows[q])
-                                                           for q in query_ids]), n_docs)
+    per_1k(
+        "nn-model1-exp",
+        best_of(args.repeat, lambda: [exported_scorer.score_rows(query_tokens[q], rows[q]) for q in query_ids]),
+        n_docs,
+    )
 
-    texts = NeuralTexts(TokenizedTexts.of_queries(queries, vocabulary),
-                        TokenizedTexts.of_documents(corpus, corpus["doc_id"], vocabulary))
-    pairs = pl.DataFrame({"query_id": [q for q in query_ids for _ in rows[q]],
-                          "doc_id": [corpus["doc_id"][int(i)] for q in query_ids for i in rows[q]]})
+    texts = NeuralTexts(
+        TokenizedTexts.of_queries(queries, vocabulary),
+        TokenizedTexts.of_documents(corpus, corpus["doc_id"], vocabulary),
+    )
+    pairs = pl.DataFrame(
+        {
+            "query_id": [q for q in query_ids for _ in rows[q]],
+            "doc_id": [corpus["doc_id"][int(i)] for q in query_ids for i in rows[q]],
+        }
+    )
     model.to(args.device)
     neural_pairs = pairs.group_by("query_id", maintain_order=True).head(args.neural_docs)
     per_1k("nn-model1", best_of(args.repeat, lambda: score_pairs(model, texts, neural_pairs, 64)), neural_pairs.height)
 
     bert_pairs = pairs.group_by("query_id", maintain_order=True).head(args.bert_docs)
     bert_model = BertModel1.from_backbone(stats, replace(BertModel1Config(), max_chunks=1)).to(args.device)
-    per_1k("bert-model1", best_of(args.repeat, lambda: score_pairs(bert_model, texts, bert_pairs, 16)),
-           bert_pairs.height)
-    per_1k("cross-encoder", best_of(args.repeat, lambda: cross_encoder_scores(texts, bert_pairs, args.device)),
-           bert_pairs.height)
+    per_1k(
+        "bert-model1", best_of(args.repeat, lambda: score_pairs(bert_model, texts, bert_pairs, 16)), bert_pairs.height
+    )
+    per_1k(
+        "cross-encoder",
+        best_of(args.repeat, lambda: cross_encoder_scores(texts, bert_pairs, args.device)),
+        bert_pairs.height,
+    )
     base = results["model1 (wp)"]
     print("ratios to model1 (wp): " + ", ".join(f"{k} {v / base:.1f}x" for k, v in results.items()))
     print_ratio("Model 1 (wp) scoring time / BM25 (wp)", results["model1 (wp)"] / results["bm25 (wp)"])
@@ -176,9 +211,13 @@ def cross_encoder_scores(texts: NeuralTexts, pairs: pl.DataFrame, device: str) -
     if device not in _CROSS_ENCODER:
         _CROSS_ENCODER[device] = CrossEncoder.from_pretrained("", max_length=512).to(device).eval()
     model = _CROSS_ENCODER[device]
-    encoded = [model.encode_pair(texts.queries.tokens.row(texts.queries.rows([q])[0]).tolist(),
-                                 texts.docs.tokens.row(texts.docs.rows([d])[0]).tolist())
-               for q, d in pairs.iter_rows()]
+    encoded = [
+        model.encode_pair(
+            texts.queries.tokens.row(texts.queries.rows([q])[0]).tolist(),
+            texts.docs.tokens.row(texts.docs.rows([d])[0]).tolist(),
+        )
+        for q, d in pairs.iter_rows()
+    ]
     order = np.argsort([len(e) for e in encoded], kind="stable")
     scores = np.empty(len(encoded))
     for start in range(0, order.size, 16):

@@ -45,16 +45,18 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import torch
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.collections.cranfield import read_cranfield_docs, read_cranfield_queries
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.neural.rerank import CrossEncoderScorer
 from dagster_ir.retrieval.fast_bert import bf16_supported
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
-_WORDS = ("flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
-          "lift body surface velocity temperature model theory experimental results method solution").split()
+_WORDS = (
+    "flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
+    "lift body surface velocity temperature model theory experimental results method solution"
+).split()
 
 
 def cranfield_pairs(directory: Path, n_queries: int, per_query: int, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -79,7 +81,7 @@ def best_of_alternating(functions, repeat: int):
     """Best time and last result of each function over `repeat` rounds, alternating who goes first."""
     best = [(float("inf"), None) for _ in functions]
     for round_no in range(repeat):
-        for which in (range(len(functions)) if round_no % 2 == 0 else reversed(range(len(functions)))):
+        for which in range(len(functions)) if round_no % 2 == 0 else reversed(range(len(functions))):
             start = time.perf_counter()
             result = functions[which]()
             best[which] = (min(best[which][0], time.perf_counter() - start), result)
@@ -115,23 +117,36 @@ def rerank_benchmark(args: argparse.Namespace, folder: Path, max_length: int) ->
     timed = best_of_alternating(contestants, args.repeat)
     (ours_s, our_scores), (theirs_s, their_scores) = timed[:2]
     lengths = [len(p) for p in ours.encode(queries, docs)]
-    print(f"reranking: {len(pairs)} {source} pairs ({np.mean(lengths):.0f} tokens each on average, max "
-          f"{max(lengths)}), batch size {args.batch_size}, max length {max_length}, "
-          f"torch threads {torch.get_num_threads()}, best of {args.repeat}, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"reranking: {len(pairs)} {source} pairs ({np.mean(lengths):.0f} tokens each on average, max "
+        f"{max(lengths)}), batch size {args.batch_size}, max length {max_length}, "
+        f"torch threads {torch.get_num_threads()}, best of {args.repeat}, load {os.getloadavg()[0]:.1f}"
+    )
     print(f"ours  CrossEncoderScorer.score_pairs  {len(pairs) / ours_s:8.1f} pairs/s ({ours_s:.2f} s)")
     print(f"      sentence-transformers predict   {len(pairs) / theirs_s:8.1f} pairs/s ({theirs_s:.2f} s)")
     print(f"ours/sentence-transformers (pairs/s) = {theirs_s / ours_s:.2f}")
-    print(f"largest |score difference|: {np.abs(np.asarray(our_scores) - np.asarray(their_scores)).max():.1e} "
-          f"(goal < 1e-4)", flush=True)
+    print(
+        f"largest |score difference|: {np.abs(np.asarray(our_scores) - np.asarray(their_scores)).max():.1e} "
+        f"(goal < 1e-4)",
+        flush=True,
+    )
     ceiling(model.model.config, lengths, args.batch_size, len(pairs) / ours_s, len(pairs) / theirs_s)
-    ratios = [(f"rerank pairs/s, ours / sentence-transformers CrossEncoder, max length {max_length}",
-               theirs_s / ours_s)]
+    ratios = [
+        (f"rerank pairs/s, ours / sentence-transformers CrossEncoder, max length {max_length}", theirs_s / ours_s)
+    ]
     if ours_bf16 is not None:
         bf16_s, bf16_scores = timed[2]
-        print(f"ours  bf16 score_pairs                {len(pairs) / bf16_s:8.1f} pairs/s ({bf16_s:.2f} s), "
-              f"largest |score difference| to fp32 {np.abs(bf16_scores - our_scores).max():.1e}", flush=True)
-        ratios.append((f"rerank pairs/s, ours bf16 / sentence-transformers CrossEncoder, max length {max_length}",
-                       theirs_s / bf16_s))
+        print(
+            f"ours  bf16 score_pairs                {len(pairs) / bf16_s:8.1f} pairs/s ({bf16_s:.2f} s), "
+            f"largest |score difference| to fp32 {np.abs(bf16_scores - our_scores).max():.1e}",
+            flush=True,
+        )
+        ratios.append(
+            (
+                f"rerank pairs/s, ours bf16 / sentence-transformers CrossEncoder, max length {max_length}",
+                theirs_s / bf16_s,
+            )
+        )
     else:
         print("bf16: this CPU has no native bf16 (AVX-512 BF16 / AMX); not measured")
     return ratios
@@ -173,11 +188,14 @@ def ceiling(config, lengths: list[int], batch_size: int, ours_pairs_s: float, th
     gemm = gemm_gflops(rows, config.hidden_size, config.intermediate_size)
     ours_rate, theirs_rate = ours_pairs_s * ours_gflop, theirs_pairs_s * theirs_gflop
     best_pairs_s = gemm / ours_gflop
-    print(f"arithmetic: {theirs_gflop:.2f} GFLOP a pair (ours {ours_gflop:.2f}: the last layer for [CLS] only); "
-          f"fp32 GEMM ({rows} x {config.hidden_size} @ {config.hidden_size} x {config.intermediate_size}) "
-          f"{gemm:.0f} GFLOP/s; sentence-transformers {theirs_rate:.0f} GFLOP/s ({theirs_rate / gemm:.0%}), "
-          f"ours {ours_rate:.0f} GFLOP/s ({ours_rate / gemm:.0%}); ours at the GEMM rate: "
-          f"{best_pairs_s:.1f} pairs/s = {best_pairs_s / theirs_pairs_s:.2f}x sentence-transformers", flush=True)
+    print(
+        f"arithmetic: {theirs_gflop:.2f} GFLOP a pair (ours {ours_gflop:.2f}: the last layer for [CLS] only); "
+        f"fp32 GEMM ({rows} x {config.hidden_size} @ {config.hidden_size} x {config.intermediate_size}) "
+        f"{gemm:.0f} GFLOP/s; sentence-transformers {theirs_rate:.0f} GFLOP/s ({theirs_rate / gemm:.0%}), "
+        f"ours {ours_rate:.0f} GFLOP/s ({ours_rate / gemm:.0%}); ours at the GEMM rate: "
+        f"{best_pairs_s:.1f} pairs/s = {best_pairs_s / theirs_pairs_s:.2f}x sentence-transformers",
+        flush=True,
+    )
 
 
 def bf16_ndcg_check(args: argparse.Namespace, folder: Path, work: Path) -> list[tuple[str, float]]:
@@ -202,9 +220,12 @@ def bf16_ndcg_check(args: argparse.Namespace, folder: Path, work: Path) -> list[
     means = aggregate(evaluate_run(pl.concat(runs), qrels, ["nDCG@10"]))
     ndcg = {run: mean for run, _, mean in means.iter_rows()}
     delta = abs(ndcg["bf16"] - ndcg["fp32"])
-    print(f"Cranfield, {queries.height} queries, BM25's top {args.ndcg_depth} reranked at max length "
-          f"{args.ndcg_max_length}: nDCG@10 BM25 {ndcg['bm25']:.4f}, fp32 {ndcg['fp32']:.4f}, "
-          f"bf16 {ndcg['bf16']:.4f}, |bf16 - fp32| = {delta:.4f} (goal <= 0.002)", flush=True)
+    print(
+        f"Cranfield, {queries.height} queries, BM25's top {args.ndcg_depth} reranked at max length "
+        f"{args.ndcg_max_length}: nDCG@10 BM25 {ndcg['bm25']:.4f}, fp32 {ndcg['fp32']:.4f}, "
+        f"bf16 {ndcg['bf16']:.4f}, |bf16 - fp32| = {delta:.4f} (goal <= 0.002)",
+        flush=True,
+    )
     # x 100: the ratio line keeps three decimals
     return [(f"rerank bf16 |nDCG@10 - fp32 nDCG@10| x 100, Cranfield BM25 top {args.ndcg_depth}", 100 * delta)]
 
@@ -223,9 +244,11 @@ def php_benchmark(args: argparse.Namespace, work: Path) -> None:
     examples, _ = build_php_examples(groups, "hp", config)
     result = pretrain_stage("hp", "", examples, extracted.segments, links, config, work / "hp", work / "checkpoints")
     sequences = result.train.examples_per_s * (1 + config.n_negatives)
-    print(f"PHP pre-training (HP, {result.train.steps} steps of {config.train.batch_size} examples, "
-          f"1 + {config.n_negatives} sequences each, max length {config.max_length}, LCE + MLM): "
-          f"{result.train.examples_per_s:.2f} examples/s ({sequences:.1f} sequences/s)")
+    print(
+        f"PHP pre-training (HP, {result.train.steps} steps of {config.train.batch_size} examples, "
+        f"1 + {config.n_negatives} sequences each, max length {config.max_length}, LCE + MLM): "
+        f"{result.train.examples_per_s:.2f} examples/s ({sequences:.1f} sequences/s)"
+    )
 
 
 def main() -> None:
@@ -234,8 +257,9 @@ def main() -> None:
     parser.add_argument("--docs-per-query", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-lengths", type=int, nargs="+", default=[128, 256, 512])
-    parser.add_argument("--ndcg-depth", type=int, default=10, help="BM25 depth reranked for the bf16 nDCG check; "
-                        "0 skips it")
+    parser.add_argument(
+        "--ndcg-depth", type=int, default=10, help="BM25 depth reranked for the bf16 nDCG check; 0 skips it"
+    )
     parser.add_argument("--ndcg-max-length", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=3, help="report the best of this many calls")
     parser.add_argument("--php-steps", type=int, default=10, help="0 skips the PHP measurement")

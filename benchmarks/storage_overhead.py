@@ -21,11 +21,11 @@ from unittest import mock
 
 import numpy as np
 import polars as pl
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.collections import local
 from dagster_ir.storage import atomic
 from dagster_ir.storage.parquet import write_table
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 
 def best_of(repeat: int, *runs: Callable[[], object]) -> list[float]:
@@ -62,8 +62,10 @@ def main() -> None:
                 return read()
 
         checked, unchecked = best_of(args.repeat, read, read_unchecked)
-        print(f"iter_corpus, {args.docs} docs: {checked:.2f} s with the repeated-id check, "
-              f"{unchecked:.2f} s without: x{checked / unchecked:.2f}")
+        print(
+            f"iter_corpus, {args.docs} docs: {checked:.2f} s with the repeated-id check, "
+            f"{unchecked:.2f} s without: x{checked / unchecked:.2f}"
+        )
 
         frame = pl.DataFrame({"a": rng.integers(0, 1 << 30, args.rows), "b": rng.random(args.rows)})
         target = Path(folder) / "t" / "data.parquet"
@@ -76,8 +78,10 @@ def main() -> None:
                 return write_table(frame, target)
 
         synced, unsynced = best_of(args.repeat, write, write_unsynced)
-        print(f"write_table, {args.rows} rows: {synced:.2f} s with fsync, {unsynced:.2f} s without: "
-              f"x{synced / unsynced:.2f}")
+        print(
+            f"write_table, {args.rows} rows: {synced:.2f} s with fsync, {unsynced:.2f} s without: "
+            f"x{synced / unsynced:.2f}"
+        )
         print_ratio("storage: time with the repeated-id check / without", checked / unchecked)
         print_ratio("storage: time with fsync / without", synced / unsynced)
 

@@ -47,9 +47,17 @@ BENCHMARKS: dict[str, list[str]] = {
     "demo_time": [],  # the recorded demo timings unless run with --run (about 20 minutes more)
 }
 # the script that measures each goal's figure, by the start of its name
-SCRIPT_OF_GOAL = {"extraction": "wiki_extraction", "BM25": "bm25_speed", "rerank": "rerank_speed",
-                  "Model 1": "model1_speed", "evaluation": "evaluation_speed", "dense": "dense_speed",
-                  "training": "train_speed", "demo": "demo_time", "no-op": "demo_time"}
+SCRIPT_OF_GOAL = {
+    "extraction": "wiki_extraction",
+    "BM25": "bm25_speed",
+    "rerank": "rerank_speed",
+    "Model 1": "model1_speed",
+    "evaluation": "evaluation_speed",
+    "dense": "dense_speed",
+    "training": "train_speed",
+    "demo": "demo_time",
+    "no-op": "demo_time",
+}
 
 
 def run_one(name: str, args: list[str], out: Path, timeout: float) -> tuple[dict[str, float], str, float]:
@@ -57,8 +65,9 @@ def run_one(name: str, args: list[str], out: Path, timeout: float) -> tuple[dict
     started = time.perf_counter()
     log = out / f"{name}.log"
     try:
-        done = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *args], capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, str(HERE / f"{name}.py"), *args], capture_output=True, text=True, timeout=timeout
+        )
         output, ended = done.stdout + done.stderr, ("ok" if done.returncode == 0 else f"exit {done.returncode}")
     except subprocess.TimeoutExpired as expired:
         output = (expired.stdout or b"").decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
@@ -67,18 +76,30 @@ def run_one(name: str, args: list[str], out: Path, timeout: float) -> tuple[dict
     return parse_ratios(output), ended, time.perf_counter() - started
 
 
-def docs_fragment(rows: list[tuple[str, str, float]], runs: list[str], when: str, commit: str, on: str,
-                  only: list[str] | None) -> str:
+def docs_fragment(
+    rows: list[tuple[str, str, float]], runs: list[str], when: str, commit: str, on: str, only: list[str] | None
+) -> str:
     """The Markdown the documentation includes: what was run, where and when, then the two tables."""
     command = "make bench" if only is None else f"benchmarks/summary.py --only {' '.join(only)}"
-    head = (f"Measured by `{command}` on {when}, commit `{commit}`, on {on}. Each ratio is ours over the "
-            "baseline run in the same process on the same inputs; the load average before each script is in "
-            "the second table (a loaded machine slows whichever side runs while the load lasts). Every goal has "
-            "a line. The demo's minutes and a no-op rerun's seconds are absolute figures: \"recorded\" ones are "
-            "read from `benchmarks/recorded.json` with their date, not measured by this run.")
-    return "\n".join([head, "", *table(rows, None if only is None else set(only)), "",
-                      "| script | ended | wall | load before |", "|---|---|---:|---:|",
-                      *runs, ""])
+    head = (
+        f"Measured by `{command}` on {when}, commit `{commit}`, on {on}. Each ratio is ours over the "
+        "baseline run in the same process on the same inputs; the load average before each script is in "
+        "the second table (a loaded machine slows whichever side runs while the load lasts). Every goal has "
+        "a line. The demo's minutes and a no-op rerun's seconds are absolute figures: \"recorded\" ones are "
+        "read from `benchmarks/recorded.json` with their date, not measured by this run."
+    )
+    return "\n".join(
+        [
+            head,
+            "",
+            *table(rows, None if only is None else set(only)),
+            "",
+            "| script | ended | wall | load before |",
+            "|---|---|---:|---:|",
+            *runs,
+            "",
+        ]
+    )
 
 
 def script_of_goal(name: str) -> str:
@@ -114,9 +135,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed to each script")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--docs", type=Path, help="also write the tables as the docs' Markdown fragment there")
-    parser.add_argument("--from-logs", action="store_true",
-                        help="run nothing: make the table from the logs an earlier run left in --out (one stopped "
-                             "part-way, say); a script without a log counts as not measured")
+    parser.add_argument(
+        "--from-logs",
+        action="store_true",
+        help="run nothing: make the table from the logs an earlier run left in --out (one stopped "
+        "part-way, say); a script without a log counts as not measured",
+    )
     args = parser.parse_args()
     unknown = set(args.only or []) - set(BENCHMARKS)
     if unknown:
@@ -140,11 +164,19 @@ def main() -> None:
         for ratio, value in ratios.items():
             print(f"  {ratio} = {value:.2f}", flush=True)
 
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     commit = commit_of()
     ran = None if args.only is None else set(args.only)
-    text = [f"# Benchmarks: commit {commit}, {now}, {os.cpu_count()} cores", "", *table(rows, ran), "",
-            "| script | ended | wall | load before |", "|---|---|---:|---:|", *runs, ""]
+    text = [
+        f"# Benchmarks: commit {commit}, {now}, {os.cpu_count()} cores",
+        "",
+        *table(rows, ran),
+        "",
+        "| script | ended | wall | load before |",
+        "|---|---|---:|---:|",
+        *runs,
+        "",
+    ]
     target = args.out / "summary.md"
     target.write_text("\n".join(text))
     print("\n".join(table(rows, ran)))

@@ -52,22 +52,23 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import torch
+from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.neural.finetune import FineTuneConfig, fine_tune, finetune_examples
 from dagster_ir.neural.training import TrainConfig, shuffled_batches
-from ratios import print_ratio  # benchmarks/ratios.py: the line format make bench reads
 
 DEFAULT_CRANFIELD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
 MAX_QUERY_LENGTH = 32
-_WORDS = ("flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
-          "lift body surface velocity temperature model theory experimental results method solution").split()
+_WORDS = (
+    "flow boundary layer wing pressure shock wave heat transfer laminar turbulent supersonic subsonic drag "
+    "lift body surface velocity temperature model theory experimental results method solution"
+).split()
 
 
 def cranfield_data(directory: Path, n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(queries, corpus, negatives): n (query, relevant abstract) pairs, each with one seeded negative."""
     from dagster_ir.collections.cranfield import read_cranfield
-
     from dagster_ir.neural.backbone import load_tokenizer
 
     corpus, queries, qrels = read_cranfield(directory)
@@ -79,29 +80,58 @@ def cranfield_data(directory: Path, n: int, seed: int) -> tuple[pl.DataFrame, pl
     positives = judged.sort("query_id", "doc_id").unique("query_id", keep="first", maintain_order=True).head(n)
     rng = np.random.default_rng(seed)
     doc_ids = corpus["doc_id"].to_list()
-    negatives = pl.DataFrame({"query_id": positives["query_id"], "pos_doc_id": positives["doc_id"],
-                              "neg_doc_id": [doc_ids[i] for i in rng.integers(0, len(doc_ids), positives.height)],
-                              "neg_rank": [0] * positives.height, "sample_no": [0] * positives.height},
-                             schema_overrides={"neg_rank": pl.Int32, "sample_no": pl.Int32})
+    negatives = pl.DataFrame(
+        {
+            "query_id": positives["query_id"],
+            "pos_doc_id": positives["doc_id"],
+            "neg_doc_id": [doc_ids[i] for i in rng.integers(0, len(doc_ids), positives.height)],
+            "neg_rank": [0] * positives.height,
+            "sample_no": [0] * positives.height,
+        },
+        schema_overrides={"neg_rank": pl.Int32, "sample_no": pl.Int32},
+    )
     return queries, corpus, negatives
 
 
 def synthetic_data(n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     rng = np.random.default_rng(seed)
-    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(n)],
-                            "text": [" ".join(rng.choice(_WORDS, rng.integers(4, 12))) for _ in range(n)]})
-    corpus = pl.DataFrame({"doc_id": [f"d{i}" for i in range(2 * n)], "title": [""] * (2 * n),
-                           "text": [" ".join(rng.choice(_WORDS, rng.integers(30, 200))) for _ in range(2 * n)]})
-    negatives = pl.DataFrame({"query_id": queries["query_id"], "pos_doc_id": [f"d{2 * i}" for i in range(n)],
-                              "neg_doc_id": [f"d{2 * i + 1}" for i in range(n)], "neg_rank": [0] * n,
-                              "sample_no": [0] * n}, schema_overrides={"neg_rank": pl.Int32, "sample_no": pl.Int32})
+    queries = pl.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(n)],
+            "text": [" ".join(rng.choice(_WORDS, rng.integers(4, 12))) for _ in range(n)],
+        }
+    )
+    corpus = pl.DataFrame(
+        {
+            "doc_id": [f"d{i}" for i in range(2 * n)],
+            "title": [""] * (2 * n),
+            "text": [" ".join(rng.choice(_WORDS, rng.integers(30, 200))) for _ in range(2 * n)],
+        }
+    )
+    negatives = pl.DataFrame(
+        {
+            "query_id": queries["query_id"],
+            "pos_doc_id": [f"d{2 * i}" for i in range(n)],
+            "neg_doc_id": [f"d{2 * i + 1}" for i in range(n)],
+            "neg_rank": [0] * n,
+            "sample_no": [0] * n,
+        },
+        schema_overrides={"neg_rank": pl.Int32, "sample_no": pl.Int32},
+    )
     return queries, corpus, negatives
 
 
 def make_model_folder(work: Path, max_length: int) -> Path:
     """The bundled MiniLM with a seeded [CLS] head and no dropout, saved for every arm to load."""
-    model = CrossEncoder.from_pretrained("", max_length=max_length, max_query_length=MAX_QUERY_LENGTH, seed=0,
-                                         head="cls", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = CrossEncoder.from_pretrained(
+        "",
+        max_length=max_length,
+        max_query_length=MAX_QUERY_LENGTH,
+        seed=0,
+        head="cls",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     return model.save(work / "model")
 
 
@@ -112,8 +142,9 @@ def texts_in_order(queries, corpus, negatives, config: FineTuneConfig) -> list[t
     query_text = dict(zip(queries["query_id"], queries["text"], strict=True))
     docs = corpus.select("doc_id", text=pl.concat_str(["title", "text"], separator=" ").str.strip_chars())
     doc_text = dict(zip(docs["doc_id"], docs["text"], strict=True))
-    return [(query_text[e.query_id], doc_text[e.pos_doc_id], doc_text[e.neg_doc_ids[0]])
-            for batch in batches for e in batch]
+    return [
+        (query_text[e.query_id], doc_text[e.pos_doc_id], doc_text[e.neg_doc_ids[0]]) for batch in batches for e in batch
+    ]
 
 
 class Clock:
@@ -135,8 +166,9 @@ def run_ours(folder: Path, data, config: FineTuneConfig, work: Path) -> tuple[fl
     return *clock.read(), tuned.train.loss_curve
 
 
-def run_sentence_transformers(folder: Path, triples, config: FineTuneConfig,
-                              work: Path) -> tuple[float, float, list[float]]:
+def run_sentence_transformers(
+    folder: Path, triples, config: FineTuneConfig, work: Path
+) -> tuple[float, float, list[float]]:
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoder as StCrossEncoder
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
@@ -157,15 +189,28 @@ def run_sentence_transformers(folder: Path, triples, config: FineTuneConfig,
 
     train = config.train
     model = StCrossEncoder(str(folder), device="cpu", max_length=config.max_length)
-    dataset = Dataset.from_dict({"query": [t[0] for t in triples], "positive": [t[1] for t in triples],
-                                 "negative": [t[2] for t in triples]})
+    dataset = Dataset.from_dict(
+        {"query": [t[0] for t in triples], "positive": [t[1] for t in triples], "negative": [t[2] for t in triples]}
+    )
     loss = MultipleNegativesRankingLoss(model, num_negatives=None, scale=1.0, activation_fn=torch.nn.Identity())
     loss.get_in_batch_negatives = lambda anchors, candidates: iter(())  # hard negatives only: LCE
     arguments = CrossEncoderTrainingArguments(
-        output_dir=str(work / "st"), per_device_train_batch_size=train.batch_size, max_steps=train.max_steps,
-        learning_rate=train.lr, weight_decay=train.weight_decay, warmup_steps=0, lr_scheduler_type="linear",
-        max_grad_norm=train.max_grad_norm, logging_steps=1, save_strategy="no", report_to="none", seed=train.seed,
-        use_cpu=True, disable_tqdm=True, dataloader_drop_last=False)
+        output_dir=str(work / "st"),
+        per_device_train_batch_size=train.batch_size,
+        max_steps=train.max_steps,
+        learning_rate=train.lr,
+        weight_decay=train.weight_decay,
+        warmup_steps=0,
+        lr_scheduler_type="linear",
+        max_grad_norm=train.max_grad_norm,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=train.seed,
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_drop_last=False,
+    )
     trainer = InOrder(model=model, args=arguments, train_dataset=dataset, loss=loss, callbacks=[Losses()])
     trainer.remove_callback(PrinterCallback)  # its per-step prints
     clock = Clock()
@@ -183,8 +228,11 @@ def run_plain(folder: Path, triples, config: FineTuneConfig) -> tuple[float, flo
     model.train()
     decay = [p for p in model.parameters() if p.ndim >= 2]
     rest = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": train.weight_decay},
-                                   {"params": rest, "weight_decay": 0.0}], lr=train.lr, fused=True)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": train.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        lr=train.lr,
+        fused=True,
+    )
     total = train.max_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, (total - step) / total))
     clock = Clock()
@@ -225,10 +273,21 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     n = args.steps * args.batch_size
-    config = FineTuneConfig(n_negatives=1, max_length=args.max_length, max_query_length=MAX_QUERY_LENGTH,
-                            use_title=True, train=TrainConfig(lr=2e-4, warmup_ratio=0.0, weight_decay=0.1, epochs=1,
-                                                              batch_size=args.batch_size, max_steps=args.steps,
-                                                              seed=args.seed))
+    config = FineTuneConfig(
+        n_negatives=1,
+        max_length=args.max_length,
+        max_query_length=MAX_QUERY_LENGTH,
+        use_title=True,
+        train=TrainConfig(
+            lr=2e-4,
+            warmup_ratio=0.0,
+            weight_decay=0.1,
+            epochs=1,
+            batch_size=args.batch_size,
+            max_steps=args.steps,
+            seed=args.seed,
+        ),
+    )
     cranfield = (args.cranfield / "cran.qry").is_file()
     data = cranfield_data(args.cranfield, n, args.seed) if cranfield else synthetic_data(n, args.seed)
     if data[2].height < n:
@@ -237,30 +296,40 @@ def main() -> None:
         work = Path(tmp)
         folder = make_model_folder(work, args.max_length)
         triples = texts_in_order(*data, config)
-        arms = {"ours": lambda: run_ours(folder, data, config, work),
-                "sentence-transformers": lambda: run_sentence_transformers(folder, triples, config, work),
-                "plain PyTorch": lambda: run_plain(folder, triples, config)}
+        arms = {
+            "ours": lambda: run_ours(folder, data, config, work),
+            "sentence-transformers": lambda: run_sentence_transformers(folder, triples, config, work),
+            "plain PyTorch": lambda: run_plain(folder, triples, config),
+        }
         best: dict[str, tuple[float, float, list[float]]] = {}
         for round_no in range(args.repeat):
-            for name in (list(arms) if round_no % 2 == 0 else list(reversed(arms))):
+            for name in list(arms) if round_no % 2 == 0 else list(reversed(arms)):
                 wall, cpu, losses = arms[name]()
                 if name not in best or cpu < best[name][1]:
                     best[name] = (wall, cpu, losses)
-    print(f"fine-tuning: {n} {'Cranfield' if cranfield else 'synthetic'} examples (1 positive + 1 negative), "
-          f"{args.steps} steps of {args.batch_size}, max length {args.max_length}, fp32, torch threads "
-          f"{torch.get_num_threads()}, best of {args.repeat} by CPU time, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"fine-tuning: {n} {'Cranfield' if cranfield else 'synthetic'} examples (1 positive + 1 negative), "
+        f"{args.steps} steps of {args.batch_size}, max length {args.max_length}, fp32, torch threads "
+        f"{torch.get_num_threads()}, best of {args.repeat} by CPU time, load {os.getloadavg()[0]:.1f}"
+    )
     ours_wall, ours_cpu, our_losses = best["ours"]
     for name, (wall, cpu, losses) in best.items():
         gap = max(abs(a - b) for a, b in zip(our_losses, losses, strict=True)) if name != "ours" else 0.0
-        print(f"{name:22s} {n / cpu:7.2f} examples per CPU-second ({cpu:.2f} CPU-s), {n / wall:7.2f} examples/s "
-              f"wall ({wall:.2f} s); loss {' '.join(f'{v:.4f}' for v in losses)}"
-              + (f"; largest |loss - ours| {gap:.1e}" if name != "ours" else ""))
+        print(
+            f"{name:22s} {n / cpu:7.2f} examples per CPU-second ({cpu:.2f} CPU-s), {n / wall:7.2f} examples/s "
+            f"wall ({wall:.2f} s); loss {' '.join(f'{v:.4f}' for v in losses)}"
+            + (f"; largest |loss - ours| {gap:.1e}" if name != "ours" else "")
+        )
     # judged on CPU time: on a shared machine the wall clock measures the other users as much as the code
-    print_ratio("training examples/s, ours / sentence-transformers CrossEncoderTrainer (fp32)",
-                best["sentence-transformers"][1] / ours_cpu)
+    print_ratio(
+        "training examples/s, ours / sentence-transformers CrossEncoderTrainer (fp32)",
+        best["sentence-transformers"][1] / ours_cpu,
+    )
     print_ratio("training examples/s, ours / plain PyTorch loop (fp32)", best["plain PyTorch"][1] / ours_cpu)
-    print_ratio("training examples/s (wall clock), ours / sentence-transformers CrossEncoderTrainer (fp32)",
-                best["sentence-transformers"][0] / ours_wall)
+    print_ratio(
+        "training examples/s (wall clock), ours / sentence-transformers CrossEncoderTrainer (fp32)",
+        best["sentence-transformers"][0] / ours_wall,
+    )
 
 
 if __name__ == "__main__":

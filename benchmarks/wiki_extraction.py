@@ -42,15 +42,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 from dagster_ir.storage.dumps import sample_dump_path
-from dagster_ir.wiki import ExtractCounts, Page, iter_pages, stream_offsets, write_extract_parts
+from dagster_ir.wiki import Page, iter_pages, stream_offsets, write_extract_parts
 
 # The tests' dump writer (tests/ is no package): one multistream layout for tests and benchmarks.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "dagster_ir" / "wiki"))
-from wiki_dumps import write_multistream  # noqa: E402
 from ratios import print_ratio  # noqa: E402
+from wiki_dumps import write_multistream  # noqa: E402
 
 PAGES_PER_STREAM = 10
 MB = 1e6
@@ -125,17 +126,23 @@ def run_checked(command: Sequence[str]) -> str:
 def one_core_runs(dump: Path, out: Path) -> dict[str, Callable[[], object]]:
     """Ours in this process and in a fresh one, WikiExtractor, and the interpreters' start-up."""
     runs = itertools.count()
-    wikiextractor = [PYTHON, "-m", "wikiextractor.WikiExtractor", "--links", "--no-templates", "--processes", "1",
-                     "--quiet", "-o"]
+    wikiextractor = [
+        PYTHON,
+        "-m",
+        "wikiextractor.WikiExtractor",
+        "--links",
+        "--no-templates",
+        "--processes",
+        "1",
+        "--quiet",
+        "-o",
+    ]
     return {
         "warm": lambda: write_extract_parts(dump, out / "ours-warm"),
-        "cold": lambda: run_checked(
-            [PYTHON, "-c", _OURS_CHILD, str(dump), str(out / "ours-cold")]),
+        "cold": lambda: run_checked([PYTHON, "-c", _OURS_CHILD, str(dump), str(out / "ours-cold")]),
         "cold start-up": lambda: run_checked([PYTHON, "-c", "import dagster_ir.wiki"]),
-        "theirs": lambda: run_checked(
-            [*wikiextractor, str(out / "wikiextractor" / f"run-{next(runs)}"), str(dump)]),
-        "theirs start-up": lambda: run_checked(
-            [PYTHON, "-c", "import wikiextractor.WikiExtractor"]),
+        "theirs": lambda: run_checked([*wikiextractor, str(out / "wikiextractor" / f"run-{next(runs)}"), str(dump)]),
+        "theirs start-up": lambda: run_checked([PYTHON, "-c", "import wikiextractor.WikiExtractor"]),
     }
 
 
@@ -173,8 +180,10 @@ def peak_rss_mib(mode: str, dump: Path, out: Path, chunk_pages: int) -> tuple[fl
 def rates(name: str, timing: Timing, mb: float, pages: int) -> str:
     """One line: wall time, MB/s of wikitext, pages/s, CPU time and the cores it kept busy."""
     wall = timing.wall
-    return (f"{name:<38} {wall:6.2f} s {mb / wall:6.2f} MB/s {pages / wall:6.1f} pages/s   "
-            f"cpu {timing.cpu:5.2f} s = {timing.cpu / wall:.2f} cores")
+    return (
+        f"{name:<38} {wall:6.2f} s {mb / wall:6.2f} MB/s {pages / wall:6.1f} pages/s   "
+        f"cpu {timing.cpu:5.2f} s = {timing.cpu / wall:.2f} cores"
+    )
 
 
 def load() -> str:
@@ -195,10 +204,12 @@ def report_one_core(dump: Path, out: Path, repeat: int) -> dict[str, float]:
     print(rates(f"  less start-up ({theirs_start.wall:.2f} s)", theirs - theirs_start, mb, pages))
     decompress = decompression_cpu(dump, repeat)
     ours_cpu, theirs_cpu = (cold - cold_start).cpu, (theirs - theirs_start).cpu
-    print(f"bz2 decompression alone (both pay it)   cpu {decompress:.2f} s = {decompress / ours_cpu:.0%} of ours, "
-          f"{decompress / theirs_cpu:.0%} of WikiExtractor's (less start-up); per core, ours / WikiExtractor "
-          f"{theirs_cpu / ours_cpu:.2f}, and {(theirs_cpu - decompress) / (ours_cpu - decompress):.2f} "
-          "for the parse after decompression")
+    print(
+        f"bz2 decompression alone (both pay it)   cpu {decompress:.2f} s = {decompress / ours_cpu:.0%} of ours, "
+        f"{decompress / theirs_cpu:.0%} of WikiExtractor's (less start-up); per core, ours / WikiExtractor "
+        f"{theirs_cpu / ours_cpu:.2f}, and {(theirs_cpu - decompress) / (ours_cpu - decompress):.2f} "
+        "for the parse after decompression"
+    )
     return {
         "wall time, cold, raw": theirs.wall / cold.wall,
         "wall time, cold, less start-up": (theirs - theirs_start).wall / (cold - cold_start).wall,
@@ -227,12 +238,11 @@ def report_processes(dump: Path, out: Path, copies: int, repeat: int) -> dict[st
         path = make_multistream(dump, out / f"multistream-x{k}.xml.bz2", k)
         counts = write_extract_parts(path, out / "parts")
         mb = counts.wikitext_bytes / MB
-        print(f"multistream x{k}: {counts.pages} pages, {mb:.1f} MB wikitext, "
-              f"{len(stream_offsets(path))} bz2 streams; {load()}")
-        runs = {
-            f"  processes={p}": lambda p=p: write_extract_parts(path, out / "parts", processes=p)
-            for p in (1, 2)
-        }
+        print(
+            f"multistream x{k}: {counts.pages} pages, {mb:.1f} MB wikitext, "
+            f"{len(stream_offsets(path))} bz2 streams; {load()}"
+        )
+        runs = {f"  processes={p}": partial(write_extract_parts, path, out / "parts", processes=p) for p in (1, 2)}
         one, two = timed(runs, repeat).values()
         for name, timing in zip(runs, (one, two)):
             print(rates(name, timing, mb, counts.pages))
@@ -264,7 +274,9 @@ def report_memory(out: Path, copies: int, chunk_pages: int) -> dict[str, dict[in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--dump", type=Path, default=None,
+        "--dump",
+        type=Path,
+        default=None,
         help="a small dump: its pages are held in memory to write the multistream copies "
         "(default: gensim's enwiki sample)",
     )
@@ -290,12 +302,18 @@ def main() -> None:
     print("\nsummary")
     for name, value in summary.items():
         print(f"  {name:<72} {value:5.2f}")
-    print_ratio("extraction MB/s, ours / WikiExtractor --no-templates (cold, less start-up)",
-                ratios["wall time, cold, less start-up"])
-    print_ratio("extraction MB/s per core (CPU time), ours / WikiExtractor --no-templates (cold, less start-up)",
-                ratios["CPU time, cold, less start-up"])
-    print_ratio("extraction, 2 processes / 1 on a multistream dump",
-                speed_ups[f"speed-up of 2 processes over 1, multistream x{k}, wall time"])
+    print_ratio(
+        "extraction MB/s, ours / WikiExtractor --no-templates (cold, less start-up)",
+        ratios["wall time, cold, less start-up"],
+    )
+    print_ratio(
+        "extraction MB/s per core (CPU time), ours / WikiExtractor --no-templates (cold, less start-up)",
+        ratios["CPU time, cold, less start-up"],
+    )
+    print_ratio(
+        "extraction, 2 processes / 1 on a multistream dump",
+        speed_ups[f"speed-up of 2 processes over 1, multistream x{k}, wall time"],
+    )
 
 
 if __name__ == "__main__":

@@ -71,14 +71,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "dagster_ir" / "wiki"))  # the tests' dump writer (no package)
 
+from wiki_dumps import FOOTER, HEADER, page_xml  # noqa: E402
+
 from dagster_ir.storage.dumps import sample_dump_path  # noqa: E402
 from dagster_ir.wiki import Page, iter_pages  # noqa: E402
-from wiki_dumps import FOOTER, HEADER, page_xml  # noqa: E402
 
 PAGES_PER_STREAM = 100
 MB = 1e6
-ASSETS = ["wiki_articles", "wiki_redirects", "wiki_raw_links", "wiki_links", "wiki_link_graph", "php_groups",
-          "wiki_stats"]
+ASSETS = [
+    "wiki_articles",
+    "wiki_redirects",
+    "wiki_raw_links",
+    "wiki_links",
+    "wiki_link_graph",
+    "php_groups",
+    "wiki_stats",
+]
 _LINK = re.compile(r"\[\[\s*([^\[\]|#:]+?)\s*(?=[|#\]])")
 
 
@@ -116,6 +124,7 @@ def write_synthetic_dump(path: Path, copies: int) -> tuple[Path, int]:
     index_lines: list[str] = []
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as out:
+
         def stream(text: str) -> None:
             nonlocal xml_bytes
             data = text.encode()
@@ -163,11 +172,11 @@ with dg.instance_for_test(temp_dir=str(root / "dagster_home")) as instance:
 seconds = time.monotonic() - started
 catalog = Catalog(root)
 rows = {}
-for asset in %r:
+for asset in ASSETS_LIST:
     rows[asset] = int(catalog.query(f"select count(*) from {asset}").item())
 print(json.dumps({"seconds": seconds, "partitions": len(keys), "rows": rows, "ok": report.ok,
                   "failures": [str(f) for f in report.failures]}))
-""" % ASSETS
+""".replace("ASSETS_LIST", repr(ASSETS))
 
 
 def _tree_rss_kib(pid: int) -> int:
@@ -233,12 +242,16 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int, memory_limi
 def step_peaks(samples: list[tuple[float, int]], log: str) -> dict[str, float]:
     """Peak memory (MiB) while each run of the update was the latest to start (start-up first)."""
     # update's run lines: "<time> [n/m] start <assets> [<partition>]" (assets.progress); the others are ignored
-    marks = [(float(t), text.split(" start ", 1)[1].split(" [")[0])
-             for t, text in (line.split(" ", 2)[1:] for line in log.splitlines() if line.startswith("STEP "))
-             if " start " in text]
+    marks = [
+        (float(t), text.split(" start ", 1)[1].split(" [")[0])
+        for t, text in (line.split(" ", 2)[1:] for line in log.splitlines() if line.startswith("STEP "))
+        if " start " in text
+    ]
     bounds = [(0.0, "start-up"), *marks, (float("inf"), "")]
-    return {name: max((kib for t, kib in samples if start <= t < end), default=0) / 1024
-            for (start, name), (end, _) in zip(bounds, bounds[1:])}
+    return {
+        name: max((kib for t, kib in samples if start <= t < end), default=0) / 1024
+        for (start, name), (end, _) in zip(bounds, bounds[1:])
+    }
 
 
 # --- the corpus-wide joins alone, bounded (DuckDB) against in memory (Polars) --------------------
@@ -286,8 +299,12 @@ print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu,  # VmHWM: 
 def run_joins(tables: Path, mode: str, memory_limit: str) -> dict:
     """Peak RSS (MiB), CPU seconds and rows of the wiki_links + wiki_link_graph joins in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", _JOINS, mode, str(tables), memory_limit, str(ROOT)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", _JOINS, mode, str(tables), memory_limit, str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"joins ({mode}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -297,8 +314,11 @@ def copy_tables(tables: Path, out: Path, copies: int) -> Path:
     """The three input tables of `tables` `copies` times, ids and titles renamed per copy (one file each)."""
     import polars as pl
 
-    renames = {"wiki_articles": ("article_id", "title"), "wiki_raw_links": ("src_id", "target_title"),
-               "wiki_redirects": (None, "from_title", "to_title")}
+    renames = {
+        "wiki_articles": ("article_id", "title"),
+        "wiki_raw_links": ("src_id", "target_title"),
+        "wiki_redirects": (None, "from_title", "to_title"),
+    }
     for name, columns in renames.items():
         frame = pl.scan_parquet(str(tables / name / "*" / "data.parquet")).drop("partition", strict=False)
         parts = []
@@ -350,8 +370,9 @@ print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu, "examples"
 def run_php_examples(tables: Path, mode: str, profile: str) -> dict:
     """Peak RSS (MiB), CPU seconds and examples of php_examples' three stages in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", _PHP, mode, str(tables), profile, str(ROOT)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", _PHP, mode, str(tables), profile, str(ROOT)], capture_output=True, text=True, env=env
+    )
     if done.returncode != 0:
         raise RuntimeError(f"php_examples ({mode}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -391,8 +412,12 @@ print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024, "cpu": cpu, "examples"
 def run_baseline_examples(tables: Path, mode: str, cap: int) -> dict:
     """Peak RSS (MiB), CPU seconds and examples of the four Table 3 generators in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", _BASELINES, mode, str(tables), str(cap), str(ROOT)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", _BASELINES, mode, str(tables), str(cap), str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"php_baseline_examples ({mode}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -418,8 +443,11 @@ def copy_articles_links(tables: Path, out: Path, copies: int) -> Path:
     for name, columns in renames.items():
         files = sorted(str(f) for f in (tables / name).glob("**/data.parquet"))
         frame = pl.scan_parquet(files).drop("partition", strict=False)
-        copied = index.join(frame, how="cross").with_columns(
-            [pl.col(c) + " (article copy " + pl.col("copy") + ")" for c in columns]).drop("copy")
+        copied = (
+            index.join(frame, how="cross")
+            .with_columns([pl.col(c) + " (article copy " + pl.col("copy") + ")" for c in columns])
+            .drop("copy")
+        )
         target = out / name / ("copied" if name == "wiki_articles" else "") / "data.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
         copied.select(frame.collect_schema().names()).sink_parquet(target, row_group_size=100_000)
@@ -433,8 +461,11 @@ def copy_groups(tables: Path, out: Path, copies: int) -> Path:
     index = pl.LazyFrame({"copy": pl.int_range(copies, eager=True).cast(pl.String)})
     for name, columns in (("php_groups", ("article_id", "linked_id")), ("wiki_link_graph", ("src_id", "dst_id"))):
         frame = pl.scan_parquet(tables / name / "data.parquet")
-        copied = index.join(frame, how="cross").with_columns(
-            [pl.col(c) + " (group copy " + pl.col("copy") + ")" for c in columns]).drop("copy")
+        copied = (
+            index.join(frame, how="cross")
+            .with_columns([pl.col(c) + " (group copy " + pl.col("copy") + ")" for c in columns])
+            .drop("copy")
+        )
         target = out / name / "data.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
         copied.select(frame.collect_schema().names()).sink_parquet(target, row_group_size=100_000)
@@ -444,72 +475,103 @@ def copy_groups(tables: Path, out: Path, copies: int) -> Path:
 # --- report ---------------------------------------------------------------------------------------
 
 
-def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence = (), memory_limit: str = "",
-           run_limit: str | None = None, extra_php: Sequence = (), extra_baselines: Sequence = ()) -> list[str]:
-    lines = [f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
-             f"{'peak MiB':>9}  rows per asset"]
+def report(
+    results: dict[int, dict],
+    full_xml_gb: float,
+    extra_joins: Sequence = (),
+    memory_limit: str = "",
+    run_limit: str | None = None,
+    extra_php: Sequence = (),
+    extra_baselines: Sequence = (),
+) -> list[str]:
+    lines = [
+        f"{'size':>5} {'XML MB':>8} {'parts':>5} {'wall s':>7} {'CPU s':>7} {'MB/s':>6} {'MB/CPU s':>8} "
+        f"{'peak MiB':>9}  rows per asset"
+    ]
     for size, r in sorted(results.items()):
         rows = " ".join(f"{name}={n}" for name, n in r["rows"].items())
-        lines.append(f"{size:>5} {r['xml_mb']:>8.1f} {r['partitions']:>5} {r['wall']:>7.1f} {r['cpu']:>7.1f} "
-                     f"{r['xml_mb'] / r['wall']:>6.2f} {r['xml_mb'] / r['cpu']:>8.2f} {r['peak_mib']:>9.0f}  {rows}")
+        lines.append(
+            f"{size:>5} {r['xml_mb']:>8.1f} {r['partitions']:>5} {r['wall']:>7.1f} {r['cpu']:>7.1f} "
+            f"{r['xml_mb'] / r['wall']:>6.2f} {r['xml_mb'] / r['cpu']:>8.2f} {r['peak_mib']:>9.0f}  {rows}"
+        )
     sizes = sorted(results)
     if len(sizes) >= 3:
         a, b, c = (results[s] for s in sizes[-3:])
         # the goal compares the largest size with a tenth of it (100x against 10x), else the next one
         base = sizes[-1] // 10 if sizes[-1] // 10 in results else sizes[-2]
         memory = c["peak_mib"] / results[base]["peak_mib"]
-        lines.append(f"peak memory {sizes[-1]}x / {base}x: {memory:.2f} (goal <= 1.5): "
-                     f"{'met' if memory <= 1.5 else 'NOT met'}")
+        lines.append(
+            f"peak memory {sizes[-1]}x / {base}x: {memory:.2f} (goal <= 1.5): {'met' if memory <= 1.5 else 'NOT met'}"
+        )
         for what in ("wall", "cpu"):  # seconds per MB of the last increment against the one before
             first = (b[what] - a[what]) / (b["xml_mb"] - a["xml_mb"])
             last = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
-            lines.append(f"{what} seconds per MB, {sizes[-3]}x->{sizes[-2]}x: {first:.3f}, {sizes[-2]}x->{sizes[-1]}x: "
-                         f"{last:.3f}; ratio {last / first:.2f} (goal <= 1.3): {'met' if last / first <= 1.3 else 'NOT met'}")
+            lines.append(
+                f"{what} seconds per MB, {sizes[-3]}x->{sizes[-2]}x: {first:.3f}, {sizes[-2]}x->{sizes[-1]}x: "
+                f"{last:.3f}; ratio {last / first:.2f} (goal <= 1.3): {'met' if last / first <= 1.3 else 'NOT met'}"
+            )
     joined = [(label, r["joins"]) for label, r in sorted(results.items()) if "joins" in r] + list(extra_joins)
     if joined:
-        lines.append(f"corpus-wide joins alone (wiki_links + wiki_link_graph), fresh process each, "
-                     f"peak RSS MiB / CPU s:")
+        lines.append(
+            "corpus-wide joins alone (wiki_links + wiki_link_graph), fresh process each, peak RSS MiB / CPU s:"
+        )
         for label, j in joined:
             label = f"{label}x" if isinstance(label, int) else label
-            lines.append(f"  {label:>22}: links={j['duckdb']['links']} edges={j['duckdb']['edges']}  "
-                         f"DuckDB at {memory_limit}: {j['duckdb']['peak_mib']:.0f} MiB / {j['duckdb']['cpu']:.1f} s  "
-                         f"Polars in memory: {j['polars']['peak_mib']:.0f} MiB / {j['polars']['cpu']:.1f} s")
-        (l0, j0), (l1, j1) = joined[0], joined[-1]
+            lines.append(
+                f"  {label:>22}: links={j['duckdb']['links']} edges={j['duckdb']['edges']}  "
+                f"DuckDB at {memory_limit}: {j['duckdb']['peak_mib']:.0f} MiB / {j['duckdb']['cpu']:.1f} s  "
+                f"Polars in memory: {j['polars']['peak_mib']:.0f} MiB / {j['polars']['cpu']:.1f} s"
+            )
+        (_, j0), (_, j1) = joined[0], joined[-1]
         growth = j1["duckdb"]["links"] / max(1, j0["duckdb"]["links"])
-        lines.append(f"  links grow {growth:.0f}x from first to last: DuckDB peak x{j1['duckdb']['peak_mib'] / j0['duckdb']['peak_mib']:.2f}, "
-                     f"Polars peak x{j1['polars']['peak_mib'] / j0['polars']['peak_mib']:.2f}")
+        lines.append(
+            f"  links grow {growth:.0f}x from first to last: DuckDB peak x{j1['duckdb']['peak_mib'] / j0['duckdb']['peak_mib']:.2f}, "
+            f"Polars peak x{j1['polars']['peak_mib'] / j0['polars']['peak_mib']:.2f}"
+        )
     php_runs = [(f"{label}x", r["php"]) for label, r in sorted(results.items()) if "php" in r] + list(extra_php)
     if php_runs:
         lines.append("php_examples alone (three stages, fresh process each), peak RSS MiB / CPU s / examples:")
         for label, p in php_runs:
-            lines.append(f"  {label:>22}: php_groups={p['bounded']['groups']}  bounded (scans, cap first): "
-                         f"{p['bounded']['peak_mib']:.0f} MiB / {p['bounded']['cpu']:.1f} s / {p['bounded']['examples']}  "
-                         f"in memory (before): {p['reference']['peak_mib']:.0f} MiB / {p['reference']['cpu']:.1f} s / "
-                         f"{p['reference']['examples']}  same table: {'yes' if p['same'] else 'no (a cap binds)'}")
+            lines.append(
+                f"  {label:>22}: php_groups={p['bounded']['groups']}  bounded (scans, cap first): "
+                f"{p['bounded']['peak_mib']:.0f} MiB / {p['bounded']['cpu']:.1f} s / {p['bounded']['examples']}  "
+                f"in memory (before): {p['reference']['peak_mib']:.0f} MiB / {p['reference']['cpu']:.1f} s / "
+                f"{p['reference']['examples']}  same table: {'yes' if p['same'] else 'no (a cap binds)'}"
+            )
         (_, p0), (_, p1) = php_runs[0], php_runs[-1]
         growth = p1["bounded"]["groups"] / max(1, p0["bounded"]["groups"])
-        lines.append(f"  php_groups grow {growth:.0f}x from first to last: bounded peak "
-                     f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}, "
-                     f"in-memory peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}")
+        lines.append(
+            f"  php_groups grow {growth:.0f}x from first to last: bounded peak "
+            f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}, "
+            f"in-memory peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}"
+        )
     baseline_runs = [(f"{label}x", r["baselines"]) for label, r in sorted(results.items()) if "baselines" in r]
     baseline_runs += list(extra_baselines)
     if baseline_runs:
-        lines.append("php_baseline_examples alone (ICT, WLP, PROP, HARP; fresh process each), "
-                     "peak RSS MiB / CPU s / examples:")
+        lines.append(
+            "php_baseline_examples alone (ICT, WLP, PROP, HARP; fresh process each), peak RSS MiB / CPU s / examples:"
+        )
         for label, p in baseline_runs:
             ref = p["reference"]
-            before = (f"{ref['peak_mib']:.0f} MiB / {ref['cpu']:.1f} s / {ref['examples']}  same table: "
-                      f"{'yes' if p['same'] else 'no (the cap binds)'}" if ref else
-                      f"not run (over {REFERENCE_MAX_SEGMENTS} segments)")
-            lines.append(f"  {label:>22}: segments={p['bounded']['segments']}  bounded (scans, cap {p['cap']}): "
-                         f"{p['bounded']['peak_mib']:.0f} MiB / {p['bounded']['cpu']:.1f} s / {p['bounded']['examples']}  "
-                         f"uncapped, collected (before): {before}")
+            before = (
+                f"{ref['peak_mib']:.0f} MiB / {ref['cpu']:.1f} s / {ref['examples']}  same table: "
+                f"{'yes' if p['same'] else 'no (the cap binds)'}"
+                if ref
+                else f"not run (over {REFERENCE_MAX_SEGMENTS} segments)"
+            )
+            lines.append(
+                f"  {label:>22}: segments={p['bounded']['segments']}  bounded (scans, cap {p['cap']}): "
+                f"{p['bounded']['peak_mib']:.0f} MiB / {p['bounded']['cpu']:.1f} s / {p['bounded']['examples']}  "
+                f"uncapped, collected (before): {before}"
+            )
         for cap in sorted({p["cap"] for _, p in baseline_runs}):
             same_cap = [p for _, p in baseline_runs if p["cap"] == cap]
             p0, p1 = same_cap[0], same_cap[-1]
             growth = p1["bounded"]["segments"] / max(1, p0["bounded"]["segments"])
-            line = (f"  cap {cap}: segments grow {growth:.0f}x from first to last: bounded peak "
-                    f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}")
+            line = (
+                f"  cap {cap}: segments grow {growth:.0f}x from first to last: bounded peak "
+                f"x{p1['bounded']['peak_mib'] / p0['bounded']['peak_mib']:.2f}"
+            )
             if p0["reference"] and p1["reference"]:
                 line += f", uncapped peak x{p1['reference']['peak_mib'] / p0['reference']['peak_mib']:.2f}"
             lines.append(line)
@@ -521,23 +583,36 @@ def report(results: dict[int, dict], full_xml_gb: float, extra_joins: Sequence =
         for what, label in (("wall", "wall time, at this load"), ("cpu", "CPU time, one idle core")):
             slope = (c[what] - b[what]) / (c["xml_mb"] - b["xml_mb"])
             hours = (c[what] + slope * (full_mb - c["xml_mb"])) / 3600
-            lines.append(f"projection, full English dump ({full_xml_gb:.0f} GB of XML), {label}: "
-                         f"{hours:.1f} h ({slope * 1000:.0f} s per GB)")
-        bounded = f"with the out-of-core steps held to memory_limit {run_limit}" if run_limit else \
-            "at the out-of-core steps' default memory_limit (they use memory up to it before they spill)"
-        lines.append(f"projection, peak memory {bounded}: about {memory / 1024:.1f} GiB, linear in what still "
-                     f"grows ({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)")
+            lines.append(
+                f"projection, full English dump ({full_xml_gb:.0f} GB of XML), {label}: "
+                f"{hours:.1f} h ({slope * 1000:.0f} s per GB)"
+            )
+        bounded = (
+            f"with the out-of-core steps held to memory_limit {run_limit}"
+            if run_limit
+            else "at the out-of-core steps' default memory_limit (they use memory up to it before they spill)"
+        )
+        lines.append(
+            f"projection, peak memory {bounded}: about {memory / 1024:.1f} GiB, linear in what still "
+            f"grows ({memory_slope * 1000:.1f} MiB more per GB of XML between the two largest sizes)"
+        )
         if run_limit:
-            lines.append(f"  at a memory_limit of L instead: at most about {memory / 1024:.1f} GiB + L - {run_limit} "
-                         f"(DuckDB's buffers grow up to L, no further)")
+            lines.append(
+                f"  at a memory_limit of L instead: at most about {memory / 1024:.1f} GiB + L - {run_limit} "
+                f"(DuckDB's buffers grow up to L, no further)"
+            )
         if "joins" in c and "joins" in b:
-            grow = {k: max(0.0, (c["joins"][k]["peak_mib"] - b["joins"][k]["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
-                    for k in ("duckdb", "polars")}
-            lines.append(f"projection, the joins alone at {full_xml_gb:.0f} GB of XML: Polars in memory "
-                         f"{(c['joins']['polars']['peak_mib'] + grow['polars'] * (full_mb - c['xml_mb'])) / 1024:.1f} GiB "
-                         f"({grow['polars'] * 1000:.1f} MiB per GB); DuckDB bounded by memory_limit {memory_limit} "
-                         f"plus its measured floor ({c['joins']['duckdb']['peak_mib']:.0f} MiB at {sizes[-1]}x; "
-                         f"slope {grow['duckdb'] * 1000:.1f} MiB per GB)")
+            grow = {
+                k: max(0.0, (c["joins"][k]["peak_mib"] - b["joins"][k]["peak_mib"]) / (c["xml_mb"] - b["xml_mb"]))
+                for k in ("duckdb", "polars")
+            }
+            lines.append(
+                f"projection, the joins alone at {full_xml_gb:.0f} GB of XML: Polars in memory "
+                f"{(c['joins']['polars']['peak_mib'] + grow['polars'] * (full_mb - c['xml_mb'])) / 1024:.1f} GiB "
+                f"({grow['polars'] * 1000:.1f} MiB per GB); DuckDB bounded by memory_limit {memory_limit} "
+                f"plus its measured floor ({c['joins']['duckdb']['peak_mib']:.0f} MiB at {sizes[-1]}x; "
+                f"slope {grow['duckdb'] * 1000:.1f} MiB per GB)"
+            )
     return lines
 
 
@@ -547,23 +622,45 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1, help="byte-range partitions per dump")
     parser.add_argument("--parallel", type=int, default=1, help="partitions parsed at once by update")
     parser.add_argument("--full-xml-gb", type=float, default=100.0)
-    parser.add_argument("--memory-limit", default=None,
-                        help="memory_limit of the run's out-of-core steps (default: theirs, 2GB)")
+    parser.add_argument(
+        "--memory-limit", default=None, help="memory_limit of the run's out-of-core steps (default: theirs, 2GB)"
+    )
     parser.add_argument("--join-memory-limit", default="64MB", help="DuckDB memory_limit of the joins-alone runs")
-    parser.add_argument("--join-copies", type=int, nargs="*", default=[],
-                        help="also run the joins alone on the largest size's tables copied K times")
+    parser.add_argument(
+        "--join-copies",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also run the joins alone on the largest size's tables copied K times",
+    )
     parser.add_argument("--no-joins", action="store_true", help="skip the joins-alone runs")
     parser.add_argument("--no-php", action="store_true", help="skip the php_examples-alone runs")
     parser.add_argument("--no-baselines", action="store_true", help="skip the php_baseline_examples-alone runs")
-    parser.add_argument("--baseline-cap", type=int, default=20_000,
-                        help="max_examples per objective of the bounded php_baseline_examples runs")
-    parser.add_argument("--baseline-copies", type=int, nargs="*", default=[],
-                        help="also run php_baseline_examples alone on the largest size's articles and links copied K times")
+    parser.add_argument(
+        "--baseline-cap",
+        type=int,
+        default=20_000,
+        help="max_examples per objective of the bounded php_baseline_examples runs",
+    )
+    parser.add_argument(
+        "--baseline-copies",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also run php_baseline_examples alone on the largest size's articles and links copied K times",
+    )
     parser.add_argument("--php-profile", default="demo", help="PhpConfig profile of the php_examples runs")
-    parser.add_argument("--php-copies", type=int, nargs="*", default=[],
-                        help="also run php_examples alone on the largest size's php_groups copied K times")
+    parser.add_argument(
+        "--php-copies",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also run php_examples alone on the largest size's php_groups copied K times",
+    )
     parser.add_argument("--out", type=Path, default=None, help="where dumps and data go (default: a temp dir)")
-    parser.add_argument("--keep", action="store_true", help="keep the dumps and data directories (and reuse kept dumps)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the dumps and data directories (and reuse kept dumps)"
+    )
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="wiki_scale_"))
     out.mkdir(parents=True, exist_ok=True)
@@ -581,11 +678,17 @@ def main() -> None:
         print(f"{size}x: wrote {xml_bytes / MB:.1f} MB of XML in {time.monotonic() - started:.1f} s", flush=True)
         data = out / f"data-x{size}"
         shutil.rmtree(data, ignore_errors=True)
-        results[size] = {**run_size(dump, data, args.partitions, args.parallel, args.memory_limit), "xml_mb": xml_bytes / MB}
+        results[size] = {
+            **run_size(dump, data, args.partitions, args.parallel, args.memory_limit),
+            "xml_mb": xml_bytes / MB,
+        }
         r = results[size]
         print(f"{size}x: {r['wall']:.1f} s, peak {r['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f}", flush=True)
-        print(f"{size}x: peak MiB while each run was the latest to start: "
-              + ", ".join(f"{name} {mib:.0f}" for name, mib in r["steps"].items()), flush=True)
+        print(
+            f"{size}x: peak MiB while each run was the latest to start: "
+            + ", ".join(f"{name} {mib:.0f}" for name, mib in r["steps"].items()),
+            flush=True,
+        )
         if not args.no_joins:
             r["joins"] = joins_for(data / "tables", args.join_memory_limit)
             print(f"{size}x joins: {json.dumps(r['joins'])}", flush=True)
@@ -602,7 +705,9 @@ def main() -> None:
                 print(f"{size}x groups x{copies} php_examples: {json.dumps(extra_php[-1][1])}", flush=True)
                 shutil.rmtree(copied.parent, ignore_errors=True)
             for copies in args.baseline_copies:
-                copied = copy_articles_links(data / "tables", out / f"articles-x{size}-copies{copies}" / "tables", copies)
+                copied = copy_articles_links(
+                    data / "tables", out / f"articles-x{size}-copies{copies}" / "tables", copies
+                )
                 result = {**baseline_examples_for(copied, args.baseline_cap), "cap": args.baseline_cap}
                 extra_baselines.append((f"{size}x articles x{copies}", result))
                 print(f"{size}x articles x{copies} php_baseline_examples: {json.dumps(result)}", flush=True)
@@ -617,8 +722,19 @@ def main() -> None:
             dump.unlink()
             sidecar.unlink()
             dump.with_name(dump.name.removesuffix(".xml.bz2") + "-index.txt.bz2").unlink()
-    print("\n".join(report(results, args.full_xml_gb, extra_joins, args.join_memory_limit, args.memory_limit,
-                           extra_php, extra_baselines)))
+    print(
+        "\n".join(
+            report(
+                results,
+                args.full_xml_gb,
+                extra_joins,
+                args.join_memory_limit,
+                args.memory_limit,
+                extra_php,
+                extra_baselines,
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

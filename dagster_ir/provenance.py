@@ -16,12 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]  # the project's checkout
 
 def commit_of(folder: str | os.PathLike[str] = ROOT) -> str:
     """The short commit of the code in `folder`, `+changes` when tracked files differ from it; `unknown` outside git."""
+
     def git(*args: str) -> str:
         try:
             done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             return ""
         return done.stdout.strip() if done.returncode == 0 else ""
+
     head = git("rev-parse", "--short", "HEAD")
     if not head:
         return "unknown"
@@ -30,12 +32,14 @@ def commit_of(folder: str | os.PathLike[str] = ROOT) -> str:
 
 def machine() -> str:
     """The CPU's model name, its cores and the memory, as /proc tells (the cores alone elsewhere)."""
+
     def first(path: str, prefix: str) -> str | None:
         try:
             with open(path, encoding="utf-8") as lines:
                 return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(prefix)), None)
         except OSError:
             return None
+
     cpu = first("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
     memory = first("/proc/meminfo", "MemTotal")
     gib = f", {int(memory.split()[0]) / 2**20:.0f} GiB of memory" if memory else ""

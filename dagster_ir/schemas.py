@@ -7,8 +7,9 @@ schema and raises `SchemaError` naming the table and the column that is wrong.
 from __future__ import annotations
 
 import polars as pl
+from polars.datatypes import DataTypeClass
 
-Schema = dict[str, pl.DataType]
+Schema = dict[str, pl.DataType | DataTypeClass]  # pl.String (a class) or pl.List(pl.String)
 
 # --- Wikipedia -------------------------------------------------------------------------------
 # One row per kept article segment; segment_no 1 is the lead.

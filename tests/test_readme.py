@@ -84,19 +84,23 @@ def test_every_readme_command_names_a_real_target_or_subcommand():
     assert any(words[:2] == ["make", "demo"] for _, words in found)
     assert any(words[:2] == ["make", "test"] for _, words in found)
     targets, parser = make_targets(ROOT / "Makefile"), build_parser()
-    problems = [f"README.md:{line}: {' '.join(words)}: {why}"
-                for line, words in found if (why := check(words, targets, parser))]
+    problems = [
+        f"README.md:{line}: {' '.join(words)}: {why}" for line, words in found if (why := check(words, targets, parser))
+    ]
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("line, problem", [
-    ("make dmeo", "make target ['dmeo'] not in the Makefile"),
-    (".venv/bin/dagster-ir reprodcue --collection x", "dagster-ir subcommand ['reprodcue']"),
-    ("dagster-ir catalog qurey 'select 1'", "dagster-ir catalog subcommand ['qurey']"),
-    ("cd data && duckdb catalog.duckdb", "'cd' is neither make nor dagster-ir"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("make dmeo", "make target ['dmeo'] not in the Makefile"),
+        (".venv/bin/dagster-ir reprodcue --collection x", "dagster-ir subcommand ['reprodcue']"),
+        ("dagster-ir catalog qurey 'select 1'", "dagster-ir catalog subcommand ['qurey']"),
+        ("cd data && duckdb catalog.duckdb", "'cd' is neither make nor dagster-ir"),
+    ],
+)
 def test_a_misspelt_command_is_caught(line, problem):
-    (_, words), = commands(f"```bash\n{line}\n```\n")
+    ((_, words),) = commands(f"```bash\n{line}\n```\n")
     why = check(words, {"demo", "test"}, build_parser())
     assert why is not None and why.startswith(problem), why
 

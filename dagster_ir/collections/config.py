@@ -251,9 +251,13 @@ def _parse_spec(name: str, entry: Any, fields: _Fields) -> CollectionSpec:
     on_unknown = entry.get("on_unknown", "error")
     if on_unknown not in ON_UNKNOWN:
         raise fields.error("on_unknown", f"expected one of {list(ON_UNKNOWN)}, found {on_unknown!r}")
-    return dataclasses.replace(spec, protocol=_protocol(entry, fields, spec.protocol),
-                               assets=_asset_settings(entry, fields), profile=_profile(entry, fields),
-                               on_unknown=on_unknown)
+    return dataclasses.replace(
+        spec,
+        protocol=_protocol(entry, fields, spec.protocol),
+        assets=_asset_settings(entry, fields),
+        profile=_profile(entry, fields),
+        on_unknown=on_unknown,
+    )
 
 
 def _profile(entry: dict, fields: _Fields) -> str | None:
@@ -321,7 +325,11 @@ def _protocol(entry: dict, fields: _Fields, default: Protocol) -> Protocol:
     if kind not in PROTOCOLS:
         raise fields.error("protocol", f"expected one of {list(PROTOCOLS)}, found {kind!r}")
     seeds = entry.get("seeds", list(default.seeds))
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
         raise fields.error("seeds", f"expected a non-empty list of integers, found {seeds!r}")
     try:
         return Protocol(kind, tuple(seeds))

@@ -56,9 +56,15 @@ def check_known_ids(
         unknown_query = ~pl.col("query_id").is_in(query_ids.cast(pl.String).unique().implode())
     marked = frame.with_columns(_unknown_query=unknown_query)
     if doc_ids is not None:
-        known_docs = doc_ids.select("doc_id") if isinstance(doc_ids, pl.LazyFrame) else doc_ids.to_frame("doc_id").lazy()
-        present = (frame.lazy().select("doc_id").unique()
-                   .join(known_docs.select(pl.col("doc_id").cast(pl.String)).unique(), on="doc_id", how="semi"))
+        known_docs = (
+            doc_ids.select("doc_id") if isinstance(doc_ids, pl.LazyFrame) else doc_ids.to_frame("doc_id").lazy()
+        )
+        present = (
+            frame.lazy()
+            .select("doc_id")
+            .unique()
+            .join(known_docs.select(pl.col("doc_id").cast(pl.String)).unique(), on="doc_id", how="semi")
+        )
         marked = marked.with_columns(_unknown_doc=~pl.col("doc_id").is_in(present.collect()["doc_id"].implode()))
     else:
         marked = marked.with_columns(_unknown_doc=pl.lit(False))

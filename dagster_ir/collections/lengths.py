@@ -42,8 +42,13 @@ def length_percentile(texts: Iterable[str], tokenize: Callable[[str], list[str]]
     return max(1, math.ceil(float(np.percentile(counts, percentile, method="linear")) - 1e-9)), int(counts.size)
 
 
-def collection_lengths(query_texts: Iterable[str], doc_texts: Iterable[str], tokenize: Callable[[str], list[str]],
-                       percentile: float = 90.0, max_docs: int = 20_000) -> TextLengths:
+def collection_lengths(
+    query_texts: Iterable[str],
+    doc_texts: Iterable[str],
+    tokenize: Callable[[str], list[str]],
+    percentile: float = 90.0,
+    max_docs: int = 20_000,
+) -> TextLengths:
     """The query and document truncation lengths of a collection (see the module docstring)."""
     query_words, queries = length_percentile(query_texts, tokenize, percentile)
     doc_words, docs = length_percentile(itertools.islice(doc_texts, max_docs), tokenize, percentile)

@@ -218,7 +218,8 @@ class _TsvDocuments:
             self.n_columns = len(columns)
         if len(columns) != self.n_columns:
             raise _fail(
-                path, number,
+                path,
+                number,
                 f"expected {self.n_columns} tab-separated columns (as on the first line), found {len(columns)}",
             )
         if not columns[0]:
@@ -231,9 +232,7 @@ class _TsvDocuments:
 # --- topics -------------------------------------------------------------------------------------
 
 
-def read_topics(
-    path: PathLike, *, field: str = "title", format: TopicFormat | None = None
-) -> pl.DataFrame:
+def read_topics(path: PathLike, *, field: str = "title", format: TopicFormat | None = None) -> pl.DataFrame:
     """QUERIES frame from a TREC topic file (taking `field`), a `qid<TAB>text` TSV or JSONL queries.
 
     `format` defaults to sniffing: a file whose first non-blank line starts with `<` is TREC, one
@@ -243,8 +242,11 @@ def read_topics(
     format = format or _sniff_topic_format(path)
     if format not in ("trec", "tsv", "jsonl"):
         raise ValueError(f"read_topics: format must be 'trec', 'tsv' or 'jsonl', got {format!r}")
-    readers = {"trec": lambda: _trec_topics(path, field), "tsv": lambda: _tsv_topics(path),
-               "jsonl": lambda: _jsonl_topics(path)}
+    readers = {
+        "trec": lambda: _trec_topics(path, field),
+        "tsv": lambda: _tsv_topics(path),
+        "jsonl": lambda: _jsonl_topics(path),
+    }
     rows = readers[format]()
     seen: dict[str, int] = {}
     for query_id, _, number in rows:
@@ -308,7 +310,7 @@ def _trec_topics(path: PathLike, field: str) -> list[tuple[str, str, int]]:
             raise _fail(path, number, "text outside `<top>` ... `</top>`")
         elif match and not match.group(1):
             tag = name
-            topic[tag] = topic.get(tag, "") + " " + line.lstrip()[match.end():]
+            topic[tag] = topic.get(tag, "") + " " + line.lstrip()[match.end() :]
         elif tag is not None:
             topic[tag] += " " + line
         else:
@@ -318,9 +320,7 @@ def _trec_topics(path: PathLike, field: str) -> list[tuple[str, str, int]]:
     return rows
 
 
-def _finish_topic(
-    topic: dict[str, str], field: str, path: PathLike, start: int
-) -> tuple[str, str, int]:
+def _finish_topic(topic: dict[str, str], field: str, path: PathLike, start: int) -> tuple[str, str, int]:
     values = {tag: _clean_field(tag, text) for tag, text in topic.items()}
     query_id = values.get(_QUERY_ID_TAG, "")
     if not query_id:
@@ -368,8 +368,9 @@ def _beir_qrels(path: PathLike) -> pl.DataFrame:
     seen: dict[tuple[str, str], int] = {}
     for query_id, doc_id, _, number in rows:
         if (query_id, doc_id) in seen:
-            raise _fail(path, number, f"duplicate judgment ({query_id!r}, {doc_id!r}); first at line "
-                                      f"{seen[query_id, doc_id]}")
+            raise _fail(
+                path, number, f"duplicate judgment ({query_id!r}, {doc_id!r}); first at line {seen[query_id, doc_id]}"
+            )
         seen[query_id, doc_id] = number
     return pl.DataFrame([r[:3] for r in rows], schema=QRELS, orient="row")
 
@@ -405,8 +406,11 @@ def topics_layout(path: PathLike, field: str = "title") -> str:
     if _first_line(path) is None:
         return "empty"
     format = _sniff_topic_format(path)
-    return {"trec": f"TREC topics (<{field}>)", "tsv": "TSV topics (qid, text)",
-            "jsonl": "JSONL queries (BEIR: _id, text)"}[format]
+    return {
+        "trec": f"TREC topics (<{field}>)",
+        "tsv": "TSV topics (qid, text)",
+        "jsonl": "JSONL queries (BEIR: _id, text)",
+    }[format]
 
 
 def qrels_layout(path: PathLike) -> str:
@@ -418,8 +422,9 @@ def qrels_layout(path: PathLike) -> str:
 
 def detect_layout(corpus: PathLike, topics: PathLike, qrels: PathLike, *, topic_field: str = "title") -> str:
     """One line naming the layout found for each of the three files."""
-    return (f"corpus: {corpus_layout(corpus)}; topics: {topics_layout(topics, topic_field)}; "
-            f"qrels: {qrels_layout(qrels)}")
+    return (
+        f"corpus: {corpus_layout(corpus)}; topics: {topics_layout(topics, topic_field)}; qrels: {qrels_layout(qrels)}"
+    )
 
 
 # --- the three together -------------------------------------------------------------------------

@@ -103,8 +103,10 @@ def unit_queries(splits: pl.DataFrame, unit: TrainingUnit) -> UnitQueries:
     """The query ids of each role of `unit`, from the collection's QUERY_SPLITS frame (sorted)."""
     validate(splits, QUERY_SPLITS, "query_splits")
     if unit.protocol == "fixed":
-        by_split = {name: _sorted(splits.filter(pl.col("split") == name)) for name in
-                    ("train/model", "dev", "train/fusion", "test")}
+        by_split = {
+            name: _sorted(splits.filter(pl.col("split") == name))
+            for name in ("train/model", "dev", "train/fusion", "test")
+        }
         return UnitQueries(by_split["train/model"], by_split["dev"], by_split["train/fusion"], by_split["test"])
     seen = int(splits["fold"].max()) + 1 if splits.height else 0
     if seen > unit.folds:

@@ -135,16 +135,27 @@ def _parser(*, collection_default: str | None = None) -> argparse.ArgumentParser
     them in from the collection's stored report)."""
     in_pipeline = collection_default is not None
     parser = argparse.ArgumentParser(
-        prog="dagster-ir report", description="Compare runs with a baseline: measures, significance, tables.",
+        prog="dagster-ir report",
+        description="Compare runs with a baseline: measures, significance, tables.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n" + "\n".join(f"  {line}" for line in (
-            ["dagster-ir report --collection cranfield --measures nDCG@10 AP --correction holm"] if in_pipeline else [])
-            + ["dagster-ir report --qrels qrels.txt --run bm25.run --run ce=rerank.run --baseline bm25 --out report/"]),
+        epilog="examples:\n"
+        + "\n".join(
+            f"  {line}"
+            for line in (
+                ["dagster-ir report --collection cranfield --measures nDCG@10 AP --correction holm"]
+                if in_pipeline
+                else []
+            )
+            + ["dagster-ir report --qrels qrels.txt --run bm25.run --run ce=rerank.run --baseline bm25 --out report/"]
+        ),
     )
     if in_pipeline:
-        parser.add_argument("--collection", default=collection_default,
-                            help=f"the collection whose stored evaluation and methods reports are printed "
-                                 f"(default {collection_default})")
+        parser.add_argument(
+            "--collection",
+            default=collection_default,
+            help=f"the collection whose stored evaluation and methods reports are printed "
+            f"(default {collection_default})",
+        )
     source = parser.add_mutually_exclusive_group(required=not in_pipeline)
     source.add_argument("--per-query", type=Path, help="Parquet file: run_name, query_id, measure, value")
     source.add_argument("--qrels", type=Path, help="TREC qrels file to evaluate --run files against")

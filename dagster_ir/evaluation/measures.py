@@ -86,9 +86,7 @@ def trec_eval_order(run: pl.DataFrame) -> pl.DataFrame:
     Within a query: score descending, ties by doc id descending. `run` needs run_name, query_id,
     doc_id and score.
     """
-    return run.sort(
-        ["run_name", "query_id", "score", "doc_id"], descending=[False, False, True, True]
-    ).with_columns(
+    return run.sort(["run_name", "query_id", "score", "doc_id"], descending=[False, False, True, True]).with_columns(
         position=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("run_name", "query_id")
     )
 
@@ -109,8 +107,7 @@ def evaluate_run(
     _check_qrels(qrels)
     vectorised = vectorised_measures(parsed) if config.vectorised else None
     if vectorised is not None:
-        return evaluate_vectorised(run.select(list(_RUN_COLUMNS)), qrels, vectorised,
-                                   config.count_missing_as_zero)
+        return evaluate_vectorised(run.select(list(_RUN_COLUMNS)), qrels, vectorised, config.count_missing_as_zero)
     evaluator = ir_measures.evaluator(parsed, _qrels_dict(qrels))
     ordered = trec_eval_order(run.select(list(_RUN_COLUMNS)))
     names = [str(measure) for measure in parsed]
@@ -160,8 +157,10 @@ def recall_curve(
         answered = ranked.filter(pl.col("run_name") == name)["query_id"]
         n_queries = _n_judged_queries(num_rel["query_id"], answered, config)
         curves.append(_cumulative_recall(name, run_hits, n_queries, depth))
-    return pl.concat(curves) if curves else pl.DataFrame(
-        schema={"run_name": pl.String, "k": pl.Int64, "recall": pl.Float64}
+    return (
+        pl.concat(curves)
+        if curves
+        else pl.DataFrame(schema={"run_name": pl.String, "k": pl.Int64, "recall": pl.Float64})
     )
 
 
@@ -179,9 +178,7 @@ def _evaluate_one(
         ((m.query_id, str(m.measure), float(m.value)) for m in metrics),
         key=lambda row: (row[0], column[row[1]]),
     )
-    frame = pl.DataFrame(
-        rows, schema={"query_id": pl.String, "measure": pl.String, "value": pl.Float64}, orient="row"
-    )
+    frame = pl.DataFrame(rows, schema={"query_id": pl.String, "measure": pl.String, "value": pl.Float64}, orient="row")
     if not config.count_missing_as_zero:
         frame = frame.filter(pl.col("query_id").is_in(ordered["query_id"].unique().implode()))
     return frame.select(pl.lit(name, pl.String).alias("run_name"), pl.all())

@@ -18,14 +18,15 @@ from dagster_ir.schemas import PER_QUERY_EVAL, validate
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-mpl_figure = lazy_module("matplotlib.figure")
+if TYPE_CHECKING:
+    import matplotlib.figure as mpl_figure
+else:
+    mpl_figure = lazy_module("matplotlib.figure")
 
 _BETTER, _WORSE, _TIE = "#2b8a3e", "#c92a2a", "#868e96"
 
 
-def per_query_difference_plot(
-    per_query: pl.DataFrame, run: str, baseline: str, measure: str
-) -> Figure:
+def per_query_difference_plot(per_query: pl.DataFrame, run: str, baseline: str, measure: str) -> Figure:
     """Bars of `run` minus `baseline` on `measure`, largest gain first, one per query both answered.
 
     The bars of each sign are one `StepPatch` (`ax.patches`: better, equal, worse, those present);
@@ -42,8 +43,9 @@ def per_query_difference_plot(
         where = np.flatnonzero(part)
         if where.size:
             first, last = where[0], where[-1] + 1
-            ax.stairs(differences[first:last], edges[first : last + 1], baseline=0.0, fill=True, color=colour,
-                      linewidth=0)
+            ax.stairs(
+                differences[first:last], edges[first : last + 1], baseline=0.0, fill=True, color=colour, linewidth=0
+            )
     ax.axhline(0, color="black", linewidth=0.8)
     wins, losses = int((differences > 0).sum()), int((differences < 0).sum())
     ties = differences.size - wins - losses

@@ -173,8 +173,9 @@ def build_report(
     if len(set(names)) != len(names):
         raise ValueError(f"figure names must differ (they name files): {names}")
     if spread is not None:
-        spread = spread.filter(pl.col("run_name").is_in(comparison["run_name"].unique().implode())
-                               & pl.col("measure").is_in(list(chosen)))
+        spread = spread.filter(
+            pl.col("run_name").is_in(comparison["run_name"].unique().implode()) & pl.col("measure").is_in(list(chosen))
+        )
     return Report(title, notes, baseline, chosen, comparison, figures, config, spread)
 
 
@@ -214,7 +215,9 @@ class ReportBook:
 
     def to_html(self) -> str:
         body = [f"<h1>{html.escape(self.title)}</h1>"] + [s.html_body("h2") for s in self.sections]
-        body += [f"<h2>{html.escape(title)}</h2>\n<pre>{html.escape(text.strip())}</pre>" for title, text in self.appendices]
+        body += [
+            f"<h2>{html.escape(title)}</h2>\n<pre>{html.escape(text.strip())}</pre>" for title, text in self.appendices
+        ]
         return _HTML_PAGE.format(title=html.escape(self.title), body="\n".join(body))
 
     def to_terminal(self) -> str:
@@ -340,8 +343,7 @@ def _html_figure(figure: ReportFigure) -> str:
     data = base64.b64encode(figure.png).decode("ascii")
     caption = html.escape(figure.caption)
     return (
-        f"<figure><img alt='{caption}' src='data:image/png;base64,{data}'>"
-        f"<figcaption>{caption}</figcaption></figure>"
+        f"<figure><img alt='{caption}' src='data:image/png;base64,{data}'><figcaption>{caption}</figcaption></figure>"
     )
 
 

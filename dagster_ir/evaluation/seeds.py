@@ -20,8 +20,15 @@ from dagster_ir.evaluation.measures import EvaluationConfig, evaluate_run
 from dagster_ir.schemas import PER_QUERY_EVAL
 
 SEED = "seed"
-SEED_SPREAD = {"run_name": pl.String, "measure": pl.String, "seeds": pl.UInt32, "mean": pl.Float64,
-               "sd": pl.Float64, "min": pl.Float64, "max": pl.Float64}
+SEED_SPREAD = {
+    "run_name": pl.String,
+    "measure": pl.String,
+    "seeds": pl.UInt32,
+    "mean": pl.Float64,
+    "sd": pl.Float64,
+    "min": pl.Float64,
+    "max": pl.Float64,
+}
 
 
 def evaluate_seeds(
@@ -32,8 +39,10 @@ def evaluate_seeds(
         runs = runs.with_columns(pl.lit(None, dtype=pl.Int64).alias(SEED))
     duplicated = runs.select(pl.struct("run_name", SEED, "query_id", "doc_id").is_duplicated().any()).item()
     if duplicated:
-        raise ValueError("evaluate_seeds: a (run_name, seed, query_id, doc_id) occurs twice: "
-                         "two units scored the same query under one seed")
+        raise ValueError(
+            "evaluate_seeds: a (run_name, seed, query_id, doc_id) occurs twice: "
+            "two units scored the same query under one seed"
+        )
     parts = []
     for (seed,), part in runs.partition_by(SEED, as_dict=True, maintain_order=True).items():
         values = evaluate_run(part.drop(SEED), qrels, list(measures), config or EvaluationConfig())
@@ -63,7 +72,12 @@ def seed_spread(per_query: pl.DataFrame) -> pl.DataFrame:
     per_seed = per_query.group_by("run_name", "measure", SEED, maintain_order=True).agg(pl.col("value").mean())
     return (
         per_seed.group_by("run_name", "measure", maintain_order=True)
-        .agg(seeds=pl.len().cast(pl.UInt32), mean=pl.col("value").mean(), sd=pl.col("value").std(ddof=1),
-             min=pl.col("value").min(), max=pl.col("value").max())
+        .agg(
+            seeds=pl.len().cast(pl.UInt32),
+            mean=pl.col("value").mean(),
+            sd=pl.col("value").std(ddof=1),
+            min=pl.col("value").min(),
+            max=pl.col("value").max(),
+        )
         .cast(SEED_SPREAD)
     )

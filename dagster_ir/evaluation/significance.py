@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import polars as pl
@@ -29,7 +29,10 @@ import polars.selectors as cs
 from dagster_ir.lazy import lazy_module
 from dagster_ir.schemas import COMPARISON_EVAL, PER_QUERY_EVAL, validate
 
-stats = lazy_module("scipy.stats")
+if TYPE_CHECKING:
+    import scipy.stats as stats
+else:
+    stats = lazy_module("scipy.stats")
 
 Correction = Literal["none", "bonferroni", "holm"]
 

@@ -31,8 +31,10 @@ def table_summary(table: Table) -> dict:
     return {
         "caption": table.caption,
         "header": list(table.header),
-        "rows": [[label, [c.text + ("*" if c.best else "") + (SIGNIFICANT if c.significant else "") for c in cells]]
-                 for label, cells in table.rows],
+        "rows": [
+            [label, [c.text + ("*" if c.best else "") + (SIGNIFICANT if c.significant else "") for c in cells]]
+            for label, cells in table.rows
+        ],
     }
 
 
@@ -59,20 +61,32 @@ def read_summary(path: str | os.PathLike[str]) -> dict:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise SummaryFormatError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
-    _check(isinstance(summary, dict) and isinstance(summary.get("sections"), list), path, "sections",
-           "expected a list of sections")
+    _check(
+        isinstance(summary, dict) and isinstance(summary.get("sections"), list),
+        path,
+        "sections",
+        "expected a list of sections",
+    )
     for i, section in enumerate(summary["sections"]):
         where = f"sections[{i}]"
-        _check(isinstance(section, dict) and isinstance(section.get("title"), str), path, f"{where}.title",
-               "expected a string")
+        _check(
+            isinstance(section, dict) and isinstance(section.get("title"), str),
+            path,
+            f"{where}.title",
+            "expected a string",
+        )
         _check(isinstance(section.get("tables"), list), path, f"{where}.tables", "expected a list of tables")
         for j, table in enumerate(section["tables"]):
             at = f"{where}.tables[{j}]"
-            _check(isinstance(table, dict) and isinstance(table.get("header"), list), path, f"{at}.header",
-                   "expected a list of column names")
+            _check(
+                isinstance(table, dict) and isinstance(table.get("header"), list),
+                path,
+                f"{at}.header",
+                "expected a list of column names",
+            )
             width = len(table["header"])
             for k, row in enumerate(table.get("rows", [])):
-                ok = (isinstance(row, list) and len(row) == 2 and isinstance(row[1], list) and len(row[1]) == width - 1)
+                ok = isinstance(row, list) and len(row) == 2 and isinstance(row[1], list) and len(row[1]) == width - 1
                 _check(ok, path, f"{at}.rows[{k}]", f"expected [label, {width - 1} cells]")
     return summary
 
@@ -89,7 +103,9 @@ def format_summary(summary: dict, *, markdown: bool = False, level: int = 3) -> 
     """
     parts = []
     for section in summary["sections"]:
-        parts.append(f"{'#' * level} {section['title']}" if markdown else f"{section['title']}\n{'-' * len(section['title'])}")
+        parts.append(
+            f"{'#' * level} {section['title']}" if markdown else f"{section['title']}\n{'-' * len(section['title'])}"
+        )
         for table in section["tables"]:
             parts.append(_markdown(table) if markdown else _text(table))
             if table.get("caption"):

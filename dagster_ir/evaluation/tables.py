@@ -113,12 +113,18 @@ def seed_table(spread: pl.DataFrame, runs: list[str], baseline: str, measures: l
                 continue
             row = found.row(0, named=True)
             sd = "" if row["sd"] is None else f" ± {row['sd']:.{decimals}f}"
-            cells.append(Cell(f"{_number(row['mean'], decimals)}{sd} ({row['seeds']})",
-                              detail=f"min {_number(row['min'], decimals)}, max {_number(row['max'], decimals)}"))
+            cells.append(
+                Cell(
+                    f"{_number(row['mean'], decimals)}{sd} ({row['seeds']})",
+                    detail=f"min {_number(row['min'], decimals)}, max {_number(row['max'], decimals)}",
+                )
+            )
         rows.append((_label(run, baseline), tuple(cells)))
-    caption = ("Mean over seeds of each seed's mean, ± the sample standard deviation over seeds (number of "
-               "seeds); a run trained once per seed varies with the seed, an untrained run does not. "
-               "The tests above compare per-query values averaged over seeds.")
+    caption = (
+        "Mean over seeds of each seed's mean, ± the sample standard deviation over seeds (number of "
+        "seeds); a run trained once per seed varies with the seed, an untrained run does not. "
+        "The tests above compare per-query values averaged over seeds."
+    )
     return Table(caption, ("Run", *measures), tuple(rows))
 
 
@@ -140,7 +146,8 @@ def _results_caption(comparison: pl.DataFrame, baseline: str, config: Significan
     queries = f"{counts[0]:,} queries" if len(counts) == 1 else f"{counts[0]:,}-{counts[-1]:,} queries"
     family = comparison["run_name"].n_unique() - 1
     correction = (
-        "" if config.correction == "none"
+        ""
+        if config.correction == "none"
         else f", {config.correction.title()}-corrected for the {family} runs compared per measure"
     )
     return (

@@ -104,8 +104,7 @@ def evaluate_vectorised(
     discount = _Discount(position)
     ideal = _IdealGains(qrels, query_number)
     for column, measure in enumerate(measures):
-        values[:, column] = _values(measure, judged_group, position, relevance, n_groups, group_query,
-                                    discount, ideal)
+        values[:, column] = _values(measure, judged_group, position, relevance, n_groups, group_query, discount, ideal)
     return _rows(run_names, judged_queries, groups, group_query, values, measures, count_missing_as_zero)
 
 
@@ -121,16 +120,17 @@ def _grouped(run: pl.DataFrame) -> pl.DataFrame:
 
 def _positions(run: pl.DataFrame, sizes: np.ndarray) -> pl.Series:
     """trec_eval's 1-based position of every row of `run` (blocks numbered by `group`)."""
-    higher = run.select(
-        pl.col("score").rank("min", descending=True).over("group").cast(pl.Int64)
-    ).to_series().to_numpy()
+    higher = (
+        run.select(pl.col("score").rank("min", descending=True).over("group").cast(pl.Int64)).to_series().to_numpy()
+    )
     starts = np.cumsum(sizes) - sizes
     slot = starts[run["group"].to_numpy()] + higher - 1  # unique within a block unless tied
     tied = np.bincount(slot, minlength=len(slot))[slot] > 1
     position = higher.copy()
     if tied.any():
-        ties = pl.DataFrame({"slot": slot[tied], "doc_id": run["doc_id"].filter(pl.Series(tied)),
-                             "row": np.flatnonzero(tied)})
+        ties = pl.DataFrame(
+            {"slot": slot[tied], "doc_id": run["doc_id"].filter(pl.Series(tied)), "row": np.flatnonzero(tied)}
+        )
         ties = ties.sort(["slot", "doc_id"], descending=[False, True])
         offset = ties.select(pl.int_range(pl.len()).over("slot")).to_series().to_numpy()
         position[ties["row"].to_numpy()] += offset
@@ -156,9 +156,7 @@ class _IdealGains:
         self._query = np.array([query_number[q] for q in qrels["query_id"].to_list()], dtype=np.int64)
         self._relevance = qrels["relevance"].to_numpy()
         self._n_queries = len(query_number)
-        gains = qrels.filter(pl.col("relevance") > 0).sort(
-            ["query_id", "relevance"], descending=[False, True]
-        )
+        gains = qrels.filter(pl.col("relevance") > 0).sort(["query_id", "relevance"], descending=[False, True])
         rows = np.array([query_number[q] for q in gains["query_id"].to_list()], dtype=np.int64)
         counts = np.bincount(rows, minlength=len(query_number))
         column = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -220,9 +218,7 @@ def _values(
     if measure.kind == "R":
         return np.divide(found, num_rel, out=np.zeros(n_groups), where=num_rel > 0)
     # AP: the precision at each relevant document, in rank order, summed, over the relevant count.
-    rank_among_relevant = np.arange(1, relevant.sum() + 1) - np.repeat(
-        np.cumsum(found) - found, found.astype(np.int64)
-    )
+    rank_among_relevant = np.arange(1, relevant.sum() + 1) - np.repeat(np.cumsum(found) - found, found.astype(np.int64))
     precisions = rank_among_relevant / position[relevant].astype(np.float64)
     total = _per_group(group[relevant], precisions, n_groups)
     return np.divide(total, num_rel, out=np.zeros(n_groups), where=num_rel > 0)

@@ -54,13 +54,17 @@ def feature_frame(runs: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         scores = runs[name].select("query_id", "doc_id", pl.col("score").alias(name))
         frame = frame.join(scores, on=["query_id", "doc_id"], how="left", maintain_order="left")
         floor = scores.group_by("query_id").agg(pl.col(name).min().alias("_floor"))
-        frame = frame.join(floor, on="query_id", how="left", maintain_order="left").with_columns(
-            pl.col(name).fill_null(pl.col("_floor")).fill_null(0.0)).drop("_floor")
+        frame = (
+            frame.join(floor, on="query_id", how="left", maintain_order="left")
+            .with_columns(pl.col(name).fill_null(pl.col("_floor")).fill_null(0.0))
+            .drop("_floor")
+        )
     return frame
 
 
-def learn_fusion(candidates: pl.DataFrame, features: list[str], qrels: pl.DataFrame,
-                 config: FusionConfig = FusionConfig()) -> FusionModel:
+def learn_fusion(
+    candidates: pl.DataFrame, features: list[str], qrels: pl.DataFrame, config: FusionConfig = FusionConfig()
+) -> FusionModel:
     """Weights for `features` maximising `config.measure` over the judged queries of `candidates`."""
     objective = RankingObjective(candidates, features, qrels, config.measure)
     result = coordinate_ascent(objective, len(features), config.ascent)

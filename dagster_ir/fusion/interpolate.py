@@ -41,17 +41,22 @@ def interpolate(model_run: pl.DataFrame, candidates: pl.DataFrame, weight: float
     validate(model_run, RUN, "model_run")
     validate(candidates, RUN, "candidates")
     joined = model_run.select("query_id", "doc_id", model="score").join(
-        candidates.select("query_id", "doc_id", first="score", first_rank="rank"), on=["query_id", "doc_id"], how="left")
+        candidates.select("query_id", "doc_id", first="score", first_rank="rank"), on=["query_id", "doc_id"], how="left"
+    )
     missing = joined.filter(pl.col("first").is_null())
     if missing.height:
         row = missing.row(0, named=True)
-        raise ValueError(f"interpolate: {missing.height} documents of the model run are not among the candidates "
-                         f"(e.g. query {row['query_id']!r}, doc {row['doc_id']!r})")
+        raise ValueError(
+            f"interpolate: {missing.height} documents of the model run are not among the candidates "
+            f"(e.g. query {row['query_id']!r}, doc {row['doc_id']!r})"
+        )
     scored = joined.with_columns(first=minmax_per_query(joined, "first"), model=minmax_per_query(joined, "model"))
     scored = scored.with_columns(score=weight * pl.col("first") + (1.0 - weight) * pl.col("model"))
-    ranked = (scored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
-              .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
-              .select(list(RUN)))
+    ranked = (
+        scored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
+        .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
+        .select(list(RUN))
+    )
     return strictly_decreasing(ranked).sort(["query_id", "rank"])
 
 
@@ -64,8 +69,13 @@ class WeightChoice:
     validation: dict[float, float]
 
 
-def choose_weight(model_run: pl.DataFrame, candidates: pl.DataFrame, qrels: pl.DataFrame,
-                  measure: str = "nDCG@10", grid: Sequence[float] = GRID) -> WeightChoice:
+def choose_weight(
+    model_run: pl.DataFrame,
+    candidates: pl.DataFrame,
+    qrels: pl.DataFrame,
+    measure: str = "nDCG@10",
+    grid: Sequence[float] = GRID,
+) -> WeightChoice:
     """The weight of `grid` whose interpolation of `model_run` (validation queries only) scores best on
     `measure` over those queries' qrels; ties prefer the larger weight."""
     from dagster_ir.evaluation import evaluate_run
@@ -85,9 +95,15 @@ def choose_weight(model_run: pl.DataFrame, candidates: pl.DataFrame, qrels: pl.D
     return WeightChoice(best, measure, values)
 
 
-def interpolated_run(validation_run: pl.DataFrame, test_run: pl.DataFrame, candidates: pl.DataFrame,
-                     qrels: pl.DataFrame, run_name: str, measure: str = "nDCG@10",
-                     grid: Sequence[float] = GRID) -> tuple[pl.DataFrame, WeightChoice]:
+def interpolated_run(
+    validation_run: pl.DataFrame,
+    test_run: pl.DataFrame,
+    candidates: pl.DataFrame,
+    qrels: pl.DataFrame,
+    run_name: str,
+    measure: str = "nDCG@10",
+    grid: Sequence[float] = GRID,
+) -> tuple[pl.DataFrame, WeightChoice]:
     """The test queries' interpolation under the weight chosen on the validation queries' run."""
     choice = choose_weight(validation_run, candidates, qrels, measure, grid)
     return interpolate(test_run, candidates, choice.weight, run_name), choice

@@ -9,7 +9,6 @@ from __future__ import annotations
 import polars as pl
 
 
-
 def divide_by_query(run: pl.DataFrame, norms: pl.DataFrame, *, column: str = "score") -> pl.DataFrame:
     """`column` divided by the query's `norm` (query_id, norm); a norm <= 0 or missing leaves it as is."""
     joined = run.join(norms.select("query_id", "norm"), on="query_id", how="left", maintain_order="left")

@@ -41,8 +41,11 @@ class RankingObjective:
             raise ValueError("RankingObjective: no candidate query has a relevant document")
         # group by query; within a query doc id descending, so a stable sort by score keeps trec_eval's ties
         frame = judged.sort(["query_id", "doc_id"], descending=[False, True]).join(
-            qrels.select("query_id", "doc_id", "relevance"), on=["query_id", "doc_id"], how="left",
-            maintain_order="left")
+            qrels.select("query_id", "doc_id", "relevance"),
+            on=["query_id", "doc_id"],
+            how="left",
+            maintain_order="left",
+        )
         self.frame = frame.select("query_id", "doc_id")
         self.features = frame.select(features).to_numpy().astype(np.float64)
         self.relevance = frame["relevance"].fill_null(0).clip(lower_bound=0).to_numpy().astype(np.float64)
@@ -69,12 +72,14 @@ class RankingObjective:
         order = np.lexsort((-scores, self.query))  # stable: equal scores keep doc id descending
         relevance = self.relevance[order]
         position = np.arange(scores.size) - self.starts[self.query[order]]
-        return _compute(self._direct, relevance, position, self.query[order], self.starts.size,
-                        self.n_relevant, self.ideal)
+        return _compute(
+            self._direct, relevance, position, self.query[order], self.starts.size, self.n_relevant, self.ideal
+        )
 
     def _via_ir_measures(self, scores: np.ndarray) -> float:
-        run = self.frame.with_columns(score=pl.Series(scores), rank=pl.lit(0, pl.Int32),
-                                      run_name=pl.lit("fusion")).select(list(RUN))
+        run = self.frame.with_columns(
+            score=pl.Series(scores), rank=pl.lit(0, pl.Int32), run_name=pl.lit("fusion")
+        ).select(list(RUN))
         per_query = evaluate_run(run, self.qrels.join(self.frame, on="query_id", how="semi"), [self.measure])
         return float(aggregate(per_query)["mean"][0])
 
@@ -97,16 +102,25 @@ def _per_query(counts: pl.DataFrame, ordered_ids: pl.Series, column: str) -> np.
 
 def _ideal_dcg(relevant: pl.DataFrame, ordered_ids: pl.Series, cutoff: int | None) -> np.ndarray:
     ranked = relevant.sort(["query_id", "relevance"], descending=[False, True]).with_columns(
-        position=pl.int_range(pl.len()).over("query_id"))
+        position=pl.int_range(pl.len()).over("query_id")
+    )
     if cutoff is not None:
         ranked = ranked.filter(pl.col("position") < cutoff)
     ideal = ranked.group_by("query_id").agg(
-        idcg=(pl.col("relevance").cast(pl.Float64) / (pl.col("position") + 2).cast(pl.Float64).log(2)).sum())
+        idcg=(pl.col("relevance").cast(pl.Float64) / (pl.col("position") + 2).cast(pl.Float64).log(2)).sum()
+    )
     return _per_query(ideal, ordered_ids, "idcg")
 
 
-def _compute(measure: _Measure, relevance: np.ndarray, position: np.ndarray, query: np.ndarray,
-             n_queries: int, n_relevant: np.ndarray, ideal: np.ndarray) -> np.ndarray:
+def _compute(
+    measure: _Measure,
+    relevance: np.ndarray,
+    position: np.ndarray,
+    query: np.ndarray,
+    n_queries: int,
+    n_relevant: np.ndarray,
+    ideal: np.ndarray,
+) -> np.ndarray:
     cutoff = measure.cutoff
     inside = position < cutoff if cutoff is not None else np.ones(position.size, dtype=bool)
     hit = (relevance >= 1) & inside

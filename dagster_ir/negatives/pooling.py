@@ -40,7 +40,10 @@ from dagster_ir.schemas import FALSE_NEGATIVES, QRELS, RUN, validate
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-mpl_figure = lazy_module("matplotlib.figure")
+if TYPE_CHECKING:
+    import matplotlib.figure as mpl_figure
+else:
+    mpl_figure = lazy_module("matplotlib.figure")
 
 Selection = Literal["random", "top"]
 
@@ -99,8 +102,10 @@ def simulate_sparse_labels(
     validate(pool_run, RUN, "pool_run")
     validate(dense_qrels, QRELS, "dense_qrels")
     if pool_run["run_name"].n_unique() > 1:
-        raise ValueError(f"simulate_sparse_labels: pool_run holds several runs "
-                         f"({pool_run['run_name'].unique().sort().to_list()}); pass one")
+        raise ValueError(
+            f"simulate_sparse_labels: pool_run holds several runs "
+            f"({pool_run['run_name'].unique().sort().to_list()}); pass one"
+        )
     wanted = pl.Series("query_id", list(query_ids), pl.String).unique()
     is_wanted = pl.col("query_id").is_in(wanted.implode())
     relevant = dense_qrels.filter(is_wanted & (pl.col("relevance") > 0)).unique(["query_id", "doc_id"])

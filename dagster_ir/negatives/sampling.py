@@ -154,15 +154,9 @@ def candidate_pairs(
     return sample_negatives(run, qrels_train.join(shown, on=["query_id", "doc_id"], how="semi"), query_ids, config)
 
 
-def _candidate_pools(
-    run: pl.DataFrame, positives: pl.DataFrame, depth: int
-) -> dict[str, tuple[list[str], list[int]]]:
+def _candidate_pools(run: pl.DataFrame, positives: pl.DataFrame, depth: int) -> dict[str, tuple[list[str], list[int]]]:
     """query_id -> (doc ids, ranks) of the top-`depth` non-positives, ordered by (rank, doc_id)."""
-    pool = (
-        top_k(run, depth)
-        .join(positives, on=["query_id", "doc_id"], how="anti")
-        .sort(["query_id", "rank", "doc_id"])
-    )
+    pool = top_k(run, depth).join(positives, on=["query_id", "doc_id"], how="anti").sort(["query_id", "rank", "doc_id"])
     grouped = pool.group_by("query_id").agg("doc_id", "rank")  # row order is kept within groups
     return {query_id: (docs, ranks) for query_id, docs, ranks in grouped.iter_rows()}
 

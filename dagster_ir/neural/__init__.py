@@ -10,8 +10,17 @@ The names below are re-exported lazily (PEP 562), so importing this package does
 from importlib import import_module
 
 _EXPORTS = {
-    "training": ("TrainConfig", "TrainResult", "CheckpointError", "train", "shuffled_batches", "unwrap", "world",
-                 "latest_checkpoint", "on_rank_zero"),
+    "training": (
+        "TrainConfig",
+        "TrainResult",
+        "CheckpointError",
+        "train",
+        "shuffled_batches",
+        "unwrap",
+        "world",
+        "latest_checkpoint",
+        "on_rank_zero",
+    ),
     "cross_encoder": ("CrossEncoder", "Pair", "lce_loss", "pad_pairs"),
     "rerank": ("CrossEncoderScorer", "PairScorer", "RerankConfig", "rerank", "score_encoded"),
     "finetune": ("FineTuneConfig", "fine_tune", "dev_evaluator"),

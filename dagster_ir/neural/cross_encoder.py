@@ -143,7 +143,7 @@ def lce_loss(scores: torch.Tensor) -> torch.Tensor:
 
 
 def default_head(path: str) -> str:
-    """"cosine" for a sentence-transformers folder with mean pooling, else "cls" (see the module docstring)."""
+    """ "cosine" for a sentence-transformers folder with mean pooling, else "cls" (see the module docstring)."""
     pooling = Path(path) / "1_Pooling" / "config.json"
     if not pooling.is_file():
         return "cls"
@@ -168,9 +168,18 @@ def segment_cosine(states: torch.Tensor, attention_mask: torch.Tensor, token_typ
 class CrossEncoder(torch.nn.Module):
     """Scores (query, document) pairs with a sequence-classification model that has one output."""
 
-    def __init__(self, model, tokenizer, *, max_length: int = 512, max_query_length: int | None = None,
-                 head: str = "cls", head_scale: float = COSINE_SCALE, cross_attention: str = "full",
-                 gates: Sequence[float] | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        max_length: int = 512,
+        max_query_length: int | None = None,
+        head: str = "cls",
+        head_scale: float = COSINE_SCALE,
+        cross_attention: str = "full",
+        gates: Sequence[float] | None = None,
+    ) -> None:
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"CrossEncoder: head must be one of {HEADS}, got {head!r}")
@@ -181,8 +190,10 @@ class CrossEncoder(torch.nn.Module):
         if model.config.num_labels != 1:
             raise ValueError(f"CrossEncoder: the model must have one output label, has {model.config.num_labels}")
         if max_length < max_query_length + 4:
-            raise ValueError(f"CrossEncoder: max_length {max_length} leaves no room for a document "
-                             f"after a query of up to {max_query_length} tokens")
+            raise ValueError(
+                f"CrossEncoder: max_length {max_length} leaves no room for a document "
+                f"after a query of up to {max_query_length} tokens"
+            )
         self.model = model
         self.tokenizer = tokenizer
         self.max_length = min(max_length, model.config.max_position_embeddings)
@@ -229,12 +240,16 @@ class CrossEncoder(torch.nn.Module):
         path = backbone_path(name_or_path)
         saved = _read_settings(path)
         if saved and head is not None and head != saved.get("head", "cls"):
-            raise ValueError(f"{path}: a cross-encoder with head {saved.get('head', 'cls')!r}; it cannot load as {head!r}")
+            raise ValueError(
+                f"{path}: a cross-encoder with head {saved.get('head', 'cls')!r}; it cannot load as {head!r}"
+            )
         chosen = saved.get("head", "cls") if saved else (head or default_head(path))
         saved_attention = saved.get("cross_attention", "full")
         if saved and cross_attention is not None and cross_attention != saved_attention:
-            raise ValueError(f"{path}: a cross-encoder with cross_attention {saved_attention!r}; "
-                             f"it cannot load as {cross_attention!r}")
+            raise ValueError(
+                f"{path}: a cross-encoder with cross_attention {saved_attention!r}; "
+                f"it cannot load as {cross_attention!r}"
+            )
         attention = saved_attention if saved else (cross_attention or DEFAULT_CROSS_ATTENTION[chosen])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -274,17 +289,23 @@ class CrossEncoder(torch.nn.Module):
         if self.head == "cls" and not with_states and self.cross_attention == "full" and cls_only_supported(self.model):
             return cls_only_logits(self.model, input_ids, attention_mask, types), None
         if self.head == "cls":
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types,
-                             output_hidden_states=with_states)
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=types,
+                output_hidden_states=with_states,
+            )
             return out.logits.squeeze(-1), out.hidden_states[-1] if with_states else None
         if token_type_ids is None:
             raise ValueError("CrossEncoder: the cosine head needs token_type_ids (0: query segment, 1: document)")
-        states = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                                       token_type_ids=types).last_hidden_state
+        states = self.model.base_model(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types
+        ).last_hidden_state
         return self.score_states(states, attention_mask, token_type_ids), states if with_states else None
 
-    def score_states(self, states: torch.Tensor, attention_mask: torch.Tensor,
-                     token_type_ids: torch.Tensor) -> torch.Tensor:
+    def score_states(
+        self, states: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> torch.Tensor:
         """The cosine head over last-layer token states (B, L, H)."""
         if self.head != "cosine":
             raise ValueError("CrossEncoder.score_states: only the cosine head scores from token states")
@@ -335,12 +356,18 @@ class CrossEncoder(torch.nn.Module):
         directory = Path(directory)
         self.model.save_pretrained(directory, safe_serialization=True)
         self.tokenizer.save_pretrained(directory)
-        settings = {"max_length": self.max_length, "max_query_length": self.max_query_length,
-                    "head": self.head, "head_scale": float(self.head_scale.detach())}
+        settings = {
+            "max_length": self.max_length,
+            "max_query_length": self.max_query_length,
+            "head": self.head,
+            "head_scale": float(self.head_scale.detach()),
+        }
         if self.cross_attention in GATED:  # the raw parameters (exact as JSON floats) and their values
-            settings |= {"cross_attention": self.cross_attention,
-                         "gates": [float(p) for p in self.gates.detach().cpu()],
-                         "gate_values": list(self.gate_values())}
+            settings |= {
+                "cross_attention": self.cross_attention,
+                "gates": [float(p) for p in self.gates.detach().cpu()],
+                "gate_values": list(self.gate_values()),
+            }
         (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
 
 
@@ -363,12 +390,17 @@ def pad_pairs(pairs: Sequence[Pair], pad_id: int, device: torch.device | str = "
 def cls_only_supported(model) -> bool:
     """Whether `cls_only_logits` computes `model`'s logits: a BERT sequence classifier (encoder only)."""
     config = model.config
-    return (type(model).__name__ == "BertForSequenceClassification" and not config.is_decoder
-            and not getattr(config, "add_cross_attention", False) and model.bert.pooler is not None)
+    return (
+        type(model).__name__ == "BertForSequenceClassification"
+        and not config.is_decoder
+        and not getattr(config, "add_cross_attention", False)
+        and model.bert.pooler is not None
+    )
 
 
-def cls_only_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    token_type_ids: torch.Tensor | None) -> torch.Tensor:
+def cls_only_logits(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None
+) -> torch.Tensor:
     """`model(...).logits[:, 0]` of a `BertForSequenceClassification`, with the last layer computed
     for [CLS] alone: the head reads only [CLS]'s last state, so that layer needs keys and values of
     every token but queries, attention output and feed-forward of the [CLS] row only (one layer in
@@ -391,8 +423,13 @@ def cls_only_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     key = attention.key(states).view(rows, length, heads, size).transpose(1, 2)
     value = attention.value(states).view(rows, length, heads, size).transpose(1, 2)
     context = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask.bool()[:, None, None, :],
-        dropout_p=attention.dropout.p if attention.training else 0.0, scale=attention.scaling)
+        query,
+        key,
+        value,
+        attn_mask=attention_mask.bool()[:, None, None, :],
+        dropout_p=attention.dropout.p if attention.training else 0.0,
+        scale=attention.scaling,
+    )
     attended = last.attention.output(context.transpose(1, 2).reshape(rows, 1, heads * size), cls)
     cls_state = last.output(last.intermediate(attended), attended)
     return model.classifier(model.dropout(bert.pooler(cls_state))).squeeze(-1)
@@ -419,13 +456,14 @@ def length_buckets(lengths: Sequence[int], overhead: int = BUCKET_OVERHEAD_TOKEN
                 best[j], cut[j] = cost, i
     groups, j = [], n
     while j > 0:
-        groups.append(order[cut[j]:j])
+        groups.append(order[cut[j] : j])
         j = cut[j]
     return groups[::-1]
 
 
-def bucketed_scores(model: torch.nn.Module, cross_encoder: CrossEncoder, pairs: Sequence[Pair],
-                    overhead: int = BUCKET_OVERHEAD_TOKENS) -> torch.Tensor:
+def bucketed_scores(
+    model: torch.nn.Module, cross_encoder: CrossEncoder, pairs: Sequence[Pair], overhead: int = BUCKET_OVERHEAD_TOKENS
+) -> torch.Tensor:
     """Scores of `pairs` (N,), in their order, from one forward pass of `model` per group of
     `length_buckets`: each group is padded to its own longest pair, not to the longest of all. Each
     pair's score is the one a single padded pass gives, within float rounding (padding is masked);

@@ -23,7 +23,10 @@ from dagster_ir.storage.atomic import atomic_path
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-mpl_figure = lazy_module("matplotlib.figure")
+if TYPE_CHECKING:
+    import matplotlib.figure as mpl_figure
+else:
+    mpl_figure = lazy_module("matplotlib.figure")
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,12 @@ class EpochCurve:
         def clean(values):  # JSON has no NaN
             return [None if math.isnan(v) else round(v, 5) for v in values]
 
-        return {"epoch": list(range(len(self.loss))), "train_loss": clean(self.loss),
-                "validation": clean(self.validation), "chosen_epoch": self.chosen}
+        return {
+            "epoch": list(range(len(self.loss))),
+            "train_loss": clean(self.loss),
+            "validation": clean(self.validation),
+            "chosen_epoch": self.chosen,
+        }
 
 
 def epoch_curve(result: TrainResult, start_score: float | None = None, kept_start: bool = False) -> EpochCurve:
@@ -47,7 +54,7 @@ def epoch_curve(result: TrainResult, start_score: float | None = None, kept_star
     epochs = max(len(result.dev_scores), 1)
     losses = result.loss_curve
     size = math.ceil(len(losses) / epochs) if losses else 0
-    loss = [math.nan] + [sum(part) / len(part) for part in (losses[i:i + size] for i in range(0, len(losses), size))]
+    loss = [math.nan] + [sum(part) / len(part) for part in (losses[i : i + size] for i in range(0, len(losses), size))]
     validation = [math.nan if start_score is None else float(start_score), *map(float, result.dev_scores)]
     length = max(len(loss), len(validation))
     loss += [math.nan] * (length - len(loss))
@@ -62,10 +69,11 @@ def plot_epoch_curves(curves: Mapping[str, EpochCurve], measure: str, title: str
     for name, curve in curves.items():
         epochs = list(range(len(curve.loss)))
         loss_ax.plot(epochs, curve.loss, marker="o", label=name)
-        line, = dev_ax.plot(epochs, curve.validation, marker="o", label=name)
+        (line,) = dev_ax.plot(epochs, curve.validation, marker="o", label=name)
         if curve.chosen < len(curve.validation) and not math.isnan(curve.validation[curve.chosen]):
-            dev_ax.plot([curve.chosen], [curve.validation[curve.chosen]], marker="*", markersize=14,
-                        color=line.get_color())
+            dev_ax.plot(
+                [curve.chosen], [curve.validation[curve.chosen]], marker="*", markersize=14, color=line.get_color()
+            )
     loss_ax.set_xlabel("epoch")
     loss_ax.set_ylabel("mean training loss")
     dev_ax.set_xlabel("epoch (0: before training; star: kept)")
@@ -78,8 +86,9 @@ def plot_epoch_curves(curves: Mapping[str, EpochCurve], measure: str, title: str
     return fig
 
 
-def write_epoch_curves_png(path: str | os.PathLike[str], curves: Mapping[str, EpochCurve], measure: str,
-                           title: str) -> Path:
+def write_epoch_curves_png(
+    path: str | os.PathLike[str], curves: Mapping[str, EpochCurve], measure: str, title: str
+) -> Path:
     """`plot_epoch_curves` written as a PNG to `path`, atomically."""
     from dagster_ir.evaluation.plots import figure_to_png_bytes
 

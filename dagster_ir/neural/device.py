@@ -18,10 +18,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from dagster_ir.lazy import lazy_module
 
-torch = lazy_module("torch")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")
 
 
 AUTO = "auto"

@@ -90,8 +90,9 @@ class DistillConfig:
 
     def __post_init__(self) -> None:
         if self.depth < 2 or self.pairs_per_query < 1:
-            raise ValueError(f"DistillConfig: depth must be >= 2 and pairs_per_query >= 1, got {self.depth}, "
-                             f"{self.pairs_per_query}")
+            raise ValueError(
+                f"DistillConfig: depth must be >= 2 and pairs_per_query >= 1, got {self.depth}, {self.pairs_per_query}"
+            )
         if self.max_queries is not None and self.max_queries < 1:
             raise ValueError(f"DistillConfig.max_queries must be >= 1 or None, got {self.max_queries}")
 
@@ -115,8 +116,9 @@ class Distilled:
     loss_after: float
 
 
-def pseudo_queries(corpus: pl.DataFrame | pl.LazyFrame, max_queries: int | None = None, seed: int = 0,
-                   words: int = 12) -> pl.DataFrame:
+def pseudo_queries(
+    corpus: pl.DataFrame | pl.LazyFrame, max_queries: int | None = None, seed: int = 0, words: int = 12
+) -> pl.DataFrame:
     """QUERIES rows made from documents: the title, or the text's first `words` words without one.
 
     At most `max_queries` documents, drawn with `seed`; ids are "pq:<doc_id>"; empty texts dropped.
@@ -124,16 +126,20 @@ def pseudo_queries(corpus: pl.DataFrame | pl.LazyFrame, max_queries: int | None 
     frame = corpus.lazy()
     has_title = "title" in frame.collect_schema()
     first_words = pl.col("text").fill_null("").str.split(" ").list.head(words).list.join(" ")
-    text = (pl.when(pl.col("title").fill_null("").str.strip_chars() != "").then(pl.col("title"))
-            .otherwise(first_words) if has_title else first_words)
+    text = (
+        pl.when(pl.col("title").fill_null("").str.strip_chars() != "").then(pl.col("title")).otherwise(first_words)
+        if has_title
+        else first_words
+    )
     docs = frame.select("doc_id", text=text.str.strip_chars()).filter(pl.col("text") != "").collect()
     if max_queries is not None and docs.height > max_queries:
         docs = docs.sample(max_queries, seed=seed).sort("doc_id")
     return docs.select(query_id=pl.lit(PSEUDO_PREFIX) + pl.col("doc_id"), text="text")
 
 
-def teacher_scores(run: pl.DataFrame, queries: pl.DataFrame, corpus: pl.DataFrame | pl.LazyFrame, depth: int,
-                   scorer=None) -> pl.DataFrame:
+def teacher_scores(
+    run: pl.DataFrame, queries: pl.DataFrame, corpus: pl.DataFrame | pl.LazyFrame, depth: int, scorer=None
+) -> pl.DataFrame:
     """(query_id, doc_id, teacher) for the run's top `depth`: the bi-encoder's score by default."""
     from dagster_ir.neural.rerank import RerankConfig, rerank
     from dagster_ir.retrieval.dense import BiEncoderScorer
@@ -162,18 +168,29 @@ def margin_mse_loss(first: torch.Tensor, second: torch.Tensor, teacher_margin: t
     return torch.mean(((first.float() - second.float()) - teacher_margin.float()) ** 2)
 
 
-def distill(model: CrossEncoder, queries: pl.DataFrame, corpus: pl.DataFrame | pl.LazyFrame, scores: pl.DataFrame,
-            config: DistillConfig, checkpoint_dir: str | os.PathLike[str]) -> Distilled:
+def distill(
+    model: CrossEncoder,
+    queries: pl.DataFrame,
+    corpus: pl.DataFrame | pl.LazyFrame,
+    scores: pl.DataFrame,
+    config: DistillConfig,
+    checkpoint_dir: str | os.PathLike[str],
+) -> Distilled:
     """Train `model` in place to match the teacher's margins in `scores` (teacher in cosine units)."""
-    epochs = [margin_pairs(scores, config.pairs_per_query, np.random.default_rng([config.train.seed, e]))
-              for e in range(config.train.epochs)]
+    epochs = [
+        margin_pairs(scores, config.pairs_per_query, np.random.default_rng([config.train.seed, e]))
+        for e in range(config.train.epochs)
+    ]
     if not epochs[0]:
         raise ValueError("distill: no pair of candidates with different teacher scores")
     query_text = dict(zip(queries["query_id"], queries["text"], strict=True))
     doc_ids = scores["doc_id"].unique()
     docs = corpus.lazy().join(doc_ids.to_frame("doc_id").lazy(), on="doc_id", how="semi")
-    text = (pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars()
-            if "title" in docs.collect_schema() else pl.col("text"))
+    text = (
+        pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars()
+        if "title" in docs.collect_schema()
+        else pl.col("text")
+    )
     frame = docs.select("doc_id", text=text).collect()
     doc_tokens = dict(zip(frame["doc_id"], model.tokenize(frame["text"].to_list()), strict=True))
     wanted = sorted({p.query_id for p in epochs[0]})
@@ -184,7 +201,9 @@ def distill(model: CrossEncoder, queries: pl.DataFrame, corpus: pl.DataFrame | p
 
     def loss_of(wrapped: torch.nn.Module, batch: Sequence[MarginPair]) -> torch.Tensor:
         bare = unwrap(wrapped)
-        encoded = [bare.encode_pair(query_tokens[p.query_id], doc_tokens[d]) for p in batch for d in (p.first, p.second)]
+        encoded = [
+            bare.encode_pair(query_tokens[p.query_id], doc_tokens[d]) for p in batch for d in (p.first, p.second)
+        ]
         out = wrapped(**bare.collate(encoded)).view(len(batch), 2)
         margin = torch.tensor([p.margin * config.teacher_scale for p in batch], device=out.device)
         return margin_mse_loss(out[:, 0], out[:, 1], margin)
@@ -193,13 +212,20 @@ def distill(model: CrossEncoder, queries: pl.DataFrame, corpus: pl.DataFrame | p
         was_training = model.training
         model.eval()
         with torch.inference_mode():
-            total = sum(float(loss_of(model, pairs[s:s + 64])) * len(pairs[s:s + 64]) for s in range(0, len(pairs), 64))
+            total = sum(
+                float(loss_of(model, pairs[s : s + 64])) * len(pairs[s : s + 64]) for s in range(0, len(pairs), 64)
+            )
         model.train(was_training)
         return total / len(pairs)
 
     before = mean_loss(epochs[0])
-    result = train(model, lambda e, rng: shuffled_batches(epochs[e % len(epochs)], config.train.batch_size, rng),
-                   lambda m, b: (loss_of(m, b), {}), config.train, checkpoint_dir)
+    result = train(
+        model,
+        lambda e, rng: shuffled_batches(epochs[e % len(epochs)], config.train.batch_size, rng),
+        lambda m, b: (loss_of(m, b), {}),
+        config.train,
+        checkpoint_dir,
+    )
     return Distilled(result, len(epochs[0]), len(wanted), before, mean_loss(epochs[0]))
 
 
@@ -214,30 +240,63 @@ def start_record(path: str | os.PathLike[str]) -> dict | None:
         raise ValueError(f"{file}: not valid JSON ({error})") from error
 
 
-def warm_start(folder: str | os.PathLike[str], *, backbone: str, queries: pl.DataFrame,
-               corpus: pl.DataFrame | pl.LazyFrame, scores: pl.DataFrame, config: DistillConfig,
-               max_length: int = 512, max_query_length: int | None = None) -> Path:
+def warm_start(
+    folder: str | os.PathLike[str],
+    *,
+    backbone: str,
+    queries: pl.DataFrame,
+    corpus: pl.DataFrame | pl.LazyFrame,
+    scores: pl.DataFrame,
+    config: DistillConfig,
+    max_length: int = 512,
+    max_query_length: int | None = None,
+) -> Path:
     """Distil the backbone's cross-encoder into `folder` once (see the module docstring); reuse it after."""
     from dagster_ir.neural.backbone import backbone_path
 
     folder = Path(folder)
     frames = [queries.sort("query_id").hash_rows().sum(), scores.sort("query_id", "doc_id").hash_rows().sum()]
-    key = hashlib.blake2b(json.dumps([backbone_path(backbone), dataclasses.asdict(config), max_length, max_query_length,
-                                      [int(v) for v in frames]], sort_keys=True, default=str).encode(),
-                          digest_size=8).hexdigest()
+    key = hashlib.blake2b(
+        json.dumps(
+            [
+                backbone_path(backbone),
+                dataclasses.asdict(config),
+                max_length,
+                max_query_length,
+                [int(v) for v in frames],
+            ],
+            sort_keys=True,
+            default=str,
+        ).encode(),
+        digest_size=8,
+    ).hexdigest()
     record = start_record(folder) if folder.is_dir() else None
     if record is not None and record.get("key") == key:
         return folder
     started = time.monotonic()
-    model = CrossEncoder.from_pretrained(backbone, max_length=max_length, max_query_length=max_query_length,
-                                         seed=config.train.seed)
+    model = CrossEncoder.from_pretrained(
+        backbone, max_length=max_length, max_query_length=max_query_length, seed=config.train.seed
+    )
     result = distill(model, queries, corpus, scores, config, folder.with_name(folder.name + ".checkpoints"))
     with atomic_path(folder, directory=True) as tmp:
         model.write_into(tmp)
-        (Path(tmp) / START_FILE).write_text(json.dumps({
-            "start": "margin-mse", "teacher": "bi-encoder", "backbone": backbone or "bundled", "key": key,
-            "queries": result.queries, "pairs": result.pairs, "steps": result.train.steps,
-            "loss_before": result.loss_before, "loss_after": result.loss_after,
-            "seconds": round(time.monotonic() - started, 1), "config": dataclasses.asdict(config)}, indent=1),
-            encoding="utf-8")
+        (Path(tmp) / START_FILE).write_text(
+            json.dumps(
+                {
+                    "start": "margin-mse",
+                    "teacher": "bi-encoder",
+                    "backbone": backbone or "bundled",
+                    "key": key,
+                    "queries": result.queries,
+                    "pairs": result.pairs,
+                    "steps": result.train.steps,
+                    "loss_before": result.loss_before,
+                    "loss_after": result.loss_after,
+                    "seconds": round(time.monotonic() - started, 1),
+                    "config": dataclasses.asdict(config),
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
     return folder

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,12 +77,21 @@ class LaunchConfig:
 
 def torchrun_command(config: LaunchConfig, module: str, args: Sequence[str], python: str = sys.executable) -> list[str]:
     """The torchrun command line that runs `python -m module args` (or a `.py` file) in every training process."""
-    command = [python, "-m", "torch.distributed.run", f"--nnodes={config.nnodes}",
-               f"--nproc-per-node={config.nproc_per_node}", f"--max-restarts={config.max_restarts}",
-               f"--monitor-interval={config.monitor_interval}"]
+    command = [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={config.nnodes}",
+        f"--nproc-per-node={config.nproc_per_node}",
+        f"--max-restarts={config.max_restarts}",
+        f"--monitor-interval={config.monitor_interval}",
+    ]
     if config.rdzv_endpoint:
-        command += [f"--rdzv-backend={config.rdzv_backend}", f"--rdzv-endpoint={config.rdzv_endpoint}",
-                    f"--rdzv-id={config.rdzv_id}"]
+        command += [
+            f"--rdzv-backend={config.rdzv_backend}",
+            f"--rdzv-endpoint={config.rdzv_endpoint}",
+            f"--rdzv-id={config.rdzv_id}",
+        ]
     else:
         command.append("--standalone")
     target = [module] if module.endswith(".py") else ["-m", module]
@@ -166,10 +175,16 @@ def launch(
     log, records, codes = MetricsLog(metrics_path), [], []
     environment = {**(env if env is not None else os.environ), **TORCHRUN_ENV, METRICS_ENV: str(metrics_path)}
     for _ in range(1 + relaunches):
-        process = subprocess.Popen(list(command), env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, start_new_session=True)
+        process = subprocess.Popen(
+            list(command),
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         lines: queue.Queue[str] = queue.Queue()  # callbacks run on this thread only (Dagster's log is not thread-safe)
-        reader = threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in process.stdout], daemon=True)
+        reader = threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True)
         reader.start()
         try:
             while process.poll() is None:
@@ -196,6 +211,12 @@ def launch(
         if process.returncode == 0:
             break
     return LaunchResult(codes, records, time.monotonic() - started)
+
+
+def _pump(stream: Iterable[str], lines: queue.Queue) -> None:
+    """Put each line of `stream` on `lines` (a reader thread's loop)."""
+    for line in stream:
+        lines.put(line.rstrip("\n"))
 
 
 def _drain(lines: queue.Queue, on_output: Callable[[str], None]) -> None:

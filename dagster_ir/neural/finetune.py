@@ -49,8 +49,14 @@ import polars as pl
 import torch
 
 from dagster_ir.negatives import NegativeConfig, candidate_pairs
-from dagster_ir.neural.cross_encoder import (BUCKET_OVERHEAD_TOKENS, CROSS_ATTENTION, CrossEncoder, bucketed_scores,
-                                             is_saved, lce_loss)
+from dagster_ir.neural.cross_encoder import (
+    BUCKET_OVERHEAD_TOKENS,
+    CROSS_ATTENTION,
+    CrossEncoder,
+    bucketed_scores,
+    is_saved,
+    lce_loss,
+)
 from dagster_ir.neural.curves import EpochCurve, epoch_curve
 from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
 from dagster_ir.neural.training import TrainConfig, TrainResult, against_start, shuffled_batches, train, unwrap
@@ -87,8 +93,9 @@ class FineTuneConfig:
         if self.train_pairs not in TRAIN_PAIRS:
             raise ValueError(f"FineTuneConfig.train_pairs must be one of {TRAIN_PAIRS}, got {self.train_pairs!r}")
         if self.cross_attention not in (None, *CROSS_ATTENTION):
-            raise ValueError(f"FineTuneConfig.cross_attention must be one of {CROSS_ATTENTION} or None, "
-                             f"got {self.cross_attention!r}")
+            raise ValueError(
+                f"FineTuneConfig.cross_attention must be one of {CROSS_ATTENTION} or None, got {self.cross_attention!r}"
+            )
         if self.train_depth is not None and self.train_depth < 1:
             raise ValueError(f"FineTuneConfig.train_depth must be >= 1 or None, got {self.train_depth}")
 
@@ -114,15 +121,19 @@ class FineTuneExample:
     neg_doc_ids: tuple[str, ...]
 
 
-def finetune_examples(negatives: pl.DataFrame, n_negatives: int | None,
-                      epoch: int = 0) -> tuple[list[FineTuneExample], int]:
+def finetune_examples(
+    negatives: pl.DataFrame, n_negatives: int | None, epoch: int = 0
+) -> tuple[list[FineTuneExample], int]:
     """(examples sorted by query and positive, how many had their negatives repeated to reach n).
 
     Epoch `epoch` takes each example's negatives epoch*n .. epoch*n + n - 1 (by sample_no, cycling).
     """
     validate(negatives, NEGATIVES, "negatives")
-    grouped = (negatives.sort("query_id", "pos_doc_id", "sample_no")
-               .group_by("query_id", "pos_doc_id", maintain_order=True).agg("neg_doc_id"))
+    grouped = (
+        negatives.sort("query_id", "pos_doc_id", "sample_no")
+        .group_by("query_id", "pos_doc_id", maintain_order=True)
+        .agg("neg_doc_id")
+    )
     width = n_negatives or (int(grouped["neg_doc_id"].list.len().max()) if grouped.height else 1)
     examples, repeated = [], 0
     for query_id, pos_doc_id, negs in grouped.iter_rows():
@@ -134,17 +145,26 @@ def finetune_examples(negatives: pl.DataFrame, n_negatives: int | None,
     return examples, repeated
 
 
-def training_pairs(run: pl.DataFrame, qrels: pl.DataFrame, train_query_ids: Sequence[str],
-                   config: FineTuneConfig) -> pl.DataFrame:
+def training_pairs(
+    run: pl.DataFrame, qrels: pl.DataFrame, train_query_ids: Sequence[str], config: FineTuneConfig
+) -> pl.DataFrame:
     """NEGATIVES rows for the training queries: positives judged relevant within the run's top
     `pair_depth`, n_negatives * epochs negatives per positive drawn from that depth (seed: the
     training seed). Only the training queries' judgements are read."""
     validate(run, RUN, "run")
     wanted = pl.Series(list(train_query_ids), dtype=pl.String).implode()
-    sampling = NegativeConfig(strategy="random", depth=config.pair_depth,
-                              n_per_positive=(config.n_negatives or 1) * config.train.epochs, seed=config.train.seed)
-    return candidate_pairs(run.filter(pl.col("query_id").is_in(wanted)), qrels.filter(pl.col("query_id").is_in(wanted)),
-                           train_query_ids, sampling).negatives
+    sampling = NegativeConfig(
+        strategy="random",
+        depth=config.pair_depth,
+        n_per_positive=(config.n_negatives or 1) * config.train.epochs,
+        seed=config.train.seed,
+    )
+    return candidate_pairs(
+        run.filter(pl.col("query_id").is_in(wanted)),
+        qrels.filter(pl.col("query_id").is_in(wanted)),
+        train_query_ids,
+        sampling,
+    ).negatives
 
 
 @dataclass(frozen=True)
@@ -165,7 +185,7 @@ class FineTuned:
 
     @property
     def chosen(self) -> str:
-        """"start" or "epoch <n>" (1-based)."""
+        """ "start" or "epoch <n>" (1-based)."""
         return "start" if self.kept_start else f"epoch {self.train.best_epoch + 1}"
 
     def curve(self) -> EpochCurve:
@@ -177,21 +197,30 @@ def load_model(init: str, config: FineTuneConfig, seed: int | None = None) -> Cr
     """The cross-encoder to fine-tune: the backbone (`init` "") or a pre-trained folder (a saved
     cross-encoder keeps its own cross-attention; any other starts with `config.cross_attention`)."""
     path = init or config.backbone
-    return CrossEncoder.from_pretrained(path, max_length=config.max_length,
-                                        max_query_length=config.max_query_length,
-                                        seed=config.train.seed if seed is None else seed,
-                                        cross_attention=None if is_saved(path) else config.cross_attention)
+    return CrossEncoder.from_pretrained(
+        path,
+        max_length=config.max_length,
+        max_query_length=config.max_query_length,
+        seed=config.train.seed if seed is None else seed,
+        cross_attention=None if is_saved(path) else config.cross_attention,
+    )
 
 
 def _doc_texts(corpus: pl.DataFrame | pl.LazyFrame, doc_ids: pl.Series, use_title: bool) -> dict[str, str]:
     docs = corpus.lazy().join(doc_ids.to_frame("doc_id").lazy(), on="doc_id", how="semi")
     has_title = use_title and "title" in docs.collect_schema()
-    text = pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars() if has_title else pl.col("text")
+    text = (
+        pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars()
+        if has_title
+        else pl.col("text")
+    )
     frame = docs.select("doc_id", text=text).collect()
     missing = set(doc_ids.to_list()) - set(frame["doc_id"].to_list())
     if missing:
-        raise ValueError(f"fine_tune: {len(missing)} documents of the negatives table are not in the corpus, "
-                         f"e.g. {sorted(missing)[:5]}")
+        raise ValueError(
+            f"fine_tune: {len(missing)} documents of the negatives table are not in the corpus, "
+            f"e.g. {sorted(missing)[:5]}"
+        )
     return dict(zip(frame["doc_id"], frame["text"], strict=True))
 
 
@@ -216,13 +245,18 @@ def fine_tune(
     query_text = dict(zip(queries["query_id"], queries["text"], strict=True))
     missing = {e.query_id for e in examples} - query_text.keys()
     if missing:
-        raise ValueError(f"fine_tune: {len(missing)} queries of the negatives table have no text, e.g. {sorted(missing)[:5]}")
+        raise ValueError(
+            f"fine_tune: {len(missing)} queries of the negatives table have no text, e.g. {sorted(missing)[:5]}"
+        )
     query_tokens = _tokenized(model, {e.query_id: query_text[e.query_id] for e in examples})
 
     def loss_fn(wrapped: torch.nn.Module, batch: Sequence[FineTuneExample]) -> tuple[torch.Tensor, dict]:
         bare = unwrap(wrapped)
-        pairs = [bare.encode_pair(query_tokens[e.query_id], doc_ids_tokens[d])
-                 for e in batch for d in (e.pos_doc_id, *e.neg_doc_ids)]
+        pairs = [
+            bare.encode_pair(query_tokens[e.query_id], doc_ids_tokens[d])
+            for e in batch
+            for d in (e.pos_doc_id, *e.neg_doc_ids)
+        ]
         # pairs of similar length share a pass, padded to their own longest (DDP allows one pass a step)
         scores = bucketed_scores(wrapped, bare, pairs, BUCKET_OVERHEAD_TOKENS if wrapped is bare else math.inf)
         return lce_loss(scores.view(len(batch), -1)), {}
@@ -231,8 +265,11 @@ def fine_tune(
         return shuffled_batches(epochs[epoch % len(epochs)], config.train.batch_size, rng)
 
     result, start_score, kept_start = against_start(
-        model, evaluate, lambda: train(model, make_batches, loss_fn, config.train, checkpoint_dir, on_log=on_log,
-                                       evaluate=evaluate), keep_start=config.select_start)
+        model,
+        evaluate,
+        lambda: train(model, make_batches, loss_fn, config.train, checkpoint_dir, on_log=on_log, evaluate=evaluate),
+        keep_start=config.select_start,
+    )
     return FineTuned(result, len(examples), start_score, kept_start)
 
 
@@ -248,8 +285,9 @@ DEV_RUN_FILE = "dev_run.parquet"  # in a fine-tuned model's folder: its rerankin
 DEV_RUN_SETTINGS = "dev_run.json"
 
 
-def save_dev_run(folder: str | os.PathLike[str], run: pl.DataFrame, *, candidate: str, depth: int, bf16: bool,
-                 use_title: bool = True) -> None:
+def save_dev_run(
+    folder: str | os.PathLike[str], run: pl.DataFrame, *, candidate: str, depth: int, bf16: bool, use_title: bool = True
+) -> None:
     """Keep the kept weights' validation reranking beside the model (`load_dev_run` reads it back), so that
     reranking the validation queries again with the same model (`reranked_runs`' interpolation) is not needed."""
     validate(run, RUN, "dev run")
@@ -263,8 +301,15 @@ def _dev_run_settings(candidate: str, depth: int, bf16: bool, use_title: bool) -
     return {"candidate": candidate, "depth": depth, "bf16": bool(bf16), "use_title": bool(use_title)}
 
 
-def load_dev_run(folder: str | os.PathLike[str], candidates: pl.DataFrame, *, candidate: str, depth: int,
-                 bf16: bool, use_title: bool = True) -> pl.DataFrame | None:
+def load_dev_run(
+    folder: str | os.PathLike[str],
+    candidates: pl.DataFrame,
+    *,
+    candidate: str,
+    depth: int,
+    bf16: bool,
+    use_title: bool = True,
+) -> pl.DataFrame | None:
     """The validation reranking `save_dev_run` kept in `folder`, if it reranks exactly `candidates`' top `depth`
     (the same queries and documents) from the same candidate run, texts and precision; else None."""
     folder = Path(folder)
@@ -276,8 +321,10 @@ def load_dev_run(folder: str | os.PathLike[str], candidates: pl.DataFrame, *, ca
     if settings != _dev_run_settings(candidate, depth, bf16, use_title):
         return None
     pairs = top_k(candidates, depth).select("query_id", "doc_id")
-    if run.height != pairs.height or run.select("query_id", "doc_id").join(pairs, on=["query_id", "doc_id"],
-                                                                         how="anti").height:
+    if (
+        run.height != pairs.height
+        or run.select("query_id", "doc_id").join(pairs, on=["query_id", "doc_id"], how="anti").height
+    ):
         return None
     return run
 
@@ -309,8 +356,9 @@ def dev_evaluator(
     rerank_config = RerankConfig(depth=config.dev_depth, run_name="dev", use_title=config.use_title)
 
     def evaluate(model: torch.nn.Module) -> float:
-        scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=str(model.device),
-                                    bf16=config.train.bf16)
+        scorer = CrossEncoderScorer(
+            model, batch_size=config.score_batch_size, device=str(model.device), bf16=config.train.bf16
+        )
         reranked = rerank(dev_run, queries, docs, scorer, rerank_config)
         if on_run is not None:
             on_run(reranked)

@@ -77,8 +77,13 @@ def write_job(
     corpus.lazy().join(wanted, on="doc_id", how="semi").sink_parquet(folder / "corpus.parquet")
     queries.select("query_id", "text").write_parquet(folder / "queries.parquet")
     negatives.write_parquet(folder / "negatives.parquet")
-    job = {"init": init, "config": config_to_json(config), "checkpoint_dir": str(checkpoint_dir), "output": str(output),
-           "dev_query_ids": None}
+    job = {
+        "init": init,
+        "config": config_to_json(config),
+        "checkpoint_dir": str(checkpoint_dir),
+        "output": str(output),
+        "dev_query_ids": None,
+    }
     if dev is not None:
         run, qrels, ids = dev
         run.write_parquet(folder / "dev_run.parquet")
@@ -97,8 +102,9 @@ def read_result(folder: str | os.PathLike[str]):
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the fine-tuning job wrote no result (see torchrun's output)")
     values = json.loads(path.read_text(encoding="utf-8"))
-    return FineTuned(TrainResult(**values["train"]), int(values["examples"]), values["start_score"],
-                     bool(values["kept_start"]))
+    return FineTuned(
+        TrainResult(**values["train"]), int(values["examples"]), values["start_score"], bool(values["kept_start"])
+    )
 
 
 def run_job(folder: str | os.PathLike[str]) -> None:
@@ -117,16 +123,38 @@ def run_job(folder: str | os.PathLike[str]) -> None:
     corpus = pl.read_parquet(folder / "corpus.parquet")
     evaluate = None
     if job["dev_query_ids"]:
-        evaluate = finetune.dev_evaluator(pl.read_parquet(folder / "dev_run.parquet"), queries, corpus,
-                                          pl.read_parquet(folder / "dev_qrels.parquet"), job["dev_query_ids"], config)
+        evaluate = finetune.dev_evaluator(
+            pl.read_parquet(folder / "dev_run.parquet"),
+            queries,
+            corpus,
+            pl.read_parquet(folder / "dev_qrels.parquet"),
+            job["dev_query_ids"],
+            config,
+        )
     model = finetune.load_model(job["init"], config)
-    tuned = finetune.fine_tune(model, queries, corpus, pl.read_parquet(folder / "negatives.parquet"), config,
-                               job["checkpoint_dir"], evaluate=evaluate, on_log=metrics_logger())
+    tuned = finetune.fine_tune(
+        model,
+        queries,
+        corpus,
+        pl.read_parquet(folder / "negatives.parquet"),
+        config,
+        job["checkpoint_dir"],
+        evaluate=evaluate,
+        on_log=metrics_logger(),
+    )
     if world()[0] == 0:
         model.save(job["output"])
-        write_text_atomic(folder / RESULT_FILE, json.dumps({
-            "train": dataclasses.asdict(tuned.train), "examples": tuned.examples,
-            "start_score": tuned.start_score, "kept_start": tuned.kept_start}))
+        write_text_atomic(
+            folder / RESULT_FILE,
+            json.dumps(
+                {
+                    "train": dataclasses.asdict(tuned.train),
+                    "examples": tuned.examples,
+                    "start_score": tuned.start_score,
+                    "kept_start": tuned.kept_start,
+                }
+            ),
+        )
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

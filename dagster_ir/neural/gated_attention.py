@@ -103,7 +103,9 @@ def segment_position_ids(token_type_ids: torch.Tensor) -> torch.Tensor:
     return torch.where(positions >= start[:, None], positions - start[:, None], positions)
 
 
-def segment_masks(token_type_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def segment_masks(
+    token_type_ids: torch.Tensor, attention_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(full (B, 1, 1, L), within (B, 1, L, L)) boolean attention masks: True where a query position may
     attend to a key position. full: every real key; within: the real keys of the query position's segment."""
     real = torch.ones_like(token_type_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
@@ -122,6 +124,7 @@ class GateContext:
     def before(self, module, args, kwargs):
         """Forward pre-hook of the encoder: keep this pass's masks (BertModel's argument order) and, with
         `restart_positions`, fill position_ids the caller left out (returns the new arguments)."""
+
         def argument(name: str, position: int):
             return kwargs[name] if name in kwargs else (args[position] if len(args) > position else None)
 
@@ -143,8 +146,10 @@ class GateContext:
 
     def layer_masks(self, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.masks is None or self.masks[1].shape[0] != batch or self.masks[1].shape[-1] != length:
-            raise RuntimeError("GatedSelfAttention: called outside a forward of its encoder (no segments for "
-                               f"this batch of {batch} x {length} tokens)")
+            raise RuntimeError(
+                "GatedSelfAttention: called outside a forward of its encoder (no segments for "
+                f"this batch of {batch} x {length} tokens)"
+            )
         return self.masks
 
 
@@ -170,10 +175,12 @@ class GatedSelfAttention(torch.nn.Module):
         key = self.key(hidden_states).view(shape).transpose(1, 2)
         value = self.value(hidden_states).view(shape).transpose(1, 2)
         dropout = self.dropout.p if self.training else 0.0
-        a_within = F.scaled_dot_product_attention(query, key, value, attn_mask=within, dropout_p=dropout,
-                                                  scale=self.scaling)
-        a_full = F.scaled_dot_product_attention(query, key, value, attn_mask=full, dropout_p=dropout,
-                                                scale=self.scaling)
+        a_within = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=within, dropout_p=dropout, scale=self.scaling
+        )
+        a_full = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=full, dropout_p=dropout, scale=self.scaling
+        )
         g = gate(self.context.gates[self.index])
         mixed = (1 - g) * a_within + g * a_full
         return mixed.transpose(1, 2).reshape(batch, length, -1), None
@@ -186,18 +193,26 @@ def install_gates(model: torch.nn.Module, gates: torch.nn.Parameter, *, restart_
     encoder = getattr(model, "base_model", model)
     config = encoder.config
     layers = getattr(getattr(encoder, "encoder", None), "layer", None)
-    if layers is None or getattr(config, "is_decoder", False) or \
-            not all(type(layer.attention.self).__name__ == "BertSelfAttention" for layer in layers):
-        raise ValueError(f"gated cross-attention: {type(model).__name__} is not a BERT-style encoder "
-                         "(encoder.layer[i].attention.self a BertSelfAttention)")
+    if (
+        layers is None
+        or getattr(config, "is_decoder", False)
+        or not all(type(layer.attention.self).__name__ == "BertSelfAttention" for layer in layers)
+    ):
+        raise ValueError(
+            f"gated cross-attention: {type(model).__name__} is not a BERT-style encoder "
+            "(encoder.layer[i].attention.self a BertSelfAttention)"
+        )
     if gates.shape != (len(layers),):
         raise ValueError(f"gated cross-attention: {len(layers)} layers, {tuple(gates.shape)} gates")
     if getattr(config, "type_vocab_size", 0) < 2:
-        raise ValueError("gated cross-attention needs token types (type_vocab_size >= 2) to tell the query "
-                         "from the document")
+        raise ValueError(
+            "gated cross-attention needs token types (type_vocab_size >= 2) to tell the query from the document"
+        )
     if restart_positions and getattr(config, "position_embedding_type", "absolute") != "absolute":
-        raise ValueError("gated cross-attention: restarting the document's positions needs absolute position "
-                         f"embeddings, not {config.position_embedding_type!r}")
+        raise ValueError(
+            "gated cross-attention: restarting the document's positions needs absolute position "
+            f"embeddings, not {config.position_embedding_type!r}"
+        )
     context = GateContext(gates, restart_positions)
     for index, layer in enumerate(layers):
         layer.attention.self = GatedSelfAttention(layer.attention.self, context, index)

@@ -54,8 +54,9 @@ class RerankConfig:
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.queries_per_chunk < 1:
-            raise ValueError(f"RerankConfig: depth and queries_per_chunk must be >= 1, got {self.depth}, "
-                             f"{self.queries_per_chunk}")
+            raise ValueError(
+                f"RerankConfig: depth and queries_per_chunk must be >= 1, got {self.depth}, {self.queries_per_chunk}"
+            )
 
 
 def score_encoded(
@@ -85,8 +86,7 @@ def score_encoded(
     engine = FastBert.for_model(inner, bf16=bf16, gates=gates) if use_fast else None
     uses_token_types = getattr(model, "uses_token_types", True)
     try:
-        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16,
-                                                    enabled=bf16 and engine is None):
+        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16 and engine is None):
             for start in range(0, len(order), batch_size):
                 chosen = order[start : start + batch_size]
                 batch = pad_pairs([pairs[i] for i in chosen], pad_id, device)
@@ -94,12 +94,14 @@ def score_encoded(
                     types = batch["token_type_ids"] if uses_token_types else None
                     positions = model.position_ids(batch["token_type_ids"])  # None: the model's own 0..L-1
                     if model.head == "cosine":  # every token's last-layer state, then the head
-                        states = engine.hidden_states(batch["input_ids"], batch["attention_mask"], types,
-                                                      batch["token_type_ids"], positions)
+                        states = engine.hidden_states(
+                            batch["input_ids"], batch["attention_mask"], types, batch["token_type_ids"], positions
+                        )
                         out = model.score_states(states, batch["attention_mask"], batch["token_type_ids"])
                     else:
-                        out = engine.scores(batch["input_ids"], batch["attention_mask"], types, batch["token_type_ids"],
-                                            positions)
+                        out = engine.scores(
+                            batch["input_ids"], batch["attention_mask"], types, batch["token_type_ids"], positions
+                        )
                 else:
                     out = model(**batch)
                 scores[chosen] = out.float().cpu().numpy()
@@ -111,8 +113,9 @@ def score_encoded(
 class CrossEncoderScorer:
     """`PairScorer` for a CrossEncoder (tokenise each distinct text once, then `score_encoded`)."""
 
-    def __init__(self, model: CrossEncoder, *, batch_size: int = 64, device: str = "cpu", bf16: bool = False,
-                 fast: bool = True):
+    def __init__(
+        self, model: CrossEncoder, *, batch_size: int = 64, device: str = "cpu", bf16: bool = False, fast: bool = True
+    ):
         check_bf16(bf16, device)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"CrossEncoderScorer: batch_size must be an int >= 1, got {batch_size!r}")
@@ -130,8 +133,15 @@ class CrossEncoderScorer:
 
     def score_pairs(self, queries: Sequence[str], docs: Sequence[str]) -> np.ndarray:
         pairs = self.encode(queries, docs)
-        return score_encoded(self.model, pairs, self.model.tokenizer.pad_token_id, batch_size=self.batch_size,
-                             device=self.device, bf16=self.bf16, fast=self.fast)
+        return score_encoded(
+            self.model,
+            pairs,
+            self.model.tokenizer.pad_token_id,
+            batch_size=self.batch_size,
+            device=self.device,
+            bf16=self.bf16,
+            fast=self.fast,
+        )
 
 
 def check_bf16(bf16: object, device: str | torch.device) -> None:
@@ -139,8 +149,10 @@ def check_bf16(bf16: object, device: str | torch.device) -> None:
     if not isinstance(bf16, bool):
         raise TypeError(f"bf16 must be True or False, got {bf16!r}")
     if bf16 and torch.device(device).type == "cpu" and not bf16_supported():
-        raise ValueError("bf16=True on the CPU needs AVX-512 BF16 or AMX, which this CPU lacks "
-                         "(emulated bf16 is slower than fp32); set bf16=False")
+        raise ValueError(
+            "bf16=True on the CPU needs AVX-512 BF16 or AMX, which this CPU lacks "
+            "(emulated bf16 is slower than fp32); set bf16=False"
+        )
 
 
 def _tokenize_unique(model: CrossEncoder, texts: Sequence[str]) -> dict[str, list[int]]:
@@ -178,8 +190,11 @@ def _pair_texts(top: pl.DataFrame, queries: pl.DataFrame, corpus, config: Rerank
     query_text = queries.select("query_id", query_text="text")
     docs = corpus.lazy().join(top.lazy().select("doc_id").unique(), on="doc_id", how="semi")
     has_title = config.use_title and "title" in docs.collect_schema()
-    doc_text = (pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars()
-                if has_title else pl.col("text"))
+    doc_text = (
+        pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars()
+        if has_title
+        else pl.col("text")
+    )
     doc_texts = docs.select("doc_id", doc_text=doc_text).unique("doc_id").collect()
     joined = top.join(query_text, on="query_id", how="left").join(doc_texts, on="doc_id", how="left")
     for column, key in [("query_text", "query_id"), ("doc_text", "doc_id")]:
@@ -191,10 +206,12 @@ def _pair_texts(top: pl.DataFrame, queries: pl.DataFrame, corpus, config: Rerank
 
 def _ranked(scored: pl.DataFrame, run_name: str) -> pl.DataFrame:
     ordered = scored.sort(["query_id", "score", "candidate_rank"], descending=[False, True, False])
-    return strictly_decreasing(ordered.select(
-        "query_id",
-        "doc_id",
-        "score",
-        rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("query_id"),
-        run_name=pl.lit(run_name, dtype=pl.String),
-    ).select(list(RUN))).sort(["query_id", "rank"])
+    return strictly_decreasing(
+        ordered.select(
+            "query_id",
+            "doc_id",
+            "score",
+            rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("query_id"),
+            run_name=pl.lit(run_name, dtype=pl.String),
+        ).select(list(RUN))
+    ).sort(["query_id", "rank"])

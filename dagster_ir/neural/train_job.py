@@ -75,8 +75,14 @@ def _resolve(target: str) -> Callable[[Job], dict]:
     return getattr(importlib.import_module(module), name)
 
 
-def write_job(folder: str | os.PathLike[str], target: str, *, values: Mapping[str, Any],
-              frames: Mapping[str, pl.DataFrame | pl.LazyFrame] | None = None, device: str = "cpu") -> Path:
+def write_job(
+    folder: str | os.PathLike[str],
+    target: str,
+    *,
+    values: Mapping[str, Any],
+    frames: Mapping[str, pl.DataFrame | pl.LazyFrame] | None = None,
+    device: str = "cpu",
+) -> Path:
     """Write a job (see the module docstring); `target` must name an importable function."""
     _resolve(target)
     folder = Path(folder)

@@ -80,8 +80,12 @@ from dagster_ir.neural.device import resolve_device
 from dagster_ir.storage.atomic import atomic_path, replace_directory, sync_tree, temp_name, umask
 from dagster_ir.storage.locks import folder_lock
 
-torch = lazy_module("torch")
-safetensors_torch = lazy_module("safetensors.torch")  # imports torch
+if TYPE_CHECKING:
+    import safetensors.torch as safetensors_torch
+    import torch
+else:
+    torch = lazy_module("torch")
+    safetensors_torch = lazy_module("safetensors.torch")  # imports torch
 
 
 def load_file(*args, **kwargs):
@@ -270,6 +274,7 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
     """AdamW; biases and normalisation weights (parameters with < 2 dims) get no weight decay;
     parameters named by `config.lr_groups` prefixes get their group's base rate. A model on the CPU
     gets torch's fused AdamW (the same update, equal within float rounding, several times faster)."""
+
     def rate(name: str) -> float:
         return next((lr for prefix, lr in config.lr_groups if name.startswith(prefix)), config.lr)
 
@@ -278,10 +283,14 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
         if p.requires_grad:
             buckets.setdefault((rate(name), p.ndim >= 2), []).append(p)
     if not config.lr_groups:  # the two groups as before (their order is part of a checkpoint)
-        buckets = {(config.lr, True): buckets.get((config.lr, True), []),
-                   (config.lr, False): buckets.get((config.lr, False), [])}
-    groups = [{"params": params, "lr": lr, "weight_decay": config.weight_decay if decays else 0.0}
-              for (lr, decays), params in buckets.items()]
+        buckets = {
+            (config.lr, True): buckets.get((config.lr, True), []),
+            (config.lr, False): buckets.get((config.lr, False), []),
+        }
+    groups = [
+        {"params": params, "lr": lr, "weight_decay": config.weight_decay if decays else 0.0}
+        for (lr, decays), params in buckets.items()
+    ]
     # on a CPU, torch's fused kernel: the same update in one pass per tensor, where its default
     # (one op at a time per tensor) cost 0.7 s a step on MiniLM, 15% of the step (fused: 0.14 s)
     on_cpu = all(p.device.type == "cpu" for p in model.parameters())
@@ -359,7 +368,9 @@ def _restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torc
     for key, value in [*tensors.items(), *saved["scalars"].items()]:
         index, name = key.split(".", 1)
         state.setdefault(int(index), {})[name] = value
-    groups = [{**group, "betas": tuple(group["betas"])} if "betas" in group else group for group in saved["param_groups"]]
+    groups = [
+        {**group, "betas": tuple(group["betas"])} if "betas" in group else group for group in saved["param_groups"]
+    ]
     optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
@@ -374,7 +385,10 @@ def _rng_state() -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     if torch.cuda.is_available():
         for i, cuda_state in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"cuda.{i}"] = cuda_state
-    meta = {"python": json.dumps([version, gauss]), "numpy": json.dumps([kind, int(pos), int(has_gauss), float(cached)])}
+    meta = {
+        "python": json.dumps([version, gauss]),
+        "numpy": json.dumps([kind, int(pos), int(has_gauss), float(cached)]),
+    }
     return tensors, meta
 
 
@@ -458,29 +472,38 @@ def _read_state(folder: Path) -> dict:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{path}: cannot read the checkpoint state ({error}); "
-                              f"remove {folder} to resume from an older checkpoint") from error
+        raise CheckpointError(
+            f"{path}: cannot read the checkpoint state ({error}); remove {folder} to resume from an older checkpoint"
+        ) from error
     for name, digest in state.get("files", {}).items():
         file = folder / name
         if not file.is_file():
             raise CheckpointError(f"{file}: missing from the checkpoint; remove {folder} to resume from an older one")
         if _sha256(file) != digest:
-            raise CheckpointError(f"{file}: corrupt (sha256 differs from {path}); "
-                                  f"remove {folder} to resume from an older checkpoint")
+            raise CheckpointError(
+                f"{file}: corrupt (sha256 differs from {path}); remove {folder} to resume from an older checkpoint"
+            )
     return state
 
 
 def _check_config(state: dict, config: TrainConfig, folder: Path) -> None:
     saved = state.get("config", {})
+
     # a field added since the checkpoint was written counts as its default
     def as_saved(value):  # JSON turns tuples (lr_groups) into lists
         return json.loads(json.dumps(value))
 
-    changed = [f.name for f in fields(config) if f.name not in _RESUMABLE_CHANGES
-               and as_saved(saved.get(f.name, f.default)) != as_saved(getattr(config, f.name))]
+    changed = [
+        f.name
+        for f in fields(config)
+        if f.name not in _RESUMABLE_CHANGES
+        and as_saved(saved.get(f.name, f.default)) != as_saved(getattr(config, f.name))
+    ]
     if changed:
-        raise CheckpointError(f"{folder / STATE_FILE}: the checkpoint was trained with other settings "
-                              f"({', '.join(f'{n}={saved.get(n)!r}' for n in changed)}); use a fresh checkpoint_dir")
+        raise CheckpointError(
+            f"{folder / STATE_FILE}: the checkpoint was trained with other settings "
+            f"({', '.join(f'{n}={saved.get(n)!r}' for n in changed)}); use a fresh checkpoint_dir"
+        )
 
 
 def _load_checkpoint(folder: Path, model: torch.nn.Module, optimizer, scheduler, config: TrainConfig) -> _Progress:
@@ -502,8 +525,11 @@ def _load_checkpoint(folder: Path, model: torch.nn.Module, optimizer, scheduler,
             meta = handle.metadata()
         _set_rng_state(load_file(str(rng_file)), meta)
     else:
-        warnings.warn(f"{rng_file}: no RNG state for rank {rank} (saved with {state['world_size']} processes); "
-                      "reseeding, so the resumed run is not bit-identical", stacklevel=2)
+        warnings.warn(
+            f"{rng_file}: no RNG state for rank {rank} (saved with {state['world_size']} processes); "
+            "reseeding, so the resumed run is not bit-identical",
+            stacklevel=2,
+        )
         _seed_everything(config.seed + 1000 * rank + state["progress"]["step"])
     return _Progress(**state["progress"])
 
@@ -601,8 +627,12 @@ def train(
         return _train(model, make_batches, loss_fn, config, Path(checkpoint_dir), on_log, evaluate, resume)
 
 
-def against_start(model: torch.nn.Module, evaluate: Callable[[torch.nn.Module], float] | None,
-                  run: Callable[[], TrainResult], keep_start: bool = True) -> tuple[TrainResult, float | None, bool]:
+def against_start(
+    model: torch.nn.Module,
+    evaluate: Callable[[torch.nn.Module], float] | None,
+    run: Callable[[], TrainResult],
+    keep_start: bool = True,
+) -> tuple[TrainResult, float | None, bool]:
     """(the training's result, the start's score or None, whether the start was kept): see the module docstring."""
     if evaluate is None:
         return run(), None, False
@@ -635,8 +665,10 @@ def _check_shared_folder(root: Path) -> None:
     if rank == 0:
         probe.unlink(missing_ok=True)
     if blind.item():
-        raise CheckpointError(f"{root}: {blind.item()} of {world_size} processes do not see rank 0's files there; "
-                              "put checkpoint_dir on the data directory every node mounts")
+        raise CheckpointError(
+            f"{root}: {blind.item()} of {world_size} processes do not see rank 0's files there; "
+            "put checkpoint_dir on the data directory every node mounts"
+        )
 
 
 def _train(model, make_batches, loss_fn, config: TrainConfig, root: Path, on_log, evaluate, resume) -> TrainResult:

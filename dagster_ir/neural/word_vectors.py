@@ -27,7 +27,10 @@ from dagster_ir.neural.backbone import DEFAULT_BACKBONE, backbone_path
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
 
-gensim_models = lazy_module("gensim.models")  # imports SciPy
+if TYPE_CHECKING:
+    import gensim.models as gensim_models
+else:
+    gensim_models = lazy_module("gensim.models")  # imports SciPy
 
 EMBEDDING_SUFFIX = "embeddings.word_embeddings.weight"
 

@@ -76,8 +76,9 @@ def write_runs_in_blocks(
         for handle in outputs.values():
             handle.close()
     n_judged = relevant.select("query_id").n_unique() if relevant is not None else 0
-    recall = {name: {k: (v / n_judged if n_judged else float("nan")) for k, v in by_k.items()}
-              for name, by_k in found.items()}
+    recall = {
+        name: {k: (v / n_judged if n_judged else float("nan")) for k, v in by_k.items()} for name, by_k in found.items()
+    }
     runs = pl.scan_parquet(str(parts_dir / "part-*.parquet")) if part else pl.LazyFrame(schema=RUN)
     return BlockedRuns(runs=runs, trec_files=trec_files, recall=recall, seconds=seconds, blocks=blocks)
 
@@ -92,8 +93,17 @@ def _relevant(qrels: pl.DataFrame | None) -> pl.DataFrame | None:
     return relevant
 
 
-def _write_block(rows: pl.DataFrame, name: str, parts_dir: Path, part: int, output, trec_dir: Path,
-                 relevant: pl.DataFrame | None, found: dict, ks: Sequence[int]) -> int:
+def _write_block(
+    rows: pl.DataFrame,
+    name: str,
+    parts_dir: Path,
+    part: int,
+    output,
+    trec_dir: Path,
+    relevant: pl.DataFrame | None,
+    found: dict,
+    ks: Sequence[int],
+) -> int:
     """Write one block of one run (part file, TREC lines, recall sums); returns the next part number."""
     if rows.height == 0:
         return part
@@ -111,7 +121,10 @@ def _write_block(rows: pl.DataFrame, name: str, parts_dir: Path, part: int, outp
         judged = relevant.join(rows.select("query_id").unique(), on="query_id", how="semi")
         for k in ks:
             retrieved = top_k(rows, k).select("query_id", "doc_id", hit=pl.lit(True))
-            per_query = (judged.join(retrieved, on=["query_id", "doc_id"], how="left")
-                         .group_by("query_id").agg(pl.col("hit").fill_null(False).mean()))
+            per_query = (
+                judged.join(retrieved, on=["query_id", "doc_id"], how="left")
+                .group_by("query_id")
+                .agg(pl.col("hit").fill_null(False).mean())
+            )
             found[name][k] += float(per_query["hit"].sum())
     return part + 1

@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -38,8 +38,12 @@ from dagster_ir.retrieval.fast_bert import FastBert
 from dagster_ir.schemas import CORPUS, RUN, validate
 from dagster_ir.storage.atomic import atomic_path, write_text_atomic
 
-torch = lazy_module("torch")
-F = lazy_module("torch.nn.functional")
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_module("torch")
+    F = lazy_module("torch.nn.functional")
 
 
 def bundled_model_path() -> str:
@@ -91,9 +95,7 @@ def _load_encoder(model: str, device: str) -> _Encoder:
 
 
 _POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
-_SUPPORTED_MODULES = {
-    f"sentence_transformers.models.{name}" for name in ("Transformer", "Pooling", "Normalize")
-}
+_SUPPORTED_MODULES = {f"sentence_transformers.models.{name}" for name in ("Transformer", "Pooling", "Normalize")}
 
 
 def _pooling_mode(model: str) -> str:
@@ -143,8 +145,9 @@ def encode(texts: Sequence[str], config: DenseConfig) -> np.ndarray:
     return out
 
 
-def _embed(encoder: _Encoder, batch: list[dict[str, Any]], config: DenseConfig,
-           fast: FastBert | None = None) -> torch.Tensor:
+def _embed(
+    encoder: _Encoder, batch: list[dict[str, Any]], config: DenseConfig, fast: FastBert | None = None
+) -> torch.Tensor:
     """Pool (and normalise) the token embeddings of one dynamically padded batch."""
     inputs = encoder.tokenizer.pad(batch, return_tensors="pt").to(config.device)
     if fast is not None:
@@ -212,8 +215,14 @@ def encode_corpus_to(
     ids = pl.concat(doc_ids) if doc_ids else pl.Series("doc_id", [], dtype=pl.String)
     with atomic_path(doc_ids_path(path)) as tmp:
         ids.to_frame("doc_id").write_parquet(tmp)
-    manifest = {"model": config.model, "pooling": _pooling_mode(config.model), "normalize": config.normalize,
-                "max_length": config.max_length, "dim": dim, "n_docs": n_docs}
+    manifest = {
+        "model": config.model,
+        "pooling": _pooling_mode(config.model),
+        "normalize": config.normalize,
+        "max_length": config.max_length,
+        "dim": dim,
+        "n_docs": n_docs,
+    }
     write_text_atomic(manifest_path(path), json.dumps(manifest, indent=1) + "\n")
     return EncodedCorpus(path, doc_ids_path(path), n_docs, dim, time.perf_counter() - started)
 
@@ -243,8 +252,10 @@ def check_query_encoder(embeddings_path: str | os.PathLike[str], config: DenseCo
     for name in ("model", "normalize"):
         ours, theirs = getattr(config, name), getattr(documents, name)
         if ours != theirs:
-            raise ValueError(f"{embeddings_path}: queries would be encoded by {name}={ours!r}, "
-                             f"the documents were by {name}={theirs!r}")
+            raise ValueError(
+                f"{embeddings_path}: queries would be encoded by {name}={ours!r}, "
+                f"the documents were by {name}={theirs!r}"
+            )
 
 
 def load_corpus_embeddings(path: str | os.PathLike[str]) -> tuple[np.ndarray, pl.Series]:

@@ -44,11 +44,16 @@ steps (the scorers make one per call).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dagster_ir.lazy import inference_mode, lazy_module
 
-torch = lazy_module("torch")
-F = lazy_module("torch.nn.functional")
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_module("torch")
+    F = lazy_module("torch.nn.functional")
 
 
 _ACTIVATIONS = {
@@ -124,8 +129,9 @@ def _layer_weights(layer: torch.nn.Module, dtype: torch.dtype) -> _Layer:
     query, key, value = attention.self.query, attention.self.key, attention.self.value
     (wqkv, bqkv), (wkv, bkv), (wq, bq) = w(query, key, value), w(key, value), w(query)
     (wo, bo), (wi, bi), (wf, bf) = w(attention.output.dense), w(layer.intermediate.dense), w(layer.output.dense)
-    return _Layer(wqkv, bqkv, wkv, bkv, wq, bq, wo, bo, ln(attention.output.LayerNorm), wi, bi, wf, bf,
-                  ln(layer.output.LayerNorm))
+    return _Layer(
+        wqkv, bqkv, wkv, bkv, wq, bq, wo, bo, ln(attention.output.LayerNorm), wi, bi, wf, bf, ln(layer.output.LayerNorm)
+    )
 
 
 class FastBert:
@@ -162,18 +168,29 @@ class FastBert:
         return buffer[:numel].view(shape)
 
     @inference_mode
-    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None,
-                      position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def hidden_states(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        segments: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The last layer's token states, (B, L, hidden), float32."""
         batch, length = input_ids.shape
-        return self._encode(input_ids, attention_mask, token_type_ids, segments, position_ids,
-                            cls_only=False).view(batch, length, -1)
+        return self._encode(input_ids, attention_mask, token_type_ids, segments, position_ids, cls_only=False).view(
+            batch, length, -1
+        )
 
     @inference_mode
-    def scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               token_type_ids: torch.Tensor | None = None, segments: torch.Tensor | None = None,
-               position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def scores(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        segments: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The one-output classification logit of every row, (B,), float32."""
         if self.head is None or self.bert.pooler is None or self.head.config.num_labels != 1:
             raise ValueError("FastBert.scores needs a one-output BertForSequenceClassification with a pooler")
@@ -181,8 +198,9 @@ class FastBert:
         pooled = torch.tanh(self.bert.pooler.dense(cls))
         return self.head.classifier(pooled).squeeze(-1)
 
-    def _encode(self, input_ids, attention_mask, token_type_ids, segments, position_ids, *,
-                cls_only: bool) -> torch.Tensor:
+    def _encode(
+        self, input_ids, attention_mask, token_type_ids, segments, position_ids, *, cls_only: bool
+    ) -> torch.Tensor:
         batch, length = input_ids.shape
         x = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
         x = x.reshape(batch * length, -1)

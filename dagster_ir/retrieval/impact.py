@@ -144,19 +144,37 @@ def build_impacts(postings: Postings, k1: float, b: float, key: str) -> ImpactIn
     weights = np.repeat(postings.idf, lengths)  # boost 1: weight = idf
     impacts = term_impacts(weights, postings.freqs, cache[postings.norms[postings.docs]])
     return ImpactIndex(
-        key=key, k1=float(k1), b=float(b), term_rows={t: i for i, t in enumerate(postings.terms)},
-        indptr=postings.indptr, docs=postings.docs, impacts=impacts.astype(np.float32), freqs=postings.freqs,
-        norms=postings.norms, idf=postings.idf, cache=cache, length_table=postings.length_table,
-        doc_count=postings.doc_count, sum_total_term_freq=postings.sum_total_term_freq,
+        key=key,
+        k1=float(k1),
+        b=float(b),
+        term_rows={t: i for i, t in enumerate(postings.terms)},
+        indptr=postings.indptr,
+        docs=postings.docs,
+        impacts=impacts.astype(np.float32),
+        freqs=postings.freqs,
+        norms=postings.norms,
+        idf=postings.idf,
+        cache=cache,
+        length_table=postings.length_table,
+        doc_count=postings.doc_count,
+        sum_total_term_freq=postings.sum_total_term_freq,
     )
 
 
 def postings_of(impacts: ImpactIndex) -> Postings:
     """The index's postings that `impacts` were computed from: for other (k1, b) without Lucene."""
     terms = sorted(impacts.term_rows, key=impacts.term_rows.__getitem__)
-    return Postings(terms=terms, indptr=impacts.indptr, docs=impacts.docs, freqs=impacts.freqs,
-                    norms=impacts.norms, length_table=impacts.length_table, idf=impacts.idf,
-                    doc_count=impacts.doc_count, sum_total_term_freq=impacts.sum_total_term_freq)
+    return Postings(
+        terms=terms,
+        indptr=impacts.indptr,
+        docs=impacts.docs,
+        freqs=impacts.freqs,
+        norms=impacts.norms,
+        length_table=impacts.length_table,
+        idf=impacts.idf,
+        doc_count=impacts.doc_count,
+        sum_total_term_freq=impacts.sum_total_term_freq,
+    )
 
 
 def with_id_order(impacts: ImpactIndex, id_order: np.ndarray) -> ImpactIndex:
@@ -164,15 +182,22 @@ def with_id_order(impacts: ImpactIndex, id_order: np.ndarray) -> ImpactIndex:
     (Anserini's order of tied documents)."""
     if len(id_order) != impacts.max_doc:
         raise ValueError(f"{len(id_order)} document ranks for {impacts.max_doc} documents")
-    return replace(impacts, doc_ranks=id_order[impacts.docs].astype(np.int32),
-                   docs_by_rank=np.argsort(id_order).astype(np.int32))
+    return replace(
+        impacts, doc_ranks=id_order[impacts.docs].astype(np.int32), docs_by_rank=np.argsort(id_order).astype(np.int32)
+    )
 
 
 # --- the file -----------------------------------------------------------------------------------
 
 _ARRAYS = {  # name: dtype, in the file
-    "indptr": np.int64, "docs": np.int32, "impacts": np.float32, "freqs": np.float32,
-    "norms": np.uint8, "idf": np.float32, "cache": np.float32, "length_table": np.float32,
+    "indptr": np.int64,
+    "docs": np.int32,
+    "impacts": np.float32,
+    "freqs": np.float32,
+    "norms": np.uint8,
+    "idf": np.float32,
+    "cache": np.float32,
+    "length_table": np.float32,
 }
 
 
@@ -183,9 +208,15 @@ def save_impacts(impacts: ImpactIndex, path: str | os.PathLike[str]) -> Path:
     params = np.array([impacts.k1, impacts.b], dtype=np.float64)
     counts = np.array([impacts.doc_count, impacts.sum_total_term_freq], dtype=np.int64)
     with atomic_path(path) as tmp, open(tmp, "wb") as out:
-        np.savez(out, format=header, params=params, counts=counts, key=np.frombuffer(impacts.key.encode(), dtype=np.uint8),
-                 terms=np.frombuffer(terms, dtype=np.uint8),
-                 **{name: getattr(impacts, name) for name in _ARRAYS})
+        np.savez(
+            out,
+            format=header,
+            params=params,
+            counts=counts,
+            key=np.frombuffer(impacts.key.encode(), dtype=np.uint8),
+            terms=np.frombuffer(terms, dtype=np.uint8),
+            **{name: getattr(impacts, name) for name in _ARRAYS},
+        )
     return Path(path)
 
 
@@ -203,22 +234,36 @@ def load_impacts(path: str | os.PathLike[str]) -> ImpactIndex:
         raise ValueError(f"{path}: impacts format {arrays['format'].tolist()}, expected [{IMPACT_FORMAT}]")
     for name, dtype in _ARRAYS.items():
         if arrays[name].dtype != dtype or arrays[name].ndim != 1:
-            raise ValueError(f"{path}: array '{name}' is {arrays[name].dtype}{list(arrays[name].shape)}, "
-                             f"expected a vector of {np.dtype(dtype)}")
+            raise ValueError(
+                f"{path}: array '{name}' is {arrays[name].dtype}{list(arrays[name].shape)}, "
+                f"expected a vector of {np.dtype(dtype)}"
+            )
     terms = bytes(arrays["terms"]).decode("utf-8").split("\n") if arrays["terms"].size else []
     indptr, docs = arrays["indptr"], arrays["docs"]
     n_postings = len(docs)
-    if (len(indptr) != len(terms) + 1 or indptr[0] != 0 or indptr[-1] != n_postings
-            or np.any(np.diff(indptr) < 0) or len(arrays["idf"]) != len(terms) or len(arrays["cache"]) != 256
-            or len(arrays["length_table"]) != 256 or arrays["counts"].shape != (2,)
-            or len(arrays["impacts"]) != n_postings or len(arrays["freqs"]) != n_postings
-            or (n_postings and (docs.min() < 0 or docs.max() >= len(arrays["norms"])))):
+    if (
+        len(indptr) != len(terms) + 1
+        or indptr[0] != 0
+        or indptr[-1] != n_postings
+        or np.any(np.diff(indptr) < 0)
+        or len(arrays["idf"]) != len(terms)
+        or len(arrays["cache"]) != 256
+        or len(arrays["length_table"]) != 256
+        or arrays["counts"].shape != (2,)
+        or len(arrays["impacts"]) != n_postings
+        or len(arrays["freqs"]) != n_postings
+        or (n_postings and (docs.min() < 0 or docs.max() >= len(arrays["norms"])))
+    ):
         raise ValueError(f"{path}: impacts arrays do not fit together (terms, postings, documents)")
     k1, b = arrays["params"].tolist()
     doc_count, sum_total_term_freq = arrays["counts"].tolist()
     return ImpactIndex(
-        key=bytes(arrays["key"]).decode("utf-8"), k1=k1, b=b, term_rows={t: i for i, t in enumerate(terms)},
-        doc_count=doc_count, sum_total_term_freq=sum_total_term_freq,
+        key=bytes(arrays["key"]).decode("utf-8"),
+        k1=k1,
+        b=b,
+        term_rows={t: i for i, t in enumerate(terms)},
+        doc_count=doc_count,
+        sum_total_term_freq=sum_total_term_freq,
         **{name: arrays[name] for name in _ARRAYS},
     )
 
@@ -255,8 +300,9 @@ def search_impacts(impacts: ImpactIndex, query_terms: list[list[str]], k: int, t
     def block(first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         last = min(first + per_block, len(query_terms))
         lo, hi = np.searchsorted(pair_query, [first, last])
-        query, docs, scores = _score_block(impacts, pair_query[lo:hi] - first, pair_row[lo:hi],
-                                           pair_count[lo:hi], last - first, k)
+        query, docs, scores = _score_block(
+            impacts, pair_query[lo:hi] - first, pair_row[lo:hi], pair_count[lo:hi], last - first, k
+        )
         return query + first, docs, scores
 
     firsts = range(0, len(query_terms), per_block)
@@ -289,13 +335,20 @@ def _query_rows(impacts: ImpactIndex, query_terms: list[list[str]]) -> tuple[np.
         pair_query.extend([number] * len(counts))
         pair_row.extend(counts)
         pair_count.extend(counts.values())
-    return (np.asarray(pair_query, dtype=np.int64), np.asarray(pair_row, dtype=np.int64),
-            np.asarray(pair_count, dtype=np.int64))
+    return (
+        np.asarray(pair_query, dtype=np.int64),
+        np.asarray(pair_row, dtype=np.int64),
+        np.asarray(pair_count, dtype=np.int64),
+    )
 
 
 def _score_block(
-    impacts: ImpactIndex, pair_query: np.ndarray, pair_row: np.ndarray, pair_count: np.ndarray,
-    n_queries: int, k: int,
+    impacts: ImpactIndex,
+    pair_query: np.ndarray,
+    pair_row: np.ndarray,
+    pair_count: np.ndarray,
+    n_queries: int,
+    k: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(query, doc, raw score) of a block of queries: each query's documents scoring at least its
     k-th, score descending, then by doc id.
@@ -312,8 +365,9 @@ def _score_block(
     repeated = np.repeat(pair_count > 1, lengths)
     if repeated.any():  # weight = count * idf, in float, then Lucene's formula
         weights = np.repeat(pair_count.astype(np.float32) * impacts.idf[pair_row], lengths)[repeated]
-        values[repeated] = term_impacts(weights, impacts.freqs[postings[repeated]],
-                                        impacts.cache[impacts.norms[impacts.docs[postings[repeated]]]])
+        values[repeated] = term_impacts(
+            weights, impacts.freqs[postings[repeated]], impacts.cache[impacts.norms[impacts.docs[postings[repeated]]]]
+        )
     # One cell per (query, document), numbered by the document's place in id order. A cell's
     # postings are summed without a (queries x documents) array of sums: `marker` (never
     # cleared: only cells written here are read) names one posting per cell, and the cells are
@@ -334,9 +388,9 @@ def _score_block(
         keep = np.ones(len(scores), dtype=bool)
         ends = np.cumsum(counts)
         for q in np.flatnonzero(counts > k):
-            segment = scores[ends[q] - counts[q]: ends[q]]
+            segment = scores[ends[q] - counts[q] : ends[q]]
             kth = -np.partition(-segment, k - 1)[k - 1]
-            keep[ends[q] - counts[q]: ends[q]] = segment >= kth
+            keep[ends[q] - counts[q] : ends[q]] = segment >= kth
         query, place, scores = query[keep], place[keep], scores[keep]
     # Positive float32 scores order as their bit patterns (31 bits) do; (query, -score, place) fit
     # in one int64, since queries x documents in a block is below 2**23: one plain sort.

@@ -118,9 +118,7 @@ def _start_jvm() -> None:
     import jnius_config
     import pyserini.setup  # only sets the classpath; importing it starts nothing
 
-    jar_dir = os.environ.get("ANSERINI_CLASSPATH") or str(
-        Path(pyserini.setup.__file__).parent / "resources" / "jars"
-    )
+    jar_dir = os.environ.get("ANSERINI_CLASSPATH") or str(Path(pyserini.setup.__file__).parent / "resources" / "jars")
     pyserini.setup.configure_classpath(jar_dir)
     options = [o for o in jnius_config.get_options() if o != _VECTOR_MODULE_OPTION]
     jnius_config.set_options(*options, _QUIET_UNSAFE_OPTION)
@@ -172,8 +170,9 @@ def build_index(
     frames = [corpus] if isinstance(corpus, pl.DataFrame) else corpus
     index_dir = Path(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
-    scratch = tempfile.TemporaryDirectory(prefix=f".{index_dir.name}.jsonl.{writer_tag()}-", suffix=".tmp",
-                                          dir=index_dir.parent)  # named so that clean_orphans finds it after a kill
+    scratch = tempfile.TemporaryDirectory(
+        prefix=f".{index_dir.name}.jsonl.{writer_tag()}-", suffix=".tmp", dir=index_dir.parent
+    )  # named so that clean_orphans finds it after a kill
     with scratch as tmp:
         collection_dir = Path(tmp)
         _write_json_collection(frames, collection_dir, n_files=threads)
@@ -206,9 +205,7 @@ def _json_documents(frame: pl.DataFrame, where: str) -> pl.DataFrame:
     duplicated = frame.filter(pl.col("doc_id").is_duplicated())
     if duplicated.height:
         raise ValueError(f"{where}: duplicate doc_id {duplicated['doc_id'][0]!r}")
-    contents = pl.concat_str(
-        [pl.col("title").fill_null(""), pl.col("text").fill_null("")], separator="\n"
-    )
+    contents = pl.concat_str([pl.col("title").fill_null(""), pl.col("text").fill_null("")], separator="\n")
     return frame.select(pl.col("doc_id").alias("id"), contents.alias("contents"))
 
 
@@ -474,9 +471,7 @@ class _Searcher:
         self._max_doc = index.max_doc
         self._searcher = index_searcher(cast("org.apache.lucene.index.IndexReader", index.reader))
         self._searcher.setSimilarity(_similarity(autoclass, model))
-        self._hits_searcher = index_searcher(
-            cast("org.apache.lucene.index.IndexReader", index.no_stored_fields)
-        )
+        self._hits_searcher = index_searcher(cast("org.apache.lucene.index.IndexReader", index.no_stored_fields))
         self._analyzer = autoclass("io.anserini.index.IndexCollection").DEFAULT_ANALYZER
         self._generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
         self._scored_docs = autoclass("io.anserini.search.ScoredDocs")
@@ -583,9 +578,7 @@ def _search_all(searcher: _Searcher, texts: list[str], k: int, threads: int) -> 
     return hits  # type: ignore[return-value]
 
 
-def _run_frame(
-    query_ids: pl.Series, hits: list[_Hits], index: _OpenIndex, k: int, run_name: str
-) -> pl.DataFrame:
+def _run_frame(query_ids: pl.Series, hits: list[_Hits], index: _OpenIndex, k: int, run_name: str) -> pl.DataFrame:
     """The RUN frame of every query's top `k`, in query order, as Anserini ranks and scores them.
 
     Within a query: raw score descending, ties by doc id ascending (byte order, as Anserini's
@@ -647,12 +640,16 @@ def _read_postings(index: _OpenIndex) -> impact.Postings:
     autoclass = index._autoclass
     reader = index.reader
     searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
-        cast("org.apache.lucene.index.IndexReader", index.no_stored_fields))
+        cast("org.apache.lucene.index.IndexReader", index.no_stored_fields)
+    )
     searcher.setSimilarity(autoclass("io.anserini.search.similarity.ImpactSimilarity")())
     term_query, term_class = autoclass("org.apache.lucene.search.TermQuery"), autoclass("org.apache.lucene.index.Term")
     scored_docs = autoclass("io.anserini.search.ScoredDocs")
-    terms_enum = autoclass("org.apache.lucene.index.MultiTerms").getTerms(
-        cast("org.apache.lucene.index.IndexReader", reader), _CONTENTS_FIELD).iterator()
+    terms_enum = (
+        autoclass("org.apache.lucene.index.MultiTerms")
+        .getTerms(cast("org.apache.lucene.index.IndexReader", reader), _CONTENTS_FIELD)
+        .iterator()
+    )
     terms, dfs, docs, freqs = [], [], [], []
     while (term_bytes := terms_enum.next()) is not None:
         term, df = term_bytes.utf8ToString(), int(terms_enum.docFreq())

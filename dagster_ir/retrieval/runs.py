@@ -61,14 +61,19 @@ def append_candidates(run: pl.DataFrame, candidates: pl.DataFrame, keys: tuple[s
     validate(candidates, RUN, "candidates")
     group = ["run_name", "query_id", *keys]
     tails = run.group_by(group).agg(last_rank=pl.col("rank").max(), floor=pl.col("score").min())
-    below = (candidates.select("query_id", "doc_id", first_rank="rank")
-             .join(tails, on="query_id", how="inner")
-             .join(run.select(*group, "doc_id"), on=[*group, "doc_id"], how="anti", nulls_equal=True)
-             .sort([*group, "first_rank", "doc_id"])
-             .with_columns(step=pl.int_range(1, pl.len() + 1).over(group)))
-    extra = below.select(*(c for c in run.columns if c not in RUN or c in group), "doc_id",
-                         score=pl.col("floor") - pl.col("step") * (1.0 + pl.col("floor").abs()),
-                         rank=(pl.col("last_rank") + pl.col("step")).cast(pl.Int32))
+    below = (
+        candidates.select("query_id", "doc_id", first_rank="rank")
+        .join(tails, on="query_id", how="inner")
+        .join(run.select(*group, "doc_id"), on=[*group, "doc_id"], how="anti", nulls_equal=True)
+        .sort([*group, "first_rank", "doc_id"])
+        .with_columns(step=pl.int_range(1, pl.len() + 1).over(group))
+    )
+    extra = below.select(
+        *(c for c in run.columns if c not in RUN or c in group),
+        "doc_id",
+        score=pl.col("floor") - pl.col("step") * (1.0 + pl.col("floor").abs()),
+        rank=(pl.col("last_rank") + pl.col("step")).cast(pl.Int32),
+    )
     return pl.concat([run, extra.select(run.columns)], how="vertical_relaxed").sort([*group, "rank"])
 
 

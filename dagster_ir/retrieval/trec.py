@@ -106,9 +106,7 @@ def parse_run_text(
     return frame, ReadReport(bom, crlf, dropped)
 
 
-def parse_qrels_text(
-    text: str, *, source: str = "<text>", repair: bool = False
-) -> tuple[pl.DataFrame, ReadReport]:
+def parse_qrels_text(text: str, *, source: str = "<text>", repair: bool = False) -> tuple[pl.DataFrame, ReadReport]:
     """Parse the text of a qrels file; `source` names it in error messages."""
     lines, bom, crlf = _split_lines(text, source, repair)
     raw = _columns(lines, QRELS_COLUMNS, "qid iter docid rel", source)
@@ -167,9 +165,7 @@ def _columns(lines: pl.Series, names: tuple[str, ...], layout: str, source: str)
     if wrong.any():
         index = int(wrong.arg_true()[0])
         shown = lines[index][:_SHOWN_CHARS]
-        raise _fail(
-            source, index + 1, f"expected {len(names)} columns `{layout}`, found {counts[index]}: {shown!r}"
-        )
+        raise _fail(source, index + 1, f"expected {len(names)} columns `{layout}`, found {counts[index]}: {shown!r}")
     return pl.DataFrame({name: tokens.list.get(i) for i, name in enumerate(names)})
 
 
@@ -202,9 +198,7 @@ def _drop_duplicates(frame: pl.DataFrame, source: str, repair: bool) -> tuple[pl
     index = int((~first).arg_true()[0])
     query, doc = frame["query_id"][index], frame["doc_id"][index]
     same = (frame["query_id"] == query) & (frame["doc_id"] == doc)
-    raise _fail(
-        source, index + 1, f"duplicate (query, doc) ({query!r}, {doc!r}); first at line {_first_true(same)}"
-    )
+    raise _fail(source, index + 1, f"duplicate (query, doc) ({query!r}, {doc!r}); first at line {_first_true(same)}")
 
 
 # --- checks -----------------------------------------------------------------------------------
@@ -228,9 +222,7 @@ def check_run_against_qrels(
         return run.filter(~unjudged), len(missing)
     shown = missing.head(20).to_list()
     more = f" and {len(missing) - len(shown)} more" if len(missing) > len(shown) else ""
-    raise _fail(
-        str(path), _first_true(unjudged), f"{len(missing)} run queries not in the qrels: {shown}{more}"
-    )
+    raise _fail(str(path), _first_true(unjudged), f"{len(missing)} run queries not in the qrels: {shown}{more}")
 
 
 # --- ranking and writing ------------------------------------------------------------------------
@@ -292,8 +284,9 @@ def write_runs(frame: pl.DataFrame, folder: PathLike) -> list[Path]:
     for run_name, seed in runs:
         name = run_file_name(run_name, seed)
         if name in names:
-            raise ValueError(f"write_runs: runs {names[name]} and {(run_name, seed)} would both be written to "
-                             f"{folder / name}")
+            raise ValueError(
+                f"write_runs: runs {names[name]} and {(run_name, seed)} would both be written to {folder / name}"
+            )
         names[name] = (run_name, seed)
     folder.mkdir(parents=True, exist_ok=True)
     written = [write_run(runs[key].select(list(RUN)), folder / name) for name, key in names.items()]
@@ -339,9 +332,7 @@ def _require_tokens(frame: pl.DataFrame, columns: list[str], path: PathLike) -> 
         bad = values.is_null() | (values.str.len_bytes() == 0) | values.str.contains(_BAD_TOKEN)
         if bad.any():
             index = int(bad.arg_true()[0])
-            raise TrecFormatError(
-                f"{path}: row {index}: {column} {values[index]!r} is empty or contains whitespace"
-            )
+            raise TrecFormatError(f"{path}: row {index}: {column} {values[index]!r} is empty or contains whitespace")
 
 
 def _require_unique_pairs(frame: pl.DataFrame, path: PathLike) -> None:

@@ -144,8 +144,9 @@ class Catalog:
         leading dot, belong to `clean_orphans`): folded never, so rejected rather than kept for ever."""
         if not self.pending_dir.is_dir():
             return []
-        return sorted(p for p in self.pending_dir.iterdir()
-                      if p.is_file() and not p.name.startswith(".") and p.suffix != ".json")
+        return sorted(
+            p for p in self.pending_dir.iterdir() if p.is_file() and not p.name.startswith(".") and p.suffix != ".json"
+        )
 
     def sync(self, *, lock_timeout: float = 10.0, open_timeout: float = 5.0) -> bool:
         """Fold pending records into DuckDB and refresh views; False if the catalog is busy."""
@@ -154,7 +155,9 @@ class Catalog:
                 self.last_sync_error = "another process is folding the journal"
                 return False
             for stray in self._strays():
-                self._reject(stray, _Unfoldable("not a journal record (records are .json files written by the IO manager)"))
+                self._reject(
+                    stray, _Unfoldable("not a journal record (records are .json files written by the IO manager)")
+                )
             files = self.pending()
             con = _connect(self.path, open_timeout, self.data_dir)
             if con is None:
@@ -212,12 +215,17 @@ class Catalog:
     def _reader(self, open_timeout: float) -> duckdb.DuckDBPyConnection:
         """A read-only connection that can read the catalog's own tables and nothing else on the host."""
         if not self.path.is_file():
-            waiting = f" ({len(self.pending())} records pending: `dagster-ir catalog sync` folds them)" if self.pending() else ""
+            waiting = (
+                f" ({len(self.pending())} records pending: `dagster-ir catalog sync` folds them)"
+                if self.pending()
+                else ""
+            )
             raise FileNotFoundError(f"{self.path}: no catalog yet{waiting}")
         con = _connect(self.path, open_timeout, self.data_dir, read_only=True)
         if con is None:
-            raise CatalogBusyError(f"{self.path} is held by another process (a duckdb shell?); "
-                                   "close it, or query while it is free")
+            raise CatalogBusyError(
+                f"{self.path} is held by another process (a duckdb shell?); close it, or query while it is free"
+            )
         try:
             tables = self.data_dir / TABLES_DIR
             con.execute("set allowed_directories = ?", [[f"{tables}{os.sep}"]])
@@ -301,8 +309,20 @@ def view_name(asset_key: str) -> str:
 
 
 _COLUMNS = [
-    "record_id", "asset_key", "partition", "run_id", "code_version", "config", "inputs",
-    "data_version", "rows", "bytes", "path", "table_root", "partitioned", "columns",
+    "record_id",
+    "asset_key",
+    "partition",
+    "run_id",
+    "code_version",
+    "config",
+    "inputs",
+    "data_version",
+    "rows",
+    "bytes",
+    "path",
+    "table_root",
+    "partitioned",
+    "columns",
     "materialized_at",
 ]
 
@@ -350,7 +370,7 @@ def _view_root(table_root: str, asset_key: str, data_dir: Path) -> str:
     except ValueError:
         pass
     tail = ("tables", *asset_key.split("/"))
-    if root.parts[-len(tail):] == tail:
+    if root.parts[-len(tail) :] == tail:
         return "/".join(tail)
     return root.as_posix()
 
@@ -374,7 +394,9 @@ def _shadow_views(con: duckdb.DuckDBPyConnection, data_dir: Path) -> None:
             continue
 
 
-def _create_view(con: duckdb.DuckDBPyConnection, name: str, root: str, partitioned: bool, *, temporary: bool = False) -> None:
+def _create_view(
+    con: duckdb.DuckDBPyConnection, name: str, root: str, partitioned: bool, *, temporary: bool = False
+) -> None:
     root_sql = root.replace("'", "''")
     if partitioned:
         source = f"read_parquet('{root_sql}/*/*.parquet', union_by_name = true)"

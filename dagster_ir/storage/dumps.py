@@ -14,9 +14,9 @@ on other machines later. A part's version is the file's identity and its range.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
-import importlib.util
 from pathlib import Path
 
 from dagster_ir.storage.atomic import write_text_atomic
@@ -98,8 +98,11 @@ class DumpRegistry:
         path = Path(dump).expanduser().resolve()
         size = path.stat().st_size if path.is_file() else None
         bounds = [b for r in ranges for b in r]
-        if bounds[0] != 0 or bounds[-1] != size or any(a >= b for a, b in ranges) or any(
-            ranges[i][1] != ranges[i + 1][0] for i in range(len(ranges) - 1)
+        if (
+            bounds[0] != 0
+            or bounds[-1] != size
+            or any(a >= b for a, b in ranges)
+            or any(ranges[i][1] != ranges[i + 1][0] for i in range(len(ranges) - 1))
         ):
             raise ValueError(f"{path}: byte ranges must cover the file in order, got {ranges}")
         name = path.name

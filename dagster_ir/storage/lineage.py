@@ -176,7 +176,9 @@ def walk(con: duckdb.DuckDBPyConnection, asset: str, partition: str | None = Non
         if record_id in built:
             return built[record_id]
         node = records[record_id]
-        parents = sorted(set(children.get(record_id, [])) - trail, key=lambda r: (records[r].asset, records[r].partition or ""))
+        parents = sorted(
+            set(children.get(record_id, [])) - trail, key=lambda r: (records[r].asset, records[r].partition or "")
+        )
         node.parents = [build(p, trail | {record_id}) for p in parents]
         built[record_id] = node
         return node
@@ -198,8 +200,10 @@ def render(trees: list[LineageNode], note=None, *, depth: int | None = None, con
         what = node.asset + (f" [{node.partition}]" if node.partition else "")
         again = node.record_id in shown
         cut = depth is not None and level >= depth and node.parents and not again
-        text = (f"{'  ' * level}{what}  code={node.code_version} content={(node.content_version or '-')[:12]} "
-                f"at={node.materialized_at[:19]} record={node.record_id[:12]}")
+        text = (
+            f"{'  ' * level}{what}  code={node.code_version} content={(node.content_version or '-')[:12]} "
+            f"at={node.materialized_at[:19]} record={node.record_id[:12]}"
+        )
         if again:
             text += " (see above)"
         else:

@@ -97,7 +97,7 @@ def remove_unlocked_siblings(folder: str | os.PathLike[str]) -> list[Path]:
     from dagster_ir.storage.atomic import remove
 
     folder = Path(folder)
-    removed = []
+    removed: list[Path] = []
     if not folder.parent.is_dir():
         return removed
     for other in folder.parent.iterdir():

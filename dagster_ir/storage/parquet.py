@@ -83,8 +83,9 @@ def write_part(frame: pl.DataFrame, path: Path, *, row_group_bytes: int = ROW_GR
     frame.write_parquet(path, compression="zstd", statistics=True, row_group_size=rows)
 
 
-def write_parts(parts: Sequence[Path], path: Path, *, partition: str | None = None,
-                row_group_bytes: int = ROW_GROUP_BYTES) -> int:
+def write_parts(
+    parts: Sequence[Path], path: Path, *, partition: str | None = None, row_group_bytes: int = ROW_GROUP_BYTES
+) -> int:
     """Copy the rows of the Parquet `parts` (same schema, in order) into one table file at `path`
     (atomic), with the partition column as `write_table` adds it; returns the row count.
 
@@ -98,8 +99,10 @@ def write_parts(parts: Sequence[Path], path: Path, *, partition: str | None = No
         raise ValueError(f"no part files to store into {path}")
     columns = pq.ParquetFile(parts[0]).schema_arrow.remove_metadata()
     schema = columns.append(pa.field(PARTITION_COLUMN, pa.large_string())) if partition is not None else columns
-    rows, pending = 0, []
+    rows = 0
+    pending: list[pa.Table] = []
     with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+
         def flush() -> None:
             if pending:
                 writer.write_table(pa.concat_tables(pending), row_group_size=sum(t.num_rows for t in pending))
@@ -112,7 +115,9 @@ def write_parts(parts: Sequence[Path], path: Path, *, partition: str | None = No
             for group in range(source.num_row_groups):
                 table = source.read_row_group(group).replace_schema_metadata(None)
                 if partition is not None:
-                    table = table.append_column(PARTITION_COLUMN, pa.array([partition] * table.num_rows, pa.large_string()))
+                    table = table.append_column(
+                        PARTITION_COLUMN, pa.array([partition] * table.num_rows, pa.large_string())
+                    )
                 rows += table.num_rows
                 pending.append(table)
                 if sum(t.nbytes for t in pending) >= row_group_bytes:

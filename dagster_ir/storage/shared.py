@@ -48,8 +48,15 @@ from dagster_ir.storage.atomic import _exchange, remove, temp_name, write_text_a
 from dagster_ir.storage.locks import file_lock
 
 PROBE_DIR = ".shared-mount-probe"
-UNSUPPORTED_TYPES = ("fuse.s3fs", "fuse.gcsfuse", "fuse.goofys", "fuse.blobfuse", "fuse.blobfuse2", "fuse.rclone",
-                     "fuse.mountpoint-s3")
+UNSUPPORTED_TYPES = (
+    "fuse.s3fs",
+    "fuse.gcsfuse",
+    "fuse.goofys",
+    "fuse.blobfuse",
+    "fuse.blobfuse2",
+    "fuse.rclone",
+    "fuse.mountpoint-s3",
+)
 UNSAFE_OPTIONS = ("nolock", "local_lock=flock", "local_lock=all", "localflock")
 
 

@@ -84,9 +84,7 @@ class ExtractCounts:
     wikitext_bytes: int = 0  # UTF-8 bytes of wikitext of the article namespace
 
     def __add__(self, other: ExtractCounts) -> ExtractCounts:
-        return ExtractCounts(
-            *(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self))
-        )
+        return ExtractCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))
 
 
 @dataclass(frozen=True)
@@ -285,7 +283,7 @@ def iter_extract(
     chunk = _Chunk(path, config)
     yielded = False
     # The callback closes over `chunk` by name, so it counts into the current chunk.
-    for page in iter_pages(path, byte_range=byte_range, on_bad_page=lambda e: chunk.bad_page(e)):
+    for page in iter_pages(path, byte_range=byte_range, on_bad_page=lambda e: chunk.bad_page(e)):  # noqa: B023
         chunk.add(page)
         if chunk.counts["pages"] >= chunk_pages or chunk.counts["wikitext_bytes"] >= chunk_bytes:
             yield chunk.result()
@@ -381,7 +379,9 @@ def latest_articles(segments: pl.DataFrame | pl.LazyFrame) -> LatestArticles:
     frame = segments.lazy()
     columns = frame.collect_schema()
     if "partition" not in columns:
-        return LatestArticles(frame, frame.select("article_id").unique().with_columns(partition=pl.lit(None, pl.String)), 0)
+        return LatestArticles(
+            frame, frame.select("article_id").unique().with_columns(partition=pl.lit(None, pl.String)), 0
+        )
     revision = pl.col("revision_id").max() if "revision_id" in columns else pl.lit(None, pl.Int64)
     per_dump = frame.group_by("article_id", "partition").agg(revision.fill_null(-1).alias("revision"))
     winners = (

@@ -313,9 +313,7 @@ class _PageReader:
         self.parser.feed(data)  # a syntax error is queued and raised by read_events
         yield from self._events(on_bad_page)
 
-    def close(
-        self, *, at_end_of_file: bool, on_bad_page: Callable[[DumpError], None] | None
-    ) -> Iterator[Page]:
+    def close(self, *, at_end_of_file: bool, on_bad_page: Callable[[DumpError], None] | None) -> Iterator[Page]:
         yield from self._events(on_bad_page)
         if at_end_of_file:
             try:
@@ -349,9 +347,7 @@ class _PageReader:
         elif self.depth == 2 and _local(element.tag) == "page":
             self.in_page = True
 
-    def _page(
-        self, element: ET.Element, on_bad_page: Callable[[DumpError], None] | None
-    ) -> Page | None:
+    def _page(self, element: ET.Element, on_bad_page: Callable[[DumpError], None] | None) -> Page | None:
         try:
             page = _page_from_element(element)
         except ValueError as problem:
@@ -368,9 +364,7 @@ class _PageReader:
         where = f"line {line}, column {column}"
         if self.start > 0:
             where += f" of the XML of the streams from byte {self.start}"
-        return DumpError(
-            f"{self.path}: malformed XML at {where}, after {self.last_page}: {error.msg}"
-        )
+        return DumpError(f"{self.path}: malformed XML at {where}, after {self.last_page}: {error.msg}")
 
 
 def _page_from_element(element: ET.Element) -> Page:
@@ -401,8 +395,9 @@ def _page_from_element(element: ET.Element) -> Page:
             if not revision_text.isdigit():
                 raise ValueError(f"page {title!r} (id {page_id}): revision <id> is not a number: {revision_text!r}")
             revision_id = int(revision_text)
-    return Page(page_id=page_id, title=title, namespace=namespace, redirect=redirect, text=text,
-                revision_id=revision_id)
+    return Page(
+        page_id=page_id, title=title, namespace=namespace, redirect=redirect, text=text, revision_id=revision_id
+    )
 
 
 def _field_text(fields: dict[str, ET.Element], name: str) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from dagster_ir.schemas import LINK_GRAPH, LINKS, PHP_GROUPS
+from dagster_ir.schemas import LINK_GRAPH, LINKS
 
 AnyFrame = pl.DataFrame | pl.LazyFrame
 GROUPS = ("D1", "D2", "D3", "D4")
@@ -51,9 +51,7 @@ def resolve_links(
         .group_by("from_title")
         .agg(pl.col("to_title").min())
     )
-    targets = raw_links.lazy().select(pl.col("target_title").unique()).with_columns(
-        current=pl.col("target_title")
-    )
+    targets = raw_links.lazy().select(pl.col("target_title").unique()).with_columns(current=pl.col("target_title"))
     for _ in range(max_hops):
         targets = (
             targets.join(redirect_of, left_on="current", right_on="from_title", how="left")
@@ -63,9 +61,7 @@ def resolve_links(
     resolved = targets.join(titles, left_on="current", right_on="title", how="left").select(
         "target_title", target_id=pl.col("article_id")
     )
-    links = raw_links.lazy().join(
-        resolved, on="target_title", how="left", maintain_order="left"
-    )
+    links = raw_links.lazy().join(resolved, on="target_title", how="left", maintain_order="left")
     return _like(links.select(list(LINKS)), raw_links, articles, redirects)
 
 
@@ -82,9 +78,7 @@ def build_link_graph(links: AnyFrame) -> AnyFrame:
             src_first_segment=pl.col("src_segment").min(),
         )
     )
-    back = edges.select(
-        src_id="dst_id", dst_id="src_id", back_segment=pl.col("src_first_segment")
-    )
+    back = edges.select(src_id="dst_id", dst_id="src_id", back_segment=pl.col("src_first_segment"))
     graph = (
         edges.join(back, on=["src_id", "dst_id"], how="left")
         .with_columns(reciprocal=pl.col("back_segment").is_not_null())
@@ -150,9 +144,9 @@ def _d4_sample(in_segment: pl.LazyFrame, edges: pl.LazyFrame, k: int, seed: int)
         .filter(pl.col("rank") <= pl.col("n_in") + k)
         .join(in_segment, on=["src_id", "src_segment", "dst_id"], how="anti")
     )
-    return candidates.filter(
-        pl.col("rank").rank("ordinal").over("src_id", "src_segment") <= k
-    ).select("src_id", "src_segment", "dst_id")
+    return candidates.filter(pl.col("rank").rank("ordinal").over("src_id", "src_segment") <= k).select(
+        "src_id", "src_segment", "dst_id"
+    )
 
 
 def php_group_sizes(links: AnyFrame, link_graph: AnyFrame) -> dict[str, int]:
@@ -206,8 +200,7 @@ def check_php_groups(
 
     report(
         "duplicate (article_id, segment_no, linked_id) rows",
-        actual.group_by(_KEY).agg(n=pl.len()).filter(pl.col("n") > 1)
-        .join(actual, on=_KEY).drop("n"),
+        actual.group_by(_KEY).agg(n=pl.len()).filter(pl.col("n") > 1).join(actual, on=_KEY).drop("n"),
     )
     report(f"rows whose group is not one of {GROUPS}", actual.filter(~pl.col("group").is_in(GROUPS)))
     scope_actual, scope_links = actual, links
@@ -222,8 +215,9 @@ def check_php_groups(
         scope_actual = actual.join(chosen, on="article_id", how="semi")
         scope_links = links.join(chosen, left_on="src_id", right_on="article_id", how="semi")
     # Expected rows of the articles in scope; graph of every link (back segments come from d_i).
-    expected = assign_php_groups(scope_links, graph.join(
-        scope_links.select(src_id=pl.col("src_id").unique()), on="src_id", how="semi"))
+    expected = assign_php_groups(
+        scope_links, graph.join(scope_links.select(src_id=pl.col("src_id").unique()), on="src_id", how="semi")
+    )
     if d4_per_segment is None:
         report("missing combinations", expected.join(scope_actual, on=_KEY, how="anti"))
     else:
@@ -232,14 +226,17 @@ def check_php_groups(
             expected.filter(pl.col("group") != "D4").join(scope_actual, on=_KEY, how="anti"),
         )
         seg = ["article_id", "segment_no"]
-        wanted = expected.filter(pl.col("group") == "D4").group_by(seg).agg(
-            expected=pl.len().clip(upper_bound=d4_per_segment)
+        wanted = (
+            expected.filter(pl.col("group") == "D4")
+            .group_by(seg)
+            .agg(expected=pl.len().clip(upper_bound=d4_per_segment))
         )
         held = scope_actual.filter(pl.col("group") == "D4").group_by(seg).agg(held=pl.len())
         report(
             f"segments whose D4 sample is not min({d4_per_segment}, D4 size) rows",
-            wanted.join(held, on=seg, how="full", coalesce=True)
-            .filter(pl.col("expected").fill_null(0) != pl.col("held").fill_null(0)),
+            wanted.join(held, on=seg, how="full", coalesce=True).filter(
+                pl.col("expected").fill_null(0) != pl.col("held").fill_null(0)
+            ),
         )
     report("unexpected combinations", scope_actual.join(expected, on=_KEY, how="anti"))
     report(
@@ -273,9 +270,7 @@ def link_statistics(
     articles = segments.lazy().select(pl.col("article_id").unique())
     graph = link_graph.lazy()
     degrees = (
-        articles.join(
-            graph.group_by("src_id").len(), left_on="article_id", right_on="src_id", how="left"
-        )
+        articles.join(graph.group_by("src_id").len(), left_on="article_id", right_on="src_id", how="left")
         .select(degree=pl.col("len").fill_null(0))
         .group_by("degree")
         .len()

@@ -115,10 +115,14 @@ def build_link_graph_out_of_core(
             "where target_id is not null and target_id <> src_id group by src_id, target_id"
         )
         columns = ", ".join(_quote(c) for c in LINK_GRAPH)
-        _write_parquet(con, f"select {columns} from (select e.src_id, e.dst_id, e.n_links, e.src_first_segment, "
-                       "b.src_first_segment is not null as reciprocal, b.src_first_segment as back_segment "
-                       "from edges e left join edges b on e.src_id = b.dst_id and e.dst_id = b.src_id) "
-                       "order by src_id, dst_id", out)
+        _write_parquet(
+            con,
+            f"select {columns} from (select e.src_id, e.dst_id, e.n_links, e.src_first_segment, "
+            "b.src_first_segment is not null as reciprocal, b.src_first_segment as back_segment "
+            "from edges e left join edges b on e.src_id = b.dst_id and e.dst_id = b.src_id) "
+            "order by src_id, dst_id",
+            out,
+        )
         return int(con.execute("select count(*) from edges").fetchone()[0])
 
 
@@ -221,8 +225,9 @@ def scan_links(path: PathLike) -> pl.LazyFrame:
 
 
 @contextmanager
-def _work_database(temp_directory: PathLike, name: str, limits: OutOfCoreLimits
-                   ) -> Iterator[tuple[duckdb.DuckDBPyConnection, Path]]:
+def _work_database(
+    temp_directory: PathLike, name: str, limits: OutOfCoreLimits
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, Path]]:
     """A DuckDB work database in a fresh folder under `temp_directory`, configured by `limits`
     (its spill files beside it), and that folder; both are gone afterwards, however the step ends."""
     work = temp_name(Path(temp_directory) / name)
@@ -402,7 +407,7 @@ def check_php_groups_out_of_core(
                 first = dict(zip([d[0] for d in cursor.description], cursor.fetchone(), strict=True))
                 problems.append(f"{n} {what}, e.g. {first}")
 
-        con.execute(f"create view actual as select {key}, \"group\" from read_parquet({_literal(groups)})")
+        con.execute(f'create view actual as select {key}, "group" from read_parquet({_literal(groups)})')
         con.execute(
             "create table in_segment as select distinct src_id, src_segment, target_id as dst_id "
             f"from read_parquet({_literal(links)}) where target_id is not null and target_id <> src_id"
@@ -420,21 +425,33 @@ def check_php_groups_out_of_core(
             "case when not g.reciprocal then 'D3' when g.back_segment = 1 then 'D1' else 'D2' end as \"group\" "
             "from {in_segment} i join {graph} g using (src_id, dst_id)"
         )
-        report("duplicate (article_id, segment_no, linked_id) rows",
-               f"select a.* from actual a semi join (select {key} from actual group by all having count(*) > 1) d "
-               f"using ({key})")
-        report(f"rows whose group is not one of {GROUPS}",
-               f"select * from actual where \"group\" not in ({', '.join(_literal(g) for g in GROUPS)})")
+        report(
+            "duplicate (article_id, segment_no, linked_id) rows",
+            f"select a.* from actual a semi join (select {key} from actual group by all having count(*) > 1) d "
+            f"using ({key})",
+        )
+        report(
+            f"rows whose group is not one of {GROUPS}",
+            f'select * from actual where "group" not in ({", ".join(_literal(g) for g in GROUPS)})',
+        )
         if sample_articles is not None:
             articles, keyed = work / "articles.parquet", work / "keyed.parquet"
-            con.execute(f"copy (select distinct src_id as article_id from read_parquet({_literal(links)})) "
-                        f"to {_literal(articles)} (format parquet)")
+            con.execute(
+                f"copy (select distinct src_id as article_id from read_parquet({_literal(links)})) "
+                f"to {_literal(articles)} (format parquet)"
+            )
             pl.scan_parquet(articles).with_columns(key=pl.col("article_id").hash(seed)).sink_parquet(keyed)
-            con.execute(f"create table chosen as select article_id from read_parquet({_literal(keyed)}) "
-                        f"order by key limit {int(sample_articles)}")
-            con.execute("create table scope_in_segment as select * from in_segment i "
-                        "semi join chosen c on i.src_id = c.article_id")
-            con.execute("create table scope_graph as select * from graph g semi join chosen c on g.src_id = c.article_id")
+            con.execute(
+                f"create table chosen as select article_id from read_parquet({_literal(keyed)}) "
+                f"order by key limit {int(sample_articles)}"
+            )
+            con.execute(
+                "create table scope_in_segment as select * from in_segment i "
+                "semi join chosen c on i.src_id = c.article_id"
+            )
+            con.execute(
+                "create table scope_graph as select * from graph g semi join chosen c on g.src_id = c.article_id"
+            )
             con.execute("create table scope_actual as select * from actual a semi join chosen using (article_id)")
             scope = {"in_segment": "scope_in_segment", "graph": "scope_graph", "actual": "scope_actual"}
         else:
@@ -449,8 +466,10 @@ def check_php_groups_out_of_core(
         if d4_per_segment is None:
             report("missing combinations", f"select * from expected anti join {actual} using ({key})")
         else:
-            report("missing combinations",
-                   f"select * from (select * from expected where \"group\" <> 'D4') e anti join {actual} a using ({key})")
+            report(
+                "missing combinations",
+                f"select * from (select * from expected where \"group\" <> 'D4') e anti join {actual} a using ({key})",
+            )
             report(
                 f"segments whose D4 sample is not min({d4_per_segment}, D4 size) rows",
                 "select coalesce(w.article_id, h.article_id) as article_id, "
@@ -462,13 +481,19 @@ def check_php_groups_out_of_core(
                 "where coalesce(w.expected, 0) <> coalesce(h.held, 0)",
             )
         report("unexpected combinations", f"select * from {actual} anti join expected using ({key})")
-        report("combinations in the wrong group (group_right is expected)",
-               f"select a.*, e.\"group\" as group_right from {actual} a join expected e using ({key}) "
-               "where a.\"group\" <> e.\"group\"")
+        report(
+            "combinations in the wrong group (group_right is expected)",
+            f'select a.*, e."group" as group_right from {actual} a join expected e using ({key}) '
+            'where a."group" <> e."group"',
+        )
         if sample_articles is not None:  # the explicit part of every article
             con.execute(f"create table explicit as {explicit.format(in_segment='in_segment', graph='graph')}")
             stored = "(select * from actual where \"group\" <> 'D4')"
-            report("explicit (D1-D3) combinations missing", f"select * from explicit anti join {stored} s using ({key})")
-            report("explicit (D1-D3) rows not in the links or in the wrong group",
-                   f"select * from {stored} s anti join explicit using ({key}, \"group\")")
+            report(
+                "explicit (D1-D3) combinations missing", f"select * from explicit anti join {stored} s using ({key})"
+            )
+            report(
+                "explicit (D1-D3) rows not in the links or in the wrong group",
+                f'select * from {stored} s anti join explicit using ({key}, "group")',
+            )
     return problems

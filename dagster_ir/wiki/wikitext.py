@@ -55,9 +55,7 @@ class Paragraph:
     links: tuple[Link, ...]
 
 
-def parse_wikitext(
-    text: str, *, drop_sections: Iterable[str] = DEFAULT_DROP_SECTIONS
-) -> list[Paragraph]:
+def parse_wikitext(text: str, *, drop_sections: Iterable[str] = DEFAULT_DROP_SECTIONS) -> list[Paragraph]:
     """Plain-text paragraphs of an article's wikitext, in order, with their article links."""
     dropped = {name.lower() for name in drop_sections}
     paragraphs = []
@@ -251,8 +249,7 @@ def _render_paragraph(section: str, block: str) -> Paragraph | None:
     shift = len(text) - len(text.lstrip())
     text = _restore(stripped)
     links = tuple(
-        Link(text[start - shift : end - shift], start - shift, end - shift, target)
-        for start, end, target in spans
+        Link(text[start - shift : end - shift], start - shift, end - shift, target) for start, end, target in spans
     )
     return Paragraph(section, text, links)
 

@@ -33,7 +33,12 @@ def stage_job(executor: str, stage: str) -> dg.JobDefinition:
         assets=all_assets,
         asset_checks=all_checks,
         resources=resources(os.environ["DAGSTER_IR_DATA"]),
-        jobs=[dg.define_asset_job(stage, selection=dg.AssetSelection.assets(*STAGES[stage]),
-                                  executor_def=executor_definition(executor_settings(executor)))],
+        jobs=[
+            dg.define_asset_job(
+                stage,
+                selection=dg.AssetSelection.assets(*STAGES[stage]),
+                executor_def=executor_definition(executor_settings(executor)),
+            )
+        ],
     )
     return defs.resolve_job_def(stage)

@@ -39,8 +39,11 @@ def dense_embeddings() -> int:
 def _job(name: str, selection: list[str]) -> dg.JobDefinition:
     defs = dg.Definitions(
         assets=automate([php_hp, word2vec, bm25_index, dense_embeddings]),
-        jobs=[dg.define_asset_job(name, selection=selection,
-                                  executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2}))],
+        jobs=[
+            dg.define_asset_job(
+                name, selection=selection, executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2})
+            )
+        ],
     )
     return defs.resolve_job_def(name)
 

@@ -34,8 +34,11 @@ def graph(model_version: str = "1", rerank_version: str = "1") -> list:
         """One dump parsed."""
         return len(context.partition_key)
 
-    @dg.asset(group_name="wikipedia", code_version="1",
-              ins={"wiki_articles": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())})
+    @dg.asset(
+        group_name="wikipedia",
+        code_version="1",
+        ins={"wiki_articles": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
+    )
     def wiki_links(wiki_articles) -> int:
         """Corpus-wide, over every dump (one dump loads as its value, several as a dict)."""
         return sum(wiki_articles.values()) if isinstance(wiki_articles, dict) else wiki_articles
@@ -90,8 +93,9 @@ class Ticks:
 
     def __call__(self, defs: dg.Definitions, *, past_cron: bool = False) -> set[tuple[str, str | None]]:
         when = self.clock.past_cron() if past_cron else self.clock.tick()
-        result = dg.evaluate_automation_conditions(defs=defs, instance=self.instance, cursor=self.cursor,
-                                                   evaluation_time=when)
+        result = dg.evaluate_automation_conditions(
+            defs=defs, instance=self.instance, cursor=self.cursor, evaluation_time=when
+        )
         self.cursor = result.cursor
         keys = {item.key for item in result.results if isinstance(item.key, dg.AssetKey)}
         requested = {(key.to_user_string(), p) for key in keys for p in result.get_requested_partitions(key)}
@@ -157,12 +161,14 @@ def schedule_tick(defs, instance, launch: bool = False) -> tuple[list[tuple[str,
     request is executed as the daemon launches it (a run of the schedule's job) and checked."""
     groups = ("php", "ghrm")
     schedules = retraining_schedules(defs.assets, CRON, lambda: defs, groups)
-    repository = dg.Definitions(assets=defs.assets, resources=defs.resources, schedules=schedules,
-                                jobs=asset_jobs(defs.assets)).get_repository_def()
+    repository = dg.Definitions(
+        assets=defs.assets, resources=defs.resources, schedules=schedules, jobs=asset_jobs(defs.assets)
+    ).get_repository_def()
     requests, skipped = [], []
     for schedule in schedules:
-        with dg.build_schedule_context(instance=instance, repository_def=repository,
-                                       scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)) as context:
+        with dg.build_schedule_context(
+            instance=instance, repository_def=repository, scheduled_execution_time=datetime(2026, 12, 6, 3, tzinfo=UTC)
+        ) as context:
             data = schedule.evaluate_tick(context)
         skipped += [data.skip_message] if data.skip_message else []
         for request in data.run_requests or []:  # runs of the schedule's named job, partition tag set
@@ -171,8 +177,11 @@ def schedule_tick(defs, instance, launch: bool = False) -> tuple[list[tuple[str,
             assert request.tags[RETRAIN_TAG] == ", ".join(k.to_user_string() for k in request.asset_selection)
             if launch:
                 result = repository.get_job(schedule.job_name).execute_in_process(
-                    instance=instance, asset_selection=list(request.asset_selection),
-                    partition_key=request.partition_key, tags=request.tags)
+                    instance=instance,
+                    asset_selection=list(request.asset_selection),
+                    partition_key=request.partition_key,
+                    tags=request.tags,
+                )
                 assert result.success and result.dagster_run.job_name == schedule.job_name
             requests.append(request)
     requested = sorted((", ".join(k.to_user_string() for k in r.asset_selection), r.partition_key) for r in requests)
@@ -186,7 +195,8 @@ def test_one_retraining_schedule_per_named_job_holding_trained_assets(tmp_path):
     units_job = job_name(units)
     assert {s.name: s.job_name for s in schedules} == {
         "retraining_unpartitioned_assets": "unpartitioned_assets_job",
-        f"retraining_{units_job.removesuffix('_job')}": units_job}
+        f"retraining_{units_job.removesuffix('_job')}": units_job,
+    }
     assert all(s.cron_schedule == CRON for s in schedules)
 
 
@@ -243,8 +253,11 @@ def test_retraining_schedule_steps_aside_while_the_automation_sensor_is_on(tmp_p
 
 
 def test_training_steps_carry_the_pool_and_others_do_not(tmp_path):
-    pools = {key.to_user_string(): node.pools
-             for node in definitions(tmp_path).resolve_asset_graph().asset_nodes for key in [node.key]}
+    pools = {
+        key.to_user_string(): node.pools
+        for node in definitions(tmp_path).resolve_asset_graph().asset_nodes
+        for key in [node.key]
+    }
     assert pools["php_hp"] == {TRAINING_POOL}
     assert pools["reranked_runs"] == set() and pools["wiki_links"] == set()
 
@@ -261,6 +274,7 @@ def test_a_training_step_declared_without_the_pool_is_refused():
 
 def test_conditions_wait_for_upstream_blocking_checks(tmp_path):
     """Both conditions contain Dagster's `all_deps_blocking_checks_passed()` and ignore the sources."""
+
     def labels(condition) -> set[str]:
         found, todo = set(), [condition]
         while todo:
@@ -283,22 +297,32 @@ def test_project_definitions_declare_the_schedule_sensors_conditions_and_pools()
     # the schedules are the retraining route on by default; the automation sensor is off (see the schedule's test)
     assert {name: s.job_name for name, s in schedules.items()} == {
         "retraining_unpartitioned_assets": "unpartitioned_assets_job",
-        "retraining_collection_assets": "collection_assets_job", "retraining_unit_assets": "unit_assets_job"}
+        "retraining_collection_assets": "collection_assets_job",
+        "retraining_unit_assets": "unit_assets_job",
+    }
     job_names = {job.name for job in defs.jobs}
     for schedule in schedules.values():
-        assert schedule.cron_schedule == retraining_cron() and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+        assert (
+            schedule.cron_schedule == retraining_cron() and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+        )
         assert schedule.job_name in job_names
     assert sensors["source_observation_sensor"].default_status == dg.DefaultSensorStatus.RUNNING
     sensor = sensors["default_automation_condition_sensor"]
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert "start" in sensors["wiki_dump_sensor"].description.lower()
     assert {"unpartitioned_assets_job", "dump_assets_job", "collection_assets_job", "unit_assets_job"} <= {
-        job.name for job in defs.jobs}
+        job.name for job in defs.jobs
+    }
     graph_ = defs.resolve_asset_graph()
-    labels = {node.key.to_user_string(): node.automation_condition.get_label() for node in graph_.asset_nodes
-              if node.is_materializable}
+    labels = {
+        node.key.to_user_string(): node.automation_condition.get_label()
+        for node in graph_.asset_nodes
+        if node.is_materializable
+    }
     assert labels["wiki_links"] == labels["wiki_articles"] == labels["corpus"] == "eager"
-    assert labels["cross_encoder"].startswith("retrain on cron") and labels["model_report"].startswith("retrain on cron")
+    assert labels["cross_encoder"].startswith("retrain on cron") and labels["model_report"].startswith(
+        "retrain on cron"
+    )
     assert graph_.get(dg.AssetKey("cross_encoder")).pools == {TRAINING_POOL}
     assert graph_.get(dg.AssetKey("candidate_runs")).pools == set()
     assert automation_sensor().name == sensor.name

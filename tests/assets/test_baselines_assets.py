@@ -12,8 +12,18 @@ from dagster_ir.methods.baselines import profile
 from dagster_ir.neural.device import native_bf16
 from dagster_ir.schemas import NEGATIVES, QRELS, QUERIES, QUERY_SPLITS, RUN
 
-TOPICS = ["solar panel energy", "river fish species", "roman road empire", "coffee brew bean", "volcano ash lava",
-          "chess opening theory", "tennis serve court", "piano chord melody", "glacier ice melt", "desert sand dune"]
+TOPICS = [
+    "solar panel energy",
+    "river fish species",
+    "roman road empire",
+    "coffee brew bean",
+    "volcano ash lava",
+    "chess opening theory",
+    "tennis serve court",
+    "piano chord melody",
+    "glacier ice melt",
+    "desert sand dune",
+]
 SPLITS = ["train/model"] * 6 + ["dev"] * 2 + ["test"] * 2
 
 
@@ -32,23 +42,45 @@ def _collection():
         run += [(f"q{t}", d, float(10 - r), r + 1, "bm25") for r, d in enumerate(ranked)]
     corpus = pl.DataFrame(docs, schema={"doc_id": pl.String, "title": pl.String, "text": pl.String}, orient="row")
     queries = pl.DataFrame({"query_id": [f"q{t}" for t in range(10)], "text": TOPICS}, schema=QUERIES)
-    splits = pl.DataFrame({"query_id": queries["query_id"], "split": SPLITS, "fold": [t % 5 for t in range(10)]},
-                          schema=QUERY_SPLITS)
-    return (corpus, queries, pl.DataFrame(qrels, schema=QRELS, orient="row"), splits,
-            pl.DataFrame(run, schema=RUN, orient="row"), pl.DataFrame(negatives, schema=NEGATIVES, orient="row"))
+    splits = pl.DataFrame(
+        {"query_id": queries["query_id"], "split": SPLITS, "fold": [t % 5 for t in range(10)]}, schema=QUERY_SPLITS
+    )
+    return (
+        corpus,
+        queries,
+        pl.DataFrame(qrels, schema=QRELS, orient="row"),
+        splits,
+        pl.DataFrame(run, schema=RUN, orient="row"),
+        pl.DataFrame(negatives, schema=NEGATIVES, orient="row"),
+    )
 
 
 @pytest.mark.slow
 def test_neural_baselines_train_on_train_choose_on_dev_and_score_test(tmp_path):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(tmp_path))
-    vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy()).value
-    config = NeuralBaselinesConfig(models=["knrm", "drmm"], epochs=2, query_words=3, doc_words=16, rerank_depth=6,
-                                   threads=1)
+    vectors = word2vec(
+        context=dg.build_asset_context(partition_key="wiki-car"),
+        config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1),
+        data=data,
+        corpus=corpus.lazy(),
+    ).value
+    config = NeuralBaselinesConfig(
+        models=["knrm", "drmm"], epochs=2, query_words=3, doc_words=16, rerank_depth=6, threads=1
+    )
     context = dg.build_asset_context(partition_key="wiki-car/seed-0")
-    runs = neural_baselines(context=context, config=config, data=data, corpus=corpus.lazy(), queries=queries, qrels=qrels,
-                            query_splits=splits, candidate_runs=run, negatives=negatives, word2vec=vectors).value
+    runs = neural_baselines(
+        context=context,
+        config=config,
+        data=data,
+        corpus=corpus.lazy(),
+        queries=queries,
+        qrels=qrels,
+        query_splits=splits,
+        candidate_runs=run,
+        negatives=negatives,
+        word2vec=vectors,
+    ).value
     assert sorted(runs["run_name"].unique()) == ["drmm", "drmm+bm25", "knrm", "knrm+bm25"]
     assert sorted(runs["query_id"].unique()) == ["q8", "q9"]  # the test split only
     top6 = run.filter(pl.col("query_id").is_in(["q8", "q9"]) & (pl.col("rank") <= 6))
@@ -64,22 +96,45 @@ def test_neural_baselines_train_on_train_choose_on_dev_and_score_test(tmp_path):
     broken = pl.concat([runs, runs.head(1)])
     assert not neural_baselines_are_rerankings(broken).passed
     with pytest.raises(ValueError, match="no candidate run 'dense'"):
-        neural_baselines(context=context, config=NeuralBaselinesConfig(candidate_run="dense"), data=data,
-                         corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
-                         negatives=negatives, word2vec=vectors)
+        neural_baselines(
+            context=context,
+            config=NeuralBaselinesConfig(candidate_run="dense"),
+            data=data,
+            corpus=corpus.lazy(),
+            queries=queries,
+            qrels=qrels,
+            query_splits=splits,
+            candidate_runs=run,
+            negatives=negatives,
+            word2vec=vectors,
+        )
 
 
 @pytest.mark.slow
 def test_rotated_folds_score_every_query_once(tmp_path):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(tmp_path))
-    vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data, corpus=corpus.lazy()).value
-    config = NeuralBaselinesConfig(models=["knrm"], epochs=1, query_words=3, doc_words=16, rerank_depth=6, threads=1,
-                                   rotate_folds=True)
-    runs = neural_baselines(context=dg.build_asset_context(partition_key="wiki-car/seed-0"), config=config, data=data,
-                            corpus=corpus.lazy(), queries=queries, qrels=qrels, query_splits=splits, candidate_runs=run,
-                            negatives=negatives, word2vec=vectors).value
+    vectors = word2vec(
+        context=dg.build_asset_context(partition_key="wiki-car"),
+        config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1),
+        data=data,
+        corpus=corpus.lazy(),
+    ).value
+    config = NeuralBaselinesConfig(
+        models=["knrm"], epochs=1, query_words=3, doc_words=16, rerank_depth=6, threads=1, rotate_folds=True
+    )
+    runs = neural_baselines(
+        context=dg.build_asset_context(partition_key="wiki-car/seed-0"),
+        config=config,
+        data=data,
+        corpus=corpus.lazy(),
+        queries=queries,
+        qrels=qrels,
+        query_splits=splits,
+        candidate_runs=run,
+        negatives=negatives,
+        word2vec=vectors,
+    ).value
     assert sorted(runs["run_name"].unique()) == ["knrm", "knrm+bm25"]
     folds = runs.group_by("query_id").agg(pl.col("fold").unique())
     assert folds.height == 10 and folds["fold"].list.len().max() == 1  # every query, by one rotation's model
@@ -94,8 +149,10 @@ def test_config_maps_onto_the_profile():
     assert domain.doc_words == profile("demo").doc_words  # None keeps the profile's value
     assert NeuralBaselinesConfig(profile="paper").to_domain().doc_words == 1000
     assert (domain.bert_threads, domain.threads) == (0, 1)  # demo: BERT on every core
-    assert (NeuralBaselinesConfig(bf16=False, bert_threads=2).to_domain().bf16,
-            NeuralBaselinesConfig(bf16=False, bert_threads=2).to_domain().bert_threads) == (False, 2)
+    assert (
+        NeuralBaselinesConfig(bf16=False, bert_threads=2).to_domain().bf16,
+        NeuralBaselinesConfig(bf16=False, bert_threads=2).to_domain().bert_threads,
+    ) == (False, 2)
     for name in ("demo", "paper"):  # BERT in bf16 where the device has it natively (emulated bf16 is slower)
         assert NeuralBaselinesConfig(profile=name, device="cpu").to_domain().bf16 is native_bf16("cpu")
     with pytest.raises(ValueError, match="unknown baselines profile"):

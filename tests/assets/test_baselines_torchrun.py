@@ -2,9 +2,8 @@
 give the test runs (and the epochs chosen on validation) one process gives, within float tolerance,
 for an interaction model (KNRM) and the BERT ones (BERT-FirstP, CEDR-KNRM: a tiny BERT without dropout)."""
 
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -25,16 +24,41 @@ MODELS = ["knrm", "bert-firstp", "cedr-knrm"]
 def _train(root: Path, backbone: str, nproc: int):
     corpus, queries, qrels, splits, run, negatives = _collection()
     data = DataDirResource(path=str(root))
-    vectors = word2vec(context=dg.build_asset_context(partition_key="wiki-car"),
-                       config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1), data=data,
-                       corpus=corpus.lazy()).value
-    config = NeuralBaselinesConfig(models=MODELS, epochs=2, batch_size=4, query_words=3, doc_words=16, rerank_depth=6,
-                                   threads=1, bert_threads=1, backbone=backbone, device="cpu", bf16=False, lr=1e-2,
-                                   bert_lr=5e-3, torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0})
+    vectors = word2vec(
+        context=dg.build_asset_context(partition_key="wiki-car"),
+        config=Word2VecAssetConfig(source="trained", dim=8, epochs=2, min_count=1),
+        data=data,
+        corpus=corpus.lazy(),
+    ).value
+    config = NeuralBaselinesConfig(
+        models=MODELS,
+        epochs=2,
+        batch_size=4,
+        query_words=3,
+        doc_words=16,
+        rerank_depth=6,
+        threads=1,
+        bert_threads=1,
+        backbone=backbone,
+        device="cpu",
+        bf16=False,
+        lr=1e-2,
+        bert_lr=5e-3,
+        torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0},
+    )
     context = dg.build_asset_context(partition_key="wiki-car/seed-0")
-    runs = neural_baselines(context=context, config=config, data=data, corpus=corpus.lazy(), queries=queries,
-                            qrels=qrels, query_splits=splits, candidate_runs=run, negatives=negatives,
-                            word2vec=vectors).value
+    runs = neural_baselines(
+        context=context,
+        config=config,
+        data=data,
+        corpus=corpus.lazy(),
+        queries=queries,
+        qrels=qrels,
+        query_splits=splits,
+        candidate_runs=run,
+        negatives=negatives,
+        word2vec=vectors,
+    ).value
     metadata = context.get_output_metadata("result")
     return runs, {k: getattr(v, "value", v) for k, v in (metadata or {}).items()}
 
@@ -64,8 +88,11 @@ def test_two_gloo_processes_score_the_test_queries_as_one_process(backbone, tmp_
     for name in MODELS:
         assert one_meta[f"{name} kept epoch"] == two_meta[f"{name} kept epoch"]
         assert one_meta[f"{name} validation nDCG@10"] == pytest.approx(two_meta[f"{name} validation nDCG@10"], abs=1e-6)
-    assert sorted(one["run_name"].unique()) == sorted(two["run_name"].unique()) == sorted(
-        [*MODELS, *(f"{m}+bm25" for m in MODELS)])
+    assert (
+        sorted(one["run_name"].unique())
+        == sorted(two["run_name"].unique())
+        == sorted([*MODELS, *(f"{m}+bm25" for m in MODELS)])
+    )
     joined = one.join(two, on=["run_name", "query_id", "doc_id"], suffix="_two")
     assert joined.height == one.height == two.height
     knrm = joined.filter(pl.col("run_name").str.starts_with("knrm"))

@@ -22,9 +22,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1600,1000"]
+CHROME_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1600,1000",
+]
 START_TIMEOUT = 150  # seconds for `dagster dev` to answer on 2 loaded cores
 RUN_TIMEOUT = 240  # a run's steps start processes that import the project, on 2 shared cores
 
@@ -35,8 +44,10 @@ def _browser_or_skip():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if not chromium or not driver:
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver; "
-                    f".ci/run installs them): found chromium={chromium}, chromedriver={driver}")
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver; "
+            f".ci/run installs them): found chromium={chromium}, chromedriver={driver}"
+        )
     try:
         import selenium  # noqa: F401
     except ImportError:
@@ -52,8 +63,10 @@ def _free_port() -> int:
 
 def _graphql(port: int, query: str, variables: dict | None = None) -> dict:
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-        headers={"Content-Type": "application/json"})
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         body = json.loads(response.read())
     assert "errors" not in body, body["errors"]
@@ -80,23 +93,53 @@ def ui(tmp_path):
     """`dagster dev` on a free port over a data directory with the bundled dump registered."""
     chromium, driver = _browser_or_skip()
     data, home = tmp_path / "data", tmp_path / "dagster_home"
-    env = {**os.environ, "DAGSTER_IR_DATA": str(data), "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "DAGSTER_IR_DATA": str(data),
+        "DAGSTER_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("DAGSTER_IR_CONFIG", None)
-    registered = subprocess.run([sys.executable, "-m", "assets.cli", "--data", str(data), "add-dump",
-                                 _sample_dump()], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    registered = subprocess.run(
+        [sys.executable, "-m", "assets.cli", "--data", str(data), "add-dump", _sample_dump()],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert registered.returncode == 0, registered.stderr
     port, log = _free_port(), tmp_path / "dagster-dev.log"
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port),
-             "-w", str(ROOT / "workspace.yaml")],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                str(Path(sys.executable).parent / "dagster"),
+                "dev",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-w",
+                str(ROOT / "workspace.yaml"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         _wait_for_server(port, process, log)
-        yield {"port": port, "data": data, "partition": registered.stdout.strip().splitlines()[-1],
-               "chromium": chromium, "driver": driver,
-               "shots": Path(os.environ.get("DAGSTER_IR_SCREENSHOTS") or tmp_path / "screenshots").resolve()}
+        yield {
+            "port": port,
+            "data": data,
+            "partition": registered.stdout.strip().splitlines()[-1],
+            "chromium": chromium,
+            "driver": driver,
+            "shots": Path(os.environ.get("DAGSTER_IR_SCREENSHOTS") or tmp_path / "screenshots").resolve(),
+        }
     finally:
         os.killpg(process.pid, signal.SIGTERM)  # dagster dev and the processes it started
         try:
@@ -150,8 +193,9 @@ def _wait_for_text(browser, texts: list[str], timeout: float = 60) -> str:
 def _wait_for_run(port: int, run_id: str) -> None:
     status, deadline = None, time.monotonic() + RUN_TIMEOUT
     while time.monotonic() < deadline:
-        status = _graphql(port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
-                          {"id": run_id})["runOrError"]["status"]
+        status = _graphql(
+            port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
+        )["runOrError"]["status"]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             break
         time.sleep(2)
@@ -191,11 +235,17 @@ with dg.DagsterInstance.get() as instance:
 
 def _update_run(ui) -> str:
     """The run id of an `update` of the wiki_articles asset, made in its own process against the UI's instance."""
-    env = {**os.environ, "DAGSTER_IR_DATA": str(ui["data"]), "DAGSTER_HOME": str(ui["data"].parent / "dagster_home"),
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "DAGSTER_IR_DATA": str(ui["data"]),
+        "DAGSTER_HOME": str(ui["data"].parent / "dagster_home"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("DAGSTER_IR_CONFIG", None)
-    done = subprocess.run([sys.executable, "-c", UPDATE_ONE], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", UPDATE_ONE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 
@@ -244,11 +294,17 @@ print(partition)
 
 def _report_materialized(ui) -> None:
     """A materialization of `evaluation_report` (one collection) in the UI's instance, made in its own process."""
-    env = {**os.environ, "DAGSTER_IR_DATA": str(ui["data"]), "DAGSTER_HOME": str(ui["data"].parent / "dagster_home"),
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "DAGSTER_IR_DATA": str(ui["data"]),
+        "DAGSTER_HOME": str(ui["data"].parent / "dagster_home"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("DAGSTER_IR_CONFIG", None)
-    done = subprocess.run([sys.executable, "-c", REPORT_ONE], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", REPORT_ONE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -279,20 +335,35 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         time.sleep(2)  # let the graph finish its layout before the picture
         browser.save_screenshot(str(ui["shots"] / "asset-graph.png"))
 
-        repository = _graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name "
-                                    "location { name } schedules { name } sensors { name } } } } }")
+        repository = _graphql(
+            port,
+            "{ repositoriesOrError { ... on RepositoryConnection { nodes { name "
+            "location { name } schedules { name } sensors { name } } } } }",
+        )
         repo = repository["repositoriesOrError"]["nodes"][0]
         # one retraining schedule per named asset job holding trained assets: their runs name that job
         assert sorted(s["name"] for s in repo["schedules"]) == [
-            "retraining_collection_assets", "retraining_unit_assets", "retraining_unpartitioned_assets"]
+            "retraining_collection_assets",
+            "retraining_unit_assets",
+            "retraining_unpartitioned_assets",
+        ]
         assert {"default_automation_condition_sensor", "wiki_dump_sensor", "source_observation_sensor"} <= {
-            s["name"] for s in repo["sensors"]}
+            s["name"] for s in repo["sensors"]
+        }
         params = {
-            "selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
-                         "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": ["wiki_dump"]}]},
+            "selector": {
+                "repositoryLocationName": repo["location"]["name"],
+                "repositoryName": repo["name"],
+                "pipelineName": "__ASSET_JOB",
+                "assetSelection": [{"path": ["wiki_dump"]}],
+            },
             "mode": "default",
-            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": ui["partition"]},
-                                           {"key": "dagster_ir/command", "value": "browser-test"}]},
+            "executionMetadata": {
+                "tags": [
+                    {"key": "dagster/partition", "value": ui["partition"]},
+                    {"key": "dagster_ir/command", "value": "browser-test"},
+                ]
+            },
         }
         launched = _graphql(port, LAUNCH, {"params": params})["launchPipelineExecution"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
@@ -301,15 +372,20 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         # the observation sensor (on by default) observed the sources at its first tick: one run of each
         # observation job, so no source is unobserved in the UI
         deadline = time.monotonic() + RUN_TIMEOUT  # the daemon ticks the sensor every 30 s
-        while len(observed := _graphql(port, OBSERVATION_RUNS)["runsOrError"]["results"]) < 2 \
-                and time.monotonic() < deadline:
+        while (
+            len(observed := _graphql(port, OBSERVATION_RUNS)["runsOrError"]["results"]) < 2
+            and time.monotonic() < deadline
+        ):
             time.sleep(2)
-        assert sorted(r["pipelineName"] for r in observed) == ["observe_collection_sources_job",
-                                                               "observe_dump_sources_job"], observed
+        assert sorted(r["pipelineName"] for r in observed) == [
+            "observe_collection_sources_job",
+            "observe_dump_sources_job",
+        ], observed
         for run in observed:
             _wait_for_run(port, run["runId"])
         recorded = Catalog(ui["data"]).query(
-            "select asset_key, partition, rows from materializations where run_id = ?", [run_id])
+            "select asset_key, partition, rows from materializations where run_id = ?", [run_id]
+        )
         assert recorded.rows() == [("wiki_dump", ui["partition"], 1)]
 
         browser.get(f"http://127.0.0.1:{port}/assets/model_report")
@@ -318,31 +394,45 @@ def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records
         browser.save_screenshot(str(ui["shots"] / "model_report.png"))
 
         browser.get(f"http://127.0.0.1:{port}/automation")
-        _wait_for_text(browser, ["retraining_unit_assets", "default_automation_condition_sensor", "wiki_dump_sensor",
-                                 "source_observation_sensor"], timeout=60)
+        _wait_for_text(
+            browser,
+            [
+                "retraining_unit_assets",
+                "default_automation_condition_sensor",
+                "wiki_dump_sensor",
+                "source_observation_sensor",
+            ],
+            timeout=60,
+        )
         time.sleep(3)  # their statuses load after the names
         browser.save_screenshot(str(ui["shots"] / "automation.png"))
 
         # A run made by `update` (in its own process) belongs to a job of the definitions: its page offers
         # "Re-execute", enabled (a `dg.materialize` run's job, __ephemeral_asset_job__, is not in them).
         update_run = _update_run(ui)
-        job = _graphql(port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { pipelineName } } }",
-                       {"id": update_run})["runOrError"]["pipelineName"]
+        job = _graphql(
+            port, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { pipelineName } } }", {"id": update_run}
+        )["runOrError"]["pipelineName"]
         assert job == "dump_assets_job"
         browser.get(f"http://127.0.0.1:{port}/runs/{update_run}")
         _wait_for_text(browser, [job, "Re-execute"], timeout=60)
         time.sleep(2)  # the job's availability loads after the run
-        buttons = [b for b in browser.find_elements("xpath", "//button[contains(normalize-space(), 'Re-execute')]")
-                   if b.is_displayed()]
-        assert buttons and all(b.is_enabled() and b.get_attribute("disabled") is None for b in buttons), \
-            [b.text for b in buttons]
+        buttons = [
+            b
+            for b in browser.find_elements("xpath", "//button[contains(normalize-space(), 'Re-execute')]")
+            if b.is_displayed()
+        ]
+        assert buttons and all(b.is_enabled() and b.get_attribute("disabled") is None for b in buttons), [
+            b.text for b in buttons
+        ]
 
         # A report asset's page: its table's columns with their descriptions, and its Plots: one chart per
         # numeric key the IO manager records for every table (rows, bytes), none per run and measure (the
         # results are one table entry), so no chart of a key that only one event has, a point forever.
         _report_materialized(ui)
-        entries = _graphql(port, NUMERIC_METADATA, {"key": {"path": ["evaluation_report"]}})[
-            "assetOrError"]["assetMaterializations"][0]["metadataEntries"]
+        entries = _graphql(port, NUMERIC_METADATA, {"key": {"path": ["evaluation_report"]}})["assetOrError"][
+            "assetMaterializations"
+        ][0]["metadataEntries"]
         labels = {e["label"]: e["__typename"] for e in entries}
         numeric = sorted(label for label, kind in labels.items() if kind in ("IntMetadataEntry", "FloatMetadataEntry"))
         assert numeric == ["bytes", "dagster/row_count"] and labels["results"] == "TableMetadataEntry", labels

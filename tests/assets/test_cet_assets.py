@@ -25,8 +25,14 @@ from assets.wiki import wiki_assets
 from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.schemas import FALSE_NEGATIVES, QRELS, RUN
 
-TOPICS = {"1": "solar panels energy", "2": "river fish species", "3": "ancient roman roads",
-          "4": "coffee brewing methods", "5": "volcano eruption ash", "6": "chess opening theory"}
+TOPICS = {
+    "1": "solar panels energy",
+    "2": "river fish species",
+    "3": "ancient roman roads",
+    "4": "coffee brewing methods",
+    "5": "volcano eruption ash",
+    "6": "chess opening theory",
+}
 SPLITS = {"1": "train/model", "2": "train/model", "3": "train/model", "4": "dev", "5": "test", "6": "test"}
 
 
@@ -39,13 +45,16 @@ def _collection() -> dict[str, pl.DataFrame]:
             ranked = [f"d{q}{j}" for j in order] + [f"x{i}" for i in range(4)]
             runs += [(q, d, float(10 - r), r, name) for r, d in enumerate(ranked, start=1)]
     return {
-        "corpus": pl.DataFrame(corpus, schema={"doc_id": pl.String, "title": pl.String, "text": pl.String}, orient="row"),
+        "corpus": pl.DataFrame(
+            corpus, schema={"doc_id": pl.String, "title": pl.String, "text": pl.String}, orient="row"
+        ),
         "queries": pl.DataFrame({"query_id": list(TOPICS), "text": list(TOPICS.values())}),
         "qrels": pl.DataFrame([(q, f"d{q}{j}", 1) for q in TOPICS for j in range(4)], schema=QRELS, orient="row"),
         "candidate_runs": pl.DataFrame(runs, schema=RUN, orient="row"),
-        "query_splits": pl.DataFrame({"query_id": list(SPLITS), "split": list(SPLITS.values()),
-                                      "fold": [0] * len(SPLITS)}, schema={"query_id": pl.String, "split": pl.String,
-                                                                          "fold": pl.Int32}),
+        "query_splits": pl.DataFrame(
+            {"query_id": list(SPLITS), "split": list(SPLITS.values()), "fold": [0] * len(SPLITS)},
+            schema={"query_id": pl.String, "split": pl.String, "fold": pl.Int32},
+        ),
     }
 
 
@@ -61,33 +70,65 @@ def _context(key: str = "wiki-car") -> dg.AssetExecutionContext:
 @pytest.mark.slow
 def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     c = _collection()
-    labels = sparse_qrels(_context(), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"], c["query_splits"])
+    labels = sparse_qrels(
+        _context(), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"], c["query_splits"]
+    )
     assert labels.schema == pl.Schema(QRELS)
     assert sorted(labels["query_id"]) == ["1", "2", "3", "4"]  # one label each, train and dev only
     assert set(labels["doc_id"].str.slice(2, 1)) <= {"0", "1"}  # inside bm25's top 2
     assert sparse_labels_are_relevant(labels, c["qrels"]).passed
 
-    analysis = false_negative_analysis(_context(), FalseNegativeConfig(depths=[2, 4]), c["candidate_runs"],
-                                       c["qrels"], labels, c["query_splits"])
+    analysis = false_negative_analysis(
+        _context(), FalseNegativeConfig(depths=[2, 4]), c["candidate_runs"], c["qrels"], labels, c["query_splits"]
+    )
     assert analysis.schema == pl.Schema(FALSE_NEGATIVES) and analysis.height == 4
     dense_top2 = analysis.filter((pl.col("run_name") == "dense") & (pl.col("depth") == 2))
     assert dense_top2["expected_share"].item() == 1.0  # dense's top 2 are unlabelled relevant documents
 
-    training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=2, negative_depth=4, taus=[2.0])
-    trained = cet(_context("wiki-car/seed-0"), training, DataDirResource(path=str(tmp_path)), c["candidate_runs"], c["queries"],
-                  c["corpus"].lazy(), c["qrels"], labels, c["query_splits"]).value
-    assert trained["run_name"].to_list() == ["naive", "zhan", "rocketqa-q0.5", "rocketqa-q0.9", "rance", "dml", "cet",
-                                             "cet-tau2", "rocketqa", "bm25+bert"]
+    training = CetConfig(
+        backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=2, negative_depth=4, taus=[2.0]
+    )
+    trained = cet(
+        _context("wiki-car/seed-0"),
+        training,
+        DataDirResource(path=str(tmp_path)),
+        c["candidate_runs"],
+        c["queries"],
+        c["corpus"].lazy(),
+        c["qrels"],
+        labels,
+        c["query_splits"],
+    ).value
+    assert trained["run_name"].to_list() == [
+        "naive",
+        "zhan",
+        "rocketqa-q0.5",
+        "rocketqa-q0.9",
+        "rance",
+        "dml",
+        "cet",
+        "cet-tau2",
+        "rocketqa",
+        "bm25+bert",
+    ]
     sweeps = trained.filter(pl.col("sweep") != "").select("run_name", "sweep", "sweep_value", "table").rows()
-    assert sweeps == [("rocketqa-q0.5", "eta", 0.5, False), ("rocketqa-q0.9", "eta", 0.9, False),
-                      ("cet", "tau", 1.0, True), ("cet-tau2", "tau", 2.0, False)]
+    assert sweeps == [
+        ("rocketqa-q0.5", "eta", 0.5, False),
+        ("rocketqa-q0.9", "eta", 0.9, False),
+        ("cet", "tau", 1.0, True),
+        ("cet-tau2", "tau", 2.0, False),
+    ]
     assert trained.filter(pl.col("selection_path").is_not_null())["run_name"].to_list() == ["cet", "cet-tau2"]
     by_name = {row["run_name"]: row for row in trained.iter_rows(named=True)}
     assert by_name["naive"]["queries"] == 3 and by_name["naive"]["steps"] == 2  # 3 queries, batches of 2
     assert '"rejected"' in by_name["rocketqa"]["notes"] and by_name["rocketqa"]["queries"] <= 3
-    assert by_name["naive"]["false_negative_share"] == 1.0  # dense's top 4 minus the label: all relevant (every negative is false)
+    assert (
+        by_name["naive"]["false_negative_share"] == 1.0
+    )  # dense's top 4 minus the label: all relevant (every negative is false)
     assert all(by_name[n]["dev_mrr10"] is not None for n in ("naive", "dml", "cet"))
-    chosen = max(("rocketqa-q0.5", "rocketqa-q0.9"), key=lambda n: (by_name[n]["dev_mrr10"], -by_name[n]["sweep_value"]))
+    chosen = max(
+        ("rocketqa-q0.5", "rocketqa-q0.9"), key=lambda n: (by_name[n]["dev_mrr10"], -by_name[n]["sweep_value"])
+    )
     assert by_name["rocketqa"]["relevance_path"] == by_name[chosen]["relevance_path"]  # eta chosen on dev
     assert by_name["bm25+bert"]["relevance_path"] == by_name["zhan"]["relevance_path"]
     assert by_name["bm25+bert"]["candidates"] == "bm25" and by_name["naive"]["candidates"] == "dense"
@@ -95,8 +136,16 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     assert all((unit_dir / n / "relevance" / "model.safetensors").is_file() for n in ("naive", "dml", "cet"))
     assert not list(unit_dir.glob("*/training_state"))  # the resumable states go once every ranker is saved
 
-    runs = cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"], c["queries"],
-                    c["corpus"].lazy(), c["qrels"], c["query_splits"]).value
+    runs = cet_runs(
+        _context("wiki-car/seed-0"),
+        CetRunsConfig(rerank_depth=3),
+        trained,
+        c["candidate_runs"],
+        c["queries"],
+        c["corpus"].lazy(),
+        c["qrels"],
+        c["query_splits"],
+    ).value
     assert runs.schema == pl.Schema({**RUN, "seed": pl.Int64}) and set(runs["seed"]) == {0}
     table_rows = ["naive", "zhan", "rance", "dml", "cet", "rocketqa", "bm25+bert"]  # no sweep variants
     assert runs["run_name"].unique(maintain_order=True).to_list() == table_rows
@@ -106,7 +155,9 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
     assert cet_runs_rerank_the_same_candidates(runs).passed
 
 
-def test_under_cv_every_query_is_labelled_and_a_unit_trains_and_scores_its_own_folds(tiny, tmp_path, monkeypatch) -> None:
+def test_under_cv_every_query_is_labelled_and_a_unit_trains_and_scores_its_own_folds(
+    tiny, tmp_path, monkeypatch
+) -> None:
     import assets.cet
     import assets.partitions
     from dagster_ir.collections import Protocol
@@ -117,30 +168,69 @@ def test_under_cv_every_query_is_labelled_and_a_unit_trains_and_scores_its_own_f
     monkeypatch.setattr(assets.partitions, "training_units", lambda: units)
     c = _collection()
     folds = {"1": 0, "2": 0, "3": 1, "4": 1, "5": 2, "6": 2}  # fold 0 tests, 1 validates, 2 trains
-    c["query_splits"] = c["query_splits"].with_columns(fold=pl.col("query_id").replace_strict(folds, return_dtype=pl.Int32))
-    labels = sparse_qrels(_context(), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"], c["query_splits"])
+    c["query_splits"] = c["query_splits"].with_columns(
+        fold=pl.col("query_id").replace_strict(folds, return_dtype=pl.Int32)
+    )
+    labels = sparse_qrels(
+        _context(), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"], c["query_splits"]
+    )
     assert sorted(labels["query_id"]) == list("123456")  # every query trains or validates in some fold
 
-    training = CetConfig(backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=1, negative_depth=4,
-                         methods=["naive"], taus=[], eta_quantiles=[])
-    trained = cet(_context("wiki-car/fold-0/seed-3"), training, DataDirResource(path=str(tmp_path)),
-                  c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"]).value
+    training = CetConfig(
+        backbone=tiny,
+        layers=0,
+        max_length=32,
+        batch_size=2,
+        max_steps=1,
+        negative_depth=4,
+        methods=["naive"],
+        taus=[],
+        eta_quantiles=[],
+    )
+    trained = cet(
+        _context("wiki-car/fold-0/seed-3"),
+        training,
+        DataDirResource(path=str(tmp_path)),
+        c["candidate_runs"],
+        c["queries"],
+        c["corpus"].lazy(),
+        c["qrels"],
+        labels,
+        c["query_splits"],
+    ).value
     naive = trained.row(by_predicate=pl.col("run_name") == "naive", named=True)
     assert naive["queries"] == 2 and naive["unit"] == "wiki-car/fold-0/seed-3" and naive["seed"] == 3
     assert naive["dev_mrr10"] is not None  # chosen on fold 1, not on the test fold
     assert (tmp_path / "files" / "cet" / "wiki-car" / "fold-0" / "seed-3").is_dir()
-    runs = cet_runs(_context("wiki-car/fold-0/seed-3"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"],
-                    c["queries"], c["corpus"].lazy(), c["qrels"], c["query_splits"]).value
+    runs = cet_runs(
+        _context("wiki-car/fold-0/seed-3"),
+        CetRunsConfig(rerank_depth=3),
+        trained,
+        c["candidate_runs"],
+        c["queries"],
+        c["corpus"].lazy(),
+        c["qrels"],
+        c["query_splits"],
+    ).value
     assert set(runs["query_id"]) == {"1", "2"} and set(runs["seed"]) == {3}  # the test fold only
     with pytest.raises(ValueError, match="not a training unit"):
-        cet_runs(_context("wiki-car/seed-0"), CetRunsConfig(rerank_depth=3), trained, c["candidate_runs"],
-                 c["queries"], c["corpus"].lazy(), c["qrels"], c["query_splits"])
+        cet_runs(
+            _context("wiki-car/seed-0"),
+            CetRunsConfig(rerank_depth=3),
+            trained,
+            c["candidate_runs"],
+            c["queries"],
+            c["corpus"].lazy(),
+            c["qrels"],
+            c["query_splits"],
+        )
 
 
 def test_the_definitions_load_and_configs_map_onto_the_profiles() -> None:
     upstream = [*wiki_assets, *collection_assets, *retrieval_assets]  # cet's inputs come from these
-    defs = dg.Definitions(assets=[*upstream, *cet_assets], asset_checks=cet_checks,
-                          resources={"data": DataDirResource()})
+    defs = dg.Definitions(
+        assets=[*upstream, *cet_assets], asset_checks=cet_checks, resources={"data": DataDirResource()}
+    )
     dg.Definitions.validate_loadable(defs)
     demo = CetConfig().to_domain()
     assert demo.cet.ranker.layers is not None and demo.rerank_depth == 20

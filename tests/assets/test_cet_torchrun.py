@@ -21,18 +21,43 @@ UNIT = "wiki-car/seed-0"
 
 def _settings(backbone: str, nproc: int) -> CetConfig:
     # 3 training queries in one global batch of 3 (every process gets a share), 2 epochs
-    return CetConfig(backbone=backbone, methods=["naive", "cet"], taus=[], layers=0, max_length=32, batch_size=3, epochs=2,
-                     lr=5e-3, negative_depth=4, device="cpu", bf16=False,
-                     torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0})
+    return CetConfig(
+        backbone=backbone,
+        methods=["naive", "cet"],
+        taus=[],
+        layers=0,
+        max_length=32,
+        batch_size=3,
+        epochs=2,
+        lr=5e-3,
+        negative_depth=4,
+        device="cpu",
+        bf16=False,
+        torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0},
+    )
 
 
 def _train(root: Path, backbone: str, nproc: int):
     c = _collection()
-    labels = sparse_qrels(dg.build_asset_context(partition_key="wiki-car"), SparseQrelsConfig(pool_depth=2),
-                          c["candidate_runs"], c["qrels"], c["query_splits"])
+    labels = sparse_qrels(
+        dg.build_asset_context(partition_key="wiki-car"),
+        SparseQrelsConfig(pool_depth=2),
+        c["candidate_runs"],
+        c["qrels"],
+        c["query_splits"],
+    )
     context = dg.build_asset_context(partition_key=UNIT)
-    trained = cet(context, _settings(backbone, nproc), DataDirResource(path=str(root)), c["candidate_runs"],
-                  c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"]).value
+    trained = cet(
+        context,
+        _settings(backbone, nproc),
+        DataDirResource(path=str(root)),
+        c["candidate_runs"],
+        c["queries"],
+        c["corpus"].lazy(),
+        c["qrels"],
+        labels,
+        c["query_splits"],
+    ).value
     metadata = context.get_output_metadata("result")
     return trained, {k: getattr(v, "value", v) for k, v in (metadata or {}).items()}
 
@@ -57,12 +82,15 @@ def test_two_gloo_processes_train_the_lab_one_process_trains(backbone, tmp_path,
         assert a == pytest.approx(b, abs=1e-6)
     assert not list((tmp_path / "two" / "files" / "cet" / "jobs").rglob("job.json"))  # the job folder is gone
     domain = _settings(backbone, 1).to_domain()
-    start = _flat(CoupledRanker.build(domain.cet.ranker, coupled=False, seed=domain.cet.train.seed)
-                  .relevance.model.state_dict())
+    start = _flat(
+        CoupledRanker.build(domain.cet.ranker, coupled=False, seed=domain.cet.train.seed).relevance.model.state_dict()
+    )
     folders = [("naive", "relevance"), ("cet", "relevance"), ("cet", "selection")]
     for ranker, part in folders:
-        weights = {side: _flat(load_file(str(tmp_path / side / "files" / "cet" / UNIT / ranker / part /
-                                               "model.safetensors"))) for side in ("one", "two")}
+        weights = {
+            side: _flat(load_file(str(tmp_path / side / "files" / "cet" / UNIT / ranker / part / "model.safetensors")))
+            for side in ("one", "two")
+        }
         if part == "relevance":  # R starts where every ranker's R starts
             moved = (weights["one"] - start).norm()
             assert moved > 0

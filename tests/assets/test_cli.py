@@ -35,7 +35,7 @@ def test_report_is_a_command_only_in_the_command_position(data, capsys):
 
 def test_add_dump_refuses_a_truncated_dump(data, tmp_path, capsys):
     cut = tmp_path / "cut.xml.bz2"
-    cut.write_bytes(sample_dump_path().read_bytes()[: 600_000])
+    cut.write_bytes(sample_dump_path().read_bytes()[:600_000])
     assert main(["--data", str(data), "add-dump", str(cut)]) == 1
     err = capsys.readouterr().err
     assert str(cut) in err and "truncated" in err and "Traceback" not in err
@@ -68,8 +68,9 @@ def test_a_registered_dump_is_checked_once_unless_asked(data, tmp_path, monkeypa
 def test_catalog_query_refuses_writes_and_explains(data, capsys):
     target = table_path(data, ["t"], None)
     write_table(pl.DataFrame({"x": [1]}), target)
-    Catalog(data).record(MaterializationRecord(asset_key="t", partition=None, path=str(target),
-                                               table_root=str(table_root(data, ["t"]))))
+    Catalog(data).record(
+        MaterializationRecord(asset_key="t", partition=None, path=str(target), table_root=str(table_root(data, ["t"])))
+    )
     before = target.read_bytes()
     assert main(["--data", str(data), "catalog", "query", f"copy (select 2 as x) to '{target}' (format parquet)"]) == 1
     err = capsys.readouterr().err
@@ -114,29 +115,41 @@ def test_runs_whose_process_died_are_marked_failed(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+
         def started(pid, host):
-            run = dg.DagsterRun(job_name="update", status=dg.DagsterRunStatus.STARTED,
-                                tags={PID_TAG: str(pid), HOST_TAG: host})
+            run = dg.DagsterRun(
+                job_name="update", status=dg.DagsterRunStatus.STARTED, tags={PID_TAG: str(pid), HOST_TAG: host}
+            )
             return instance.add_run(run).run_id
 
-        killed, alive, elsewhere = started(dead.pid, host_tag()), started(os.getpid(), host_tag()), started(dead.pid, "ffffffff")
+        killed, alive, elsewhere = (
+            started(dead.pid, host_tag()),
+            started(os.getpid(), host_tag()),
+            started(dead.pid, "ffffffff"),
+        )
         assert mark_dead_runs_failed(instance) == [killed]
         status = {run_id: instance.get_run_by_id(run_id).status for run_id in (killed, alive, elsewhere)}
-    assert status == {killed: dg.DagsterRunStatus.FAILURE, alive: dg.DagsterRunStatus.STARTED,
-                      elsewhere: dg.DagsterRunStatus.STARTED}
+    assert status == {
+        killed: dg.DagsterRunStatus.FAILURE,
+        alive: dg.DagsterRunStatus.STARTED,
+        elsewhere: dg.DagsterRunStatus.STARTED,
+    }
 
 
 def _catalog_with_table(data):
     target = table_path(data, ["t"], None)
     write_table(pl.DataFrame({"x": [1, 2]}), target)
-    Catalog(data).record(MaterializationRecord(asset_key="t", partition=None, path=str(target),
-                                               table_root=str(table_root(data, ["t"]))))
+    Catalog(data).record(
+        MaterializationRecord(asset_key="t", partition=None, path=str(target), table_root=str(table_root(data, ["t"])))
+    )
     return Catalog(data)
 
 
 def _tree(root):
-    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def test_catalog_query_writes_nothing(data, capsys):
@@ -163,8 +176,15 @@ def _read_only(data, command: list[str], cwd):
     if shutil.which("unshare") is None:
         pytest.skip("root without unshare: no way to make the data directory read-only")
     script = f"mount --bind -o ro {shlex.quote(str(data))} {shlex.quote(str(data))} && touch {shlex.quote(str(data / 'probe'))} 2>/dev/null; exec {shlex.join(command)}"
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     if "mount" in done.stderr and done.returncode != 0:
         pytest.skip(f"cannot mount read-only here: {done.stderr.strip()}")
     assert not (data / "probe").exists(), "the data directory was not read-only"
@@ -191,9 +211,15 @@ def test_catalog_query_reads_the_data_directory_tables_from_any_working_director
     assert "3" in out and "100" not in out
 
 
-@pytest.mark.parametrize("sql", ["select * from read_text('/etc/passwd')", "select * from glob('/root/**')",
-                                 "select * from read_csv('/etc/hostname')",
-                                 "select * from read_text('tables/../../../../../etc/passwd')"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select * from read_text('/etc/passwd')",
+        "select * from glob('/root/**')",
+        "select * from read_csv('/etc/hostname')",
+        "select * from read_text('tables/../../../../../etc/passwd')",
+    ],
+)
 def test_catalog_query_reads_no_host_file(data, capsys, sql):
     _catalog_with_table(data)
     assert main(["--data", str(data), "catalog", "query", sql]) == 1

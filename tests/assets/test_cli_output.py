@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from assets.cli import build_parser, main, summary_text
-from assets.terminal import format_frame, text_table
+from assets.terminal import format_frame
 from assets.updates import stale_reasons
 from dagster_ir.evaluation.cli import _parser
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
@@ -25,9 +25,15 @@ LONG = "a long cell value that Polars' default frame would cut: " + "x" * 120
 
 
 def frame() -> pl.DataFrame:
-    return pl.DataFrame({"query_id": [f"q{i}" for i in range(20)], "score": [i / 3 for i in range(20)],
-                         "text": [LONG if i == 7 else f"t|{i}" for i in range(20)], "n": list(range(20)),
-                         "tags": [["a", None]] * 20})
+    return pl.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(20)],
+            "score": [i / 3 for i in range(20)],
+            "text": [LONG if i == 7 else f"t|{i}" for i in range(20)],
+            "n": list(range(20)),
+            "tags": [["a", None]] * 20,
+        }
+    )
 
 
 def test_table_shows_every_row_and_every_cell_whole():
@@ -45,8 +51,13 @@ def test_csv_json_and_markdown_round_trip_every_row():
     rows = list(csv.DictReader(io.StringIO(format_frame(frame(), "csv"))))
     assert len(rows) == 20 and rows[7]["text"] == LONG and rows[0]["tags"] == '["a",null]'
     records = json.loads(format_frame(frame(), "json"))
-    assert len(records) == 20 and records[19] == {"query_id": "q19", "score": 19 / 3, "text": "t|19", "n": 19,
-                                                 "tags": ["a", None]}
+    assert len(records) == 20 and records[19] == {
+        "query_id": "q19",
+        "score": 19 / 3,
+        "text": "t|19",
+        "n": 19,
+        "tags": ["a", None],
+    }
     markdown = format_frame(frame(), "markdown").splitlines()
     assert len(markdown) == 22 and markdown[1] == "|---|---:|---|---:|---|"
     assert markdown[2] == '| q0 | 0 | t\\|0 | 0 | ["a",null] |'
@@ -59,15 +70,17 @@ def test_catalog_query_command_prints_csv(tmp_path, monkeypatch, capsys):
     data = tmp_path / "data"
     target = table_path(data, ["t"], None)
     write_table(pl.DataFrame({"x": list(range(25))}), target)
-    Catalog(data).record(MaterializationRecord(asset_key="t", partition=None, path=str(target),
-                                               table_root=str(table_root(data, ["t"]))))
+    Catalog(data).record(
+        MaterializationRecord(asset_key="t", partition=None, path=str(target), table_root=str(table_root(data, ["t"])))
+    )
     assert main(["--data", str(data), "catalog", "query", "--format", "csv", "select x from t order by x"]) == 0
     assert capsys.readouterr().out.splitlines() == ["x", *(str(i) for i in range(25))]
 
 
 def _node(asset: str, record: str, parents=(), config=None) -> LineageNode:
-    return LineageNode(record, asset, None, "1", "c" * 20, config, "2026-12-03 09:00:00.123", f"/d/{asset}.parquet",
-                       list(parents))
+    return LineageNode(
+        record, asset, None, "1", "c" * 20, config, "2026-12-03 09:00:00.123", f"/d/{asset}.parquet", list(parents)
+    )
 
 
 def test_lineage_hides_config_by_default_drops_nulls_and_stops_at_depth():
@@ -81,16 +94,21 @@ def test_lineage_hides_config_by_default_drops_nulls_and_stops_at_depth():
     assert len(cut) == 2 and cut[1].endswith("(reads 1 more; --depth to see them)")
     assert compact_config('{"a": null}') == "" and compact_config(None) == ""
     # a record with a large config (the demo's were up to 812 characters a line) stays one short line
-    wide = _node("cross_encoder", "r4", [links], config=json.dumps({f"field_{i}": None if i % 2 else i for i in range(60)}))
+    wide = _node(
+        "cross_encoder", "r4", [links], config=json.dumps({f"field_{i}": None if i % 2 else i for i in range(60)})
+    )
     assert max(len(line) for line in render([wide]).splitlines()) < 120
 
 
 def test_demo_summary_is_aligned_uncut_and_suggests_commands_that_exist(tmp_path):
     root = tmp_path / "data"
     partition = "enwiki-20260101-pages-articles-multistream.xml.bz2@0-123456789"
-    latest = [("wiki_articles", partition, 1234, str(root / "tables/wiki_articles/x.parquet")),
-              ("corpus", "wiki-car", 5, str(root / "tables/corpus/y.parquet")),
-              ("wiki_link_graph", "", 123456789, None), ("evaluation_report", "wiki-car", 60, None)]
+    latest = [
+        ("wiki_articles", partition, 1234, str(root / "tables/wiki_articles/x.parquet")),
+        ("corpus", "wiki-car", 5, str(root / "tables/corpus/y.parquet")),
+        ("wiki_link_graph", "", 123456789, None),
+        ("evaluation_report", "wiki-car", 60, None),
+    ]
     text = summary_text(root, latest)
     lines = text.splitlines()
     assert partition in text and "duckdb " not in text
@@ -109,7 +127,7 @@ def test_demo_summary_is_aligned_uncut_and_suggests_commands_that_exist(tmp_path
     # a project without wiki-car (examples/cranfield.yaml): the report suggested is one that exists
     other = summary_text(root, [("corpus", "cranfield", 1400, None), ("evaluation_report", "cranfield", 225, None)])
     assert "report --collection cranfield" in other and "wiki-car" not in other and "wiki_link_graph" not in other
-    assert 'select * from corpus limit 5' in other
+    assert "select * from corpus limit 5" in other
     assert "Reports:" not in summary_text(root, [("corpus", "cranfield", 1400, None)])  # no report made yet
 
 
@@ -122,13 +140,21 @@ def test_every_subcommand_help_has_an_example():
 
 
 def test_help_loads_neither_dagster_nor_polars_nor_torch():
-    code = ("import sys\nfrom assets.cli import main\n"
-            "for argv in (['--help'], ['catalog', 'query', '--help'], ['report', '--help']):\n"
-            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-            "heavy = sorted(m for m in ('dagster', 'polars', 'duckdb', 'torch', 'scipy', 'matplotlib', 'ir_measures')"
-            " if m in sys.modules)\nprint('HEAVY', heavy)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}).stdout
+    code = (
+        "import sys\nfrom assets.cli import main\n"
+        "for argv in (['--help'], ['catalog', 'query', '--help'], ['report', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "heavy = sorted(m for m in ('dagster', 'polars', 'duckdb', 'torch', 'scipy', 'matplotlib', 'ir_measures')"
+        " if m in sys.modules)\nprint('HEAVY', heavy)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    ).stdout
     assert "--collection" in out and "HEAVY []" in out, out[-400:]
 
 
@@ -169,7 +195,8 @@ def test_status_why_names_the_changed_code_and_the_upstream_with_new_data(tmp_pa
         assert only[0][0] == dg.AssetKey("downstream") and only[2] == ["downstream: has a new code version"]
         state["code"] = "1"
         state["value"] = 5
-        assert dg.materialize([a for a in assets() if a.key.to_user_string() == "upstream"], instance=instance,
-                              resources=io_manager).success
+        assert dg.materialize(
+            [a for a in assets() if a.key.to_user_string() == "upstream"], instance=instance, resources=io_manager
+        ).success
         (only,) = stale_reasons(defs(), instance)
         assert only[1] == "stale" and any(r.startswith("upstream: has a new") for r in only[2]), only

@@ -13,8 +13,14 @@ from dagster_ir.storage.catalog import Catalog
 
 pytestmark = pytest.mark.slow
 
-TOPICS = {"1": "solar panels energy", "2": "river fish species", "3": "ancient roman roads",
-          "4": "coffee brewing methods", "5": "volcano eruption ash", "6": "chess opening theory"}
+TOPICS = {
+    "1": "solar panels energy",
+    "2": "river fish species",
+    "3": "ancient roman roads",
+    "4": "coffee brewing methods",
+    "5": "volcano eruption ash",
+    "6": "chess opening theory",
+}
 
 
 def _write_collection(folder):
@@ -38,10 +44,20 @@ def _write_collection(folder):
 
 
 def _cli(tmp_path, *args):
-    env = {**os.environ, "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"),
-           "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), *args],
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_tiny_collection_end_to_end(tmp_path):

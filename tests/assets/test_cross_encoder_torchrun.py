@@ -17,23 +17,35 @@ from dagster_ir.schemas import NEGATIVES, QRELS, QUERY_SPLITS, RUN
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-TOPICS = ["solar panel energy", "river fish species", "roman road empire", "coffee brew bean", "volcano ash lava",
-          "chess opening theory", "tennis serve court", "piano chord melody"]
+TOPICS = [
+    "solar panel energy",
+    "river fish species",
+    "roman road empire",
+    "coffee brew bean",
+    "volcano ash lava",
+    "chess opening theory",
+    "tennis serve court",
+    "piano chord melody",
+]
 SPLITS = ["train/model"] * 6 + ["dev", "test"]
 
 
 def _frames() -> dict:
     docs = [(f"d{t}-{j}", "", f"{topic} " * (j + 1) + "notes") for t, topic in enumerate(TOPICS) for j in range(3)]
     negatives = [(f"q{t}", f"d{t}-0", f"d{(t + k) % 8}-1", k, k - 1) for t in range(8) for k in (1, 2)]
-    run = [(f"q{t}", f"d{t2}-{j}", float(30 - r), r + 1, "bm25")
-           for t in range(8) for r, (t2, j) in enumerate([(t, 0), (t, 1), ((t + 1) % 8, 0), ((t + 2) % 8, 2)])]
+    run = [
+        (f"q{t}", f"d{t2}-{j}", float(30 - r), r + 1, "bm25")
+        for t in range(8)
+        for r, (t2, j) in enumerate([(t, 0), (t, 1), ((t + 1) % 8, 0), ((t + 2) % 8, 2)])
+    ]
     empty = {"stage": pl.String, "path": pl.String}
     return {
         "queries": pl.DataFrame({"query_id": [f"q{t}" for t in range(8)], "text": TOPICS}),
         "corpus": pl.DataFrame(docs, schema=["doc_id", "title", "text"], orient="row").lazy(),
         "qrels": pl.DataFrame([(f"q{t}", f"d{t}-0", 1) for t in range(8)], schema=QRELS, orient="row"),
-        "query_splits": pl.DataFrame({"query_id": [f"q{t}" for t in range(8)], "split": SPLITS, "fold": [0] * 8},
-                                     schema=QUERY_SPLITS),
+        "query_splits": pl.DataFrame(
+            {"query_id": [f"q{t}" for t in range(8)], "split": SPLITS, "fold": [0] * 8}, schema=QUERY_SPLITS
+        ),
         "negatives": pl.DataFrame(negatives, schema=NEGATIVES, orient="row"),
         "candidate_runs": pl.DataFrame(run, schema=RUN, orient="row"),
         "php_hp": pl.DataFrame({"stage": ["hp"], "path": ["unused"]}, schema=empty),
@@ -45,9 +57,19 @@ def _frames() -> dict:
 
 
 def _train(root: Path, backbone: str, nproc: int):
-    config = CrossEncoderSettings(backbone=backbone, inits=["bert"], max_length=32, max_query_length=8, n_negatives=2,
-                                  batch_size=4, epochs=2, lr=5e-3, device="cpu", bf16=False,
-                                  torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0})
+    config = CrossEncoderSettings(
+        backbone=backbone,
+        inits=["bert"],
+        max_length=32,
+        max_query_length=8,
+        n_negatives=2,
+        batch_size=4,
+        epochs=2,
+        lr=5e-3,
+        device="cpu",
+        bf16=False,
+        torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0},
+    )
     context = dg.build_asset_context(partition_key="wiki-car/seed-0")
     manifest = cross_encoder(context=context, config=config, data=DataDirResource(path=str(root)), **_frames()).value
     weights = load_file(str(Path(manifest["path"][0]) / "model.safetensors"))
@@ -68,8 +90,10 @@ def test_two_gloo_processes_train_the_model_one_process_trains(backbone, tmp_pat
     assert not list((tmp_path / "two" / "files" / "cross_encoder" / "jobs").rglob("job.json"))  # the job is gone
     start = CrossEncoder.from_pretrained(backbone, max_length=32, max_query_length=8, seed=42).model.state_dict()
     keys = sorted(one_weights)
-    flat = {name: torch.cat([w[k].flatten().float() for k in keys]) for name, w in
-            [("one", one_weights), ("two", two_weights), ("start", start)]}
+    flat = {
+        name: torch.cat([w[k].flatten().float() for k in keys])
+        for name, w in [("one", one_weights), ("two", two_weights), ("start", start)]
+    }
     moved = (flat["one"] - flat["start"]).norm()
     assert moved > 0
     assert (flat["two"] - flat["one"]).norm() < 0.01 * moved  # the same model, up to float rounding

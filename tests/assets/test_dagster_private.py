@@ -36,8 +36,13 @@ def test_the_running_dagster_is_a_supported_minor_version():
 
 
 def test_only_dagster_private_imports_private_dagster_names():
-    offenders = [f"{path.name}:{n}" for path in sorted(ASSETS.glob("*.py")) if path.name != "dagster_private.py"
-                 for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"dagster\._", line)]
+    offenders = [
+        f"{path.name}:{n}"
+        for path in sorted(ASSETS.glob("*.py"))
+        if path.name != "dagster_private.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"dagster\._", line)
+    ]
     assert not offenders, offenders
 
 
@@ -62,8 +67,10 @@ def test_stale_resolver_reports_missing_then_fresh_then_stale_with_its_cause(tmp
         assert resolver.status(dg.AssetKey("downstream"), None) == dagster_private.MISSING
         assert dg.materialize(build(), instance=instance, resources=io).success
         graph = dg.Definitions(assets=build(), resources=io).resolve_asset_graph()
-        assert dagster_private.StaleResolver(instance, graph).status(dg.AssetKey("downstream"), None) \
+        assert (
+            dagster_private.StaleResolver(instance, graph).status(dg.AssetKey("downstream"), None)
             == dagster_private.FRESH
+        )
         version["code"] = "2"
         graph = dg.Definitions(assets=build(), resources=io).resolve_asset_graph()
         resolver = dagster_private.StaleResolver(instance, graph)

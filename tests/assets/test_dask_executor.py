@@ -27,8 +27,9 @@ def _materialize(executor: str, root: Path, home: Path, monkeypatch) -> dict[str
         dump = add_dump(root, str(sample_dump_path()), instance)
         runs = {}
         for stage, partition in [("dump", dump), ("graph", None), ("collection", "wiki-car")]:
-            job = dg.build_reconstructable_job("dist_defs", "stage_job", (executor, stage),
-                                               reconstructor_working_directory=str(HERE))
+            job = dg.build_reconstructable_job(
+                "dist_defs", "stage_job", (executor, stage), reconstructor_working_directory=str(HERE)
+            )
             tags = {"dagster/partition": partition} if partition else {}
             with dg.execute_job(job, instance=instance, tags=tags) as result:
                 assert result.success, f"{executor} {stage}: {[e.message for e in result.get_step_failure_events()]}"

@@ -20,10 +20,12 @@ def test_every_reader_of_a_partitioned_source_versions_its_output_by_content():
     graph = defs.resolve_asset_graph()
     sources = _partitioned_sources(graph)
     assert {"imported_runs", "collection_config", "collection_settings", "wiki_dump_file"} <= {
-        k.to_user_string() for k in sources}
+        k.to_user_string() for k in sources
+    }
     readers = {key for key in graph.materializable_asset_keys if graph.get(key).parent_keys & sources}
     assert {"candidate_runs", "ghrm_runs", "neural_baselines", "corpus", "wiki_dump"} <= {
-        k.to_user_string() for k in readers}
+        k.to_user_string() for k in readers
+    }
     missing = []
     for key in readers:
         assets_def = defs.resolve_assets_def(key)

@@ -13,9 +13,16 @@ from assets.executors import (
 from dagster_ir.collections.config import CollectionConfigError
 
 COLLECTIONS = "collections:\n  wiki-car: {kind: wiki-car}\n"
-K8S = ExecutorSettings(kind="k8s", image="registry.example.org/dagster-ir:0.1.0", namespace="ir",
-                       data_claim="ir-data", data_mount="/mnt/ir", max_concurrent=8,
-                       step_resources={"requests": {"cpu": "2", "memory": "8Gi"}}, env_secrets=("hf-token",))
+K8S = ExecutorSettings(
+    kind="k8s",
+    image="registry.example.org/dagster-ir:0.1.0",
+    namespace="ir",
+    data_claim="ir-data",
+    data_mount="/mnt/ir",
+    max_concurrent=8,
+    step_resources={"requests": {"cpu": "2", "memory": "8Gi"}},
+    env_secrets=("hf-token",),
+)
 
 
 def _yaml(tmp_path, executor: str):
@@ -44,14 +51,17 @@ def test_each_kind_gives_its_dagster_executor(tmp_path):
     assert executor_definition(k8s).name == "k8s"
 
 
-@pytest.mark.parametrize("section, field", [
-    ("executor: {kind: spark}", "executor.kind"),
-    ("executor: {kind: dask, image: x}", "executor.image: not a field of kind 'dask'"),
-    ("executor: {kind: multiprocess, max_concurrent: two}", "executor.max_concurrent: expected an integer"),
-    ("executor: {kind: k8s}", "executor.image: required"),
-    ("executor: {kind: k8s, image: x, data_mount: data}", "executor.data_mount: expected an absolute path"),
-    ("executor: [dask]", "executor: expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "section, field",
+    [
+        ("executor: {kind: spark}", "executor.kind"),
+        ("executor: {kind: dask, image: x}", "executor.image: not a field of kind 'dask'"),
+        ("executor: {kind: multiprocess, max_concurrent: two}", "executor.max_concurrent: expected an integer"),
+        ("executor: {kind: k8s}", "executor.image: required"),
+        ("executor: {kind: k8s, image: x, data_mount: data}", "executor.data_mount: expected an absolute path"),
+        ("executor: [dask]", "executor: expected a mapping"),
+    ],
+)
 def test_bad_section_names_the_file_and_the_field(tmp_path, section, field):
     path = _yaml(tmp_path, section + "\n")
     with pytest.raises(CollectionConfigError, match=f"{path}: {field}"):
@@ -112,15 +122,24 @@ def test_gpu_steps_request_gpus_and_the_others_do_not():
     from assets.automation import TRAINING_STEPS
     from assets.executors import GPU_STEPS, parse_executor_settings
 
-    settings = parse_executor_settings({
-        "kind": "k8s", "image": "registry.example.org/dagster-ir:0.1.0",
-        "step_resources": {"requests": {"cpu": "2", "memory": "8Gi"}},
-        "training_gpus": 2, "training_pod_spec": {"nodeSelector": {"gpu": "true"}}})
-    assert set(TRAINING_STEPS) - {"model1_em", "word2vec", "ghrm_runs", "ghrm_sweeps"} <= set(GPU_STEPS)  # CPU-only ones
+    settings = parse_executor_settings(
+        {
+            "kind": "k8s",
+            "image": "registry.example.org/dagster-ir:0.1.0",
+            "step_resources": {"requests": {"cpu": "2", "memory": "8Gi"}},
+            "training_gpus": 2,
+            "training_pod_spec": {"nodeSelector": {"gpu": "true"}},
+        }
+    )
+    assert set(TRAINING_STEPS) - {"model1_em", "word2vec", "ghrm_runs", "ghrm_sweeps"} <= set(
+        GPU_STEPS
+    )  # CPU-only ones
     run_id = "0f8c2d4e-1111-2222-3333-444455556666"
     pod = k8s_step_job(settings, "cross_encoder", run_id)["spec"]["template"]["spec"]
-    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"},
-                                                 "limits": {"nvidia.com/gpu": "2"}}
+    assert pod["containers"][0]["resources"] == {
+        "requests": {"cpu": "2", "memory": "8Gi"},
+        "limits": {"nvidia.com/gpu": "2"},
+    }
     assert pod["nodeSelector"] == {"gpu": "true"}
     other = k8s_step_job(settings, "bm25_index", run_id)["spec"]["template"]["spec"]
     assert other["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"}}

@@ -41,4 +41,5 @@ def test_failure_events_stay_out_of_the_console_only_when_asked(capfd):
     _, quiet = _run(capfd, quiet=True)
     assert "STEP_FAILURE" not in quiet and "RUN_FAILURE" not in quiet and "Stack Trace" not in quiet
     import logging
+
     assert logging.getLoggerClass() is logging.Logger  # the swap is undone

@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from assets.instance import CONCURRENCY, ensure_instance_config, open_instance
 
 OPEN = """
@@ -13,13 +15,22 @@ print(len(instance.get_runs()))
 """
 
 
+@pytest.mark.processes
 def test_processes_opening_one_new_home_at_once_all_succeed(tmp_path):
     # without the lock, the second process's migrations fail with "table runs already exists"
     for attempt in range(3):
         home = tmp_path / f"home{attempt}"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
-        processes = [subprocess.Popen([sys.executable, "-c", OPEN, str(home)], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN, str(home)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
         outputs = [p.communicate(timeout=300) for p in processes]
         for process, (out, err) in zip(processes, outputs, strict=True):
             assert process.returncode == 0, err[-3000:]
@@ -65,8 +76,9 @@ def _run(instance, status, pid=None):
     from dagster_ir.storage.atomic import host_tag
 
     tags = {PID_TAG: str(pid), HOST_TAG: host_tag(), "dagster_ir/assets": "php_hp"} if pid else {}
-    return instance.add_run(DagsterRun(job_name="__ASSET_JOB", status=getattr(dg.DagsterRunStatus, status),
-                                       tags=tags)).run_id
+    return instance.add_run(
+        DagsterRun(job_name="__ASSET_JOB", status=getattr(dg.DagsterRunStatus, status), tags=tags)
+    ).run_id
 
 
 def _dead_pid() -> int:

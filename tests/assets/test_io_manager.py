@@ -1,4 +1,3 @@
-import os
 import sys
 from pathlib import Path
 
@@ -41,13 +40,17 @@ def test_round_trip_metadata_and_lineage(tmp_path):
     assert path == tmp_path / "tables" / "doubled" / "data.parquet"
     assert pl.read_parquet(path)["n"].to_list() == [2, 4, 6]
     assert [c.name for c in meta["dagster/column_schema"].schema.columns] == ["n"]
-    record = Catalog(tmp_path).query(
-        "select code_version, inputs->>'$[0].asset' as up, inputs->>'$[0].data_version' as v "
-        "from materializations where asset_key = 'doubled'"
-    ).row(0)
-    numbers_version = Catalog(tmp_path).query(
-        "select data_version from materializations where asset_key = 'numbers'"
-    ).item()
+    record = (
+        Catalog(tmp_path)
+        .query(
+            "select code_version, inputs->>'$[0].asset' as up, inputs->>'$[0].data_version' as v "
+            "from materializations where asset_key = 'doubled'"
+        )
+        .row(0)
+    )
+    numbers_version = (
+        Catalog(tmp_path).query("select data_version from materializations where asset_key = 'numbers'").item()
+    )
     assert record == ("1", "numbers", numbers_version)
     assert Catalog(tmp_path).query("select sum(n) from doubled").item() == 12
 
@@ -59,6 +62,7 @@ def test_rejects_non_frames_without_pickling(tmp_path):
     assert not (tmp_path / "tables").exists()
 
 
+@pytest.mark.processes
 def test_multiprocess_run_with_catalog_held_open(tmp_path, monkeypatch):
     import concurrent_defs
 
@@ -99,6 +103,8 @@ def test_a_poisoned_journal_does_not_fail_materializations(tmp_path):
     assert result.success
     assert result.asset_materializations_for_node("doubled")[0].metadata["catalog"].value == "synced"
     assert catalog.query("select asset_key from materializations order by 1").to_series().to_list() == [
-        "doubled", "numbers"]
+        "doubled",
+        "numbers",
+    ]
     assert [p.name for p in catalog.rejected()] == ["00000000000000000001-empty.json"]
     assert catalog.pending() == []

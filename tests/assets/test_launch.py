@@ -33,12 +33,17 @@ def test_update_runs_belong_to_one_named_job_per_partitions_definition(tmp_path)
     jobs = {job.name for job in asset_jobs([base, per_part])}
     assert jobs == {UNPARTITIONED_JOB, job_name(parts)} and EPHEMERAL not in jobs
     with dg.instance_for_test() as instance:
-        report = update_all(dg.Definitions(assets=[base, per_part]), instance, log=lambda _: None,
-                            resources={"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path))})
+        report = update_all(
+            dg.Definitions(assets=[base, per_part]),
+            instance,
+            log=lambda _: None,
+            resources={"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path))},
+        )
         assert report.ok and report.materialized == 3
         runs = instance.get_runs()
-        assert sorted((run.job_name, run.tags.get("dagster/partition")) for run in runs) == sorted([
-            (UNPARTITIONED_JOB, None), (job_name(parts), "a"), (job_name(parts), "b")])
+        assert sorted((run.job_name, run.tags.get("dagster/partition")) for run in runs) == sorted(
+            [(UNPARTITIONED_JOB, None), (job_name(parts), "a"), (job_name(parts), "b")]
+        )
 
 
 # Subprocess tests against the project's definitions (the YAML is read when they are imported).
@@ -104,7 +109,6 @@ def test_a_project_update_submits_runs_of_named_jobs_that_can_be_reexecuted(tmp_
 def test_with_the_dask_executor_the_update_runs_its_steps_on_dask_workers(tmp_path, monkeypatch):
     pytest.importorskip("dagster_dask", reason="the dask extra (dagster-dask) is not installed")
     from distributed import Client, LocalCluster
-
     from test_updates import HERE
 
     # The workers get the environment the update's subprocess gets (config, data directory, instance).
@@ -112,8 +116,10 @@ def test_with_the_dask_executor_the_update_runs_its_steps_on_dask_workers(tmp_pa
     monkeypatch.setenv("DAGSTER_IR_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.getcwd(), str(HERE), os.environ.get("PYTHONPATH", "")]))
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         workers = set(client.run(os.getpid).values())
         result = _project_update(tmp_path, "{kind: dask, address: '" + cluster.scheduler_address + "'}")
     _check_named_jobs(result)
@@ -128,30 +134,45 @@ def test_the_update_command_runs_every_step_on_the_configured_dask_cluster(tmp_p
     import sys
 
     from distributed import Client, LocalCluster
-
     from test_updates import HERE, WORDS, _local_collection
 
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    for name, value in {"DAGSTER_IR_CONFIG": tmp_path / "dagster-ir.yaml", "DAGSTER_IR_DATA": tmp_path / "data",
-                        "DAGSTER_HOME": home}.items():
+    for name, value in {
+        "DAGSTER_IR_CONFIG": tmp_path / "dagster-ir.yaml",
+        "DAGSTER_IR_DATA": tmp_path / "data",
+        "DAGSTER_HOME": home,
+    }.items():
         monkeypatch.setenv(name, str(value))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.getcwd(), str(HERE), os.environ.get("PYTHONPATH", "")]))
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         (tmp_path / "dagster-ir.yaml").write_text(
-            "collections:\n" + _local_collection(tmp_path, "tiny", WORDS)
-            + f"executor: {{kind: dask, address: '{cluster.scheduler_address}'}}\n")
+            "collections:\n"
+            + _local_collection(tmp_path, "tiny", WORDS)
+            + f"executor: {{kind: dask, address: '{cluster.scheduler_address}'}}\n"
+        )
         workers = set(client.run(os.getpid).values())
-        done = subprocess.run([sys.executable, "-m", "assets.cli", "update", "--first-stage"], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=900, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "assets.cli", "update", "--first-stage"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"\[ *1/\d+\] start ", done.stdout) and " done " in done.stdout  # the progress lines
     with dg.DagsterInstance.get() as instance:
         runs = [run for run in instance.get_runs() if run.tags.get("dagster_ir/command") == "update"]
         names = {"unpartitioned_assets_job", "dump_assets_job", "collection_assets_job", "unit_assets_job"}
         assert runs and {run.job_name for run in runs} <= names
-        pids = {entry.dagster_event.pid for run in runs
-                for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
+        pids = {
+            entry.dagster_event.pid
+            for run in runs
+            for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
+        }
     assert pids and pids <= workers, (pids, workers)

@@ -16,15 +16,26 @@ from dagster_ir.schemas import PER_QUERY_EVAL
 @dg.asset
 def segments() -> pl.DataFrame:
     """Seven segments, one with a long text."""
-    return pl.DataFrame({"article_id": [str(i) for i in range(7)], "segment_no": list(range(1, 8)),
-                         "text": ["x" * 500] + ["short"] * 6, "odd": [1.5] * 7})
+    return pl.DataFrame(
+        {
+            "article_id": [str(i) for i in range(7)],
+            "segment_no": list(range(1, 8)),
+            "text": ["x" * 500] + ["short"] * 6,
+            "odd": [1.5] * 7,
+        }
+    )
 
 
 def test_tables_get_a_preview_and_described_columns(tmp_path):
     result = dg.materialize([segments], resources={"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path))})
     meta = result.asset_materializations_for_node("segments")[0].metadata
     table = meta["preview"].value
-    assert len(table.records) == 5 and [c.name for c in table.schema.columns] == ["article_id", "segment_no", "text", "odd"]
+    assert len(table.records) == 5 and [c.name for c in table.schema.columns] == [
+        "article_id",
+        "segment_no",
+        "text",
+        "odd",
+    ]
     first = table.records[0].data
     assert first["article_id"] == "0" and first["segment_no"] == 1 and len(first["text"]) == 80
     described = {c.name: c.description for c in meta["dagster/column_schema"].schema.columns}
@@ -34,8 +45,12 @@ def test_tables_get_a_preview_and_described_columns(tmp_path):
 
 def _per_query(runs: int, queries: int = 40) -> pl.DataFrame:
     rng = np.random.default_rng(1)
-    rows = [(f"run{r}" if r else "bm25", f"q{q}", m, float(rng.random()))
-            for r in range(runs) for q in range(queries) for m in ("nDCG@10", "AP")]
+    rows = [
+        (f"run{r}" if r else "bm25", f"q{q}", m, float(rng.random()))
+        for r in range(runs)
+        for q in range(queries)
+        for m in ("nDCG@10", "AP")
+    ]
     return pl.DataFrame(rows, schema=PER_QUERY_EVAL, orient="row")
 
 
@@ -110,11 +125,27 @@ def test_column_descriptions_are_keyed_by_table_where_a_name_is_shared():
     assert "query" in column_description("evaluation_report", "value")
     assert column_description("anything", "no_such_column") is None
     php_stage = ["stage", "path", "init", "examples", "steps", "seconds", "examples_per_s", "seed", "skipped"]
-    cross_encoder = ["run_name", "init", "path", "examples", "steps", "seconds", "examples_per_s", "best_epoch",
-                     "dev_score", "train_seed", "fold", "seed"]
-    for table, columns in [("php_hp", php_stage), ("cross_encoder", cross_encoder), ("cet", list(MANIFEST_SCHEMA)),
-                           ("word2vec", ["path", "words", "dim", "source", "seed", "epochs", "remove_stopwords",
-                                         "lemmatize"]), ("bm25_index", ["path", "documents", "empty", "seconds"])]:
+    cross_encoder = [
+        "run_name",
+        "init",
+        "path",
+        "examples",
+        "steps",
+        "seconds",
+        "examples_per_s",
+        "best_epoch",
+        "dev_score",
+        "train_seed",
+        "fold",
+        "seed",
+    ]
+    for table, columns in [
+        ("php_hp", php_stage),
+        ("cross_encoder", cross_encoder),
+        ("cet", list(MANIFEST_SCHEMA)),
+        ("word2vec", ["path", "words", "dim", "source", "seed", "epochs", "remove_stopwords", "lemmatize"]),
+        ("bm25_index", ["path", "documents", "empty", "seconds"]),
+    ]:
         missing = [c for c in columns if column_description(table, c) is None]
         assert not missing, (table, missing)
 

@@ -19,9 +19,20 @@ pytestmark = pytest.mark.slow
 
 PARTITION = "wiki-car"
 UNIT = "wiki-car/seed-0"
-TOPICS = ["solar panel energy", "river fish species", "roman road building", "coffee brewing method",
-          "volcano eruption ash", "chess opening theory", "honey bee colony", "glacier ice melting",
-          "violin string music", "desert sand dune", "rocket engine fuel", "tea leaf harvest"]
+TOPICS = [
+    "solar panel energy",
+    "river fish species",
+    "roman road building",
+    "coffee brewing method",
+    "volcano eruption ash",
+    "chess opening theory",
+    "honey bee colony",
+    "glacier ice melting",
+    "violin string music",
+    "desert sand dune",
+    "rocket engine fuel",
+    "tea leaf harvest",
+]
 SPLITS = ["train/model"] * 6 + ["train/fusion"] * 2 + ["dev"] * 2 + ["test"] * 2
 
 
@@ -29,9 +40,11 @@ def collection_frames() -> dict[str, pl.DataFrame]:
     docs, qrels = [], []
     for i, words in enumerate(TOPICS):
         first, second, third = words.split()
-        docs += [{"doc_id": f"d{i}a", "title": "", "text": f"the {first} {second} of a {third} and more text"},
-                 {"doc_id": f"d{i}b", "title": "", "text": f"{second} {third} notes about a {first}"},
-                 {"doc_id": f"d{i}c", "title": "", "text": f"a {first} story with nothing else"}]
+        docs += [
+            {"doc_id": f"d{i}a", "title": "", "text": f"the {first} {second} of a {third} and more text"},
+            {"doc_id": f"d{i}b", "title": "", "text": f"{second} {third} notes about a {first}"},
+            {"doc_id": f"d{i}c", "title": "", "text": f"a {first} story with nothing else"},
+        ]
         qrels += [(f"q{i}", f"d{i}a", 1), (f"q{i}", f"d{i}b", 1)]
     corpus = pl.DataFrame(docs)
     queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(len(TOPICS))], "text": TOPICS})
@@ -41,9 +54,12 @@ def collection_frames() -> dict[str, pl.DataFrame]:
         rows += [(f"q{i}", d, float(100 - r), r + 1, "bm25") for r, d in enumerate(order)]
     runs = pl.DataFrame(rows, schema=RUN, orient="row")
     return {
-        "corpus": corpus, "queries": queries, "qrels": pl.DataFrame(qrels, schema=QRELS, orient="row"),
-        "query_splits": pl.DataFrame({"query_id": queries["query_id"], "split": SPLITS,
-                                      "fold": [0] * len(SPLITS)}, schema=QUERY_SPLITS),
+        "corpus": corpus,
+        "queries": queries,
+        "qrels": pl.DataFrame(qrels, schema=QRELS, orient="row"),
+        "query_splits": pl.DataFrame(
+            {"query_id": queries["query_id"], "split": SPLITS, "fold": [0] * len(SPLITS)}, schema=QUERY_SPLITS
+        ),
         "candidate_runs": runs,
     }
 
@@ -55,15 +71,25 @@ def materialized(tmp_path_factory):
         write_table(frame, table_path(root, [name], PARTITION), partition=PARTITION)
     tiny = str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
     training = {"backbone": tiny, "epochs": 1, "batch_size": 3}
-    run_config = {"ops": {"model1_em": {"config": {"iterations": 2}},
-                          "neural_model1": {"config": training},
-                          "bert_model1": {"config": {**training, "max_steps": 2}},
-                          "bert_vanilla": {"config": {**training, "max_steps": 2}}}}
+    run_config = {
+        "ops": {
+            "model1_em": {"config": {"iterations": 2}},
+            "neural_model1": {"config": training},
+            "bert_model1": {"config": {**training, "max_steps": 2}},
+            "bert_vanilla": {"config": {**training, "max_steps": 2}},
+        }
+    }
     everything = [*wiki_assets, collection, *retrieval_assets, *model1_assets, *model1_checks]
     names = ["model1_em", "neural_model1", "bert_model1", "bert_vanilla", "model1_export", "model1_runs", "fusion_runs"]
     with dg.instance_for_test() as instance:
-        result = dg.materialize(everything, selection=dg.AssetSelection.assets(*names), partition_key=UNIT,
-                                resources=resources(str(root)), instance=instance, run_config=run_config)
+        result = dg.materialize(
+            everything,
+            selection=dg.AssetSelection.assets(*names),
+            partition_key=UNIT,
+            resources=resources(str(root)),
+            instance=instance,
+            run_config=run_config,
+        )
     return root, result
 
 
@@ -113,11 +139,27 @@ def test_lambda_and_p_self_are_tuned_on_dev(materialized):
 def test_feature_and_fused_runs(materialized):
     root, _ = materialized
     features = read(root, "model1_runs")
-    assert set(features["run_name"]) == {"bm25(words)", "bm25(wp)", "model1(words)", "model1(wp)", "nn-model1-exp",
-                                         "nn-model1", "bert-model1", "bert-vanilla"}
+    assert set(features["run_name"]) == {
+        "bm25(words)",
+        "bm25(wp)",
+        "model1(words)",
+        "model1(wp)",
+        "nn-model1-exp",
+        "nn-model1",
+        "bert-model1",
+        "bert-vanilla",
+    }
     fused = read(root, "fusion_runs")
-    assert set(fused["run_name"]) == {"bm25+bm25(words)", "bm25+bm25(wp)", "bm25+model1(words)", "bm25+model1(wp)",
-                                      "bm25+nn-model1-exp", "bm25+nn-model1", "bert-model1", "bert-vanilla"}
+    assert set(fused["run_name"]) == {
+        "bm25+bm25(words)",
+        "bm25+bm25(wp)",
+        "bm25+model1(words)",
+        "bm25+model1(wp)",
+        "bm25+nn-model1-exp",
+        "bm25+nn-model1",
+        "bert-model1",
+        "bert-vanilla",
+    }
     assert set(fused["query_id"]) == {"q10", "q11"}  # the test split only
     assert fused["seed"].unique().to_list() == [0]
     assert fused.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().sum()).item() == 0

@@ -17,9 +17,20 @@ from dagster_ir.storage.parquet import table_path
 
 pytestmark = pytest.mark.slow
 
-TOPICS = ["solar panel energy", "river fish species", "roman road building", "coffee brewing method",
-          "volcano eruption ash", "chess opening theory", "honey bee colony", "glacier ice melting",
-          "violin string music", "desert sand dune", "rocket engine fuel", "tea leaf harvest"]
+TOPICS = [
+    "solar panel energy",
+    "river fish species",
+    "roman road building",
+    "coffee brewing method",
+    "volcano eruption ash",
+    "chess opening theory",
+    "honey bee colony",
+    "glacier ice melting",
+    "violin string music",
+    "desert sand dune",
+    "rocket engine fuel",
+    "tea leaf harvest",
+]
 FOLDS = 3
 
 SCRIPT = textwrap.dedent("""
@@ -54,9 +65,11 @@ def _write(tmp_path):
     docs, qrels, runs = [], [], []
     for i, words in enumerate(TOPICS):
         a, b, c = words.split()
-        docs += [{"doc_id": f"d{i}a", "title": "", "text": f"{a} {b} of a {c} and more"},
-                 {"doc_id": f"d{i}b", "title": "", "text": f"{b} {c} notes about a {a}"},
-                 {"doc_id": f"d{i}c", "title": "", "text": f"a {a} story with nothing else"}]
+        docs += [
+            {"doc_id": f"d{i}a", "title": "", "text": f"{a} {b} of a {c} and more"},
+            {"doc_id": f"d{i}b", "title": "", "text": f"{b} {c} notes about a {a}"},
+            {"doc_id": f"d{i}c", "title": "", "text": f"a {a} story with nothing else"},
+        ]
         qrels += [(f"q{i}", f"d{i}a", 1), (f"q{i}", f"d{i}b", 1)]
     corpus = pl.DataFrame(docs)
     for i in range(len(TOPICS)):
@@ -67,18 +80,30 @@ def _write(tmp_path):
     (tmp_path / "qrels.txt").write_text("".join(f"{q} 0 {d} {r}\n" for q, d, r in qrels))
     (tmp_path / "dagster-ir.yaml").write_text(
         "collections:\n  tiny:\n    kind: local\n    corpus: docs.jsonl\n    topics: topics.tsv\n"
-        f"    qrels: qrels.txt\n    protocol: cv\n    split: {{folds: {FOLDS}}}\n")
+        f"    qrels: qrels.txt\n    protocol: cv\n    split: {{folds: {FOLDS}}}\n"
+    )
     folds = {f"q{i}": i % FOLDS for i in range(len(TOPICS))}
     frames = {
         "corpus": corpus,
         "queries": pl.DataFrame({"query_id": list(folds), "text": TOPICS}),
-        "qrels": pl.DataFrame(qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32},
-                              orient="row"),
-        "query_splits": pl.DataFrame({"query_id": list(folds), "split": ["train/model"] * len(folds),
-                                      "fold": list(folds.values())}, schema={"query_id": pl.String,
-                                                                             "split": pl.String, "fold": pl.Int32}),
-        "candidate_runs": pl.DataFrame(runs, schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64,
-                                                     "rank": pl.Int32, "run_name": pl.String}, orient="row"),
+        "qrels": pl.DataFrame(
+            qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row"
+        ),
+        "query_splits": pl.DataFrame(
+            {"query_id": list(folds), "split": ["train/model"] * len(folds), "fold": list(folds.values())},
+            schema={"query_id": pl.String, "split": pl.String, "fold": pl.Int32},
+        ),
+        "candidate_runs": pl.DataFrame(
+            runs,
+            schema={
+                "query_id": pl.String,
+                "doc_id": pl.String,
+                "score": pl.Float64,
+                "rank": pl.Int32,
+                "run_name": pl.String,
+            },
+            orient="row",
+        ),
     }
     from dagster_ir.storage.parquet import write_table
 
@@ -89,10 +114,20 @@ def _write(tmp_path):
 
 def test_every_query_is_scored_once_by_the_unit_whose_test_fold_holds_it(tmp_path):
     folds = _write(tmp_path)
-    env = {**os.environ, "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "data"), str(FOLDS)], env=env,
-                          capture_output=True, text=True, timeout=900, check=False)
+    env = {
+        **os.environ,
+        "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "data"), str(FOLDS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     fused = []
     for fold in range(FOLDS):
@@ -102,7 +137,8 @@ def test_every_query_is_scored_once_by_the_unit_whose_test_fold_holds_it(tmp_pat
         fused.append(run)
         # EM learned from the training fold only: no word of a test or validation topic is a source token
         words = pl.read_parquet(table_path(tmp_path / "data", ["model1_em"], unit)).filter(
-            pl.col("vocabulary") == "words")
+            pl.col("vocabulary") == "words"
+        )
         held_out = {w for i, t in enumerate(TOPICS) if folds[f"q{i}"] != (fold + 2) % FOLDS for w in t.split()}
         assert words.height > 0 and not held_out & set(words["src_token"])
     merged = pl.concat(fused)

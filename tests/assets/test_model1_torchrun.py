@@ -16,14 +16,25 @@ from assets.resources import DataDirResource
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "wiki-car/seed-0"
-ASSETS = {"neural_model1": (neural_model1, NeuralModel1AssetConfig), "bert_model1": (bert_model1, BertModel1AssetConfig),
-          "bert_vanilla": (bert_vanilla, BertModel1AssetConfig)}
+ASSETS = {
+    "neural_model1": (neural_model1, NeuralModel1AssetConfig),
+    "bert_model1": (bert_model1, BertModel1AssetConfig),
+    "bert_vanilla": (bert_vanilla, BertModel1AssetConfig),
+}
 
 
 def _train(name: str, root: Path, backbone: str, nproc: int, lr: float = 1e-2, max_steps: int | None = None):
     asset, settings = ASSETS[name]
-    config = settings(backbone=backbone, epochs=2, batch_size=4, lr=lr, device="cpu", bf16=False, max_steps=max_steps,
-                      torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0})
+    config = settings(
+        backbone=backbone,
+        epochs=2,
+        batch_size=4,
+        lr=lr,
+        device="cpu",
+        bf16=False,
+        max_steps=max_steps,
+        torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0},
+    )
     context = dg.build_asset_context(partition_key=UNIT)
     frames = collection_frames()
     frames["corpus"] = frames["corpus"].lazy()
@@ -49,8 +60,10 @@ def test_two_gloo_processes_train_the_model_one_process_trains(name, backbone, t
     assert not list((tmp_path / "two" / "files" / name).rglob("job.json"))  # the job folder is gone
     assert sorted(one_weights) == sorted(two_weights)
     _, start_weights, _ = _train(name, tmp_path / "start", backbone, 1, lr=1e-12, max_steps=1)  # where they began
-    flat = {side: torch.cat([w[k].flatten().double() for k in sorted(w)]) for side, w in
-            [("one", one_weights), ("two", two_weights), ("start", start_weights)]}
+    flat = {
+        side: torch.cat([w[k].flatten().double() for k in sorted(w)])
+        for side, w in [("one", one_weights), ("two", two_weights), ("start", start_weights)]
+    }
     moved = (flat["one"] - flat["start"]).norm()
     assert moved > 0
     assert (flat["two"] - flat["one"]).norm() < 0.01 * moved  # the same model, up to float rounding

@@ -12,12 +12,27 @@ def _runs(*names):
 
 
 def test_sections_pick_their_runs_and_baselines():
-    runs = {"bm25": 0.3, "dense": 0.5, "ghrm": 0.35, "bert": 0.4, "php": 0.45, "ict": 0.42, "naive": 0.2, "zhan": 0.25, "cet": 0.3}
+    runs = {
+        "bm25": 0.3,
+        "dense": 0.5,
+        "ghrm": 0.35,
+        "bert": 0.4,
+        "php": 0.45,
+        "ict": 0.42,
+        "naive": 0.2,
+        "zhan": 0.25,
+        "cet": 0.3,
+    }
     measures = ["RR@10", "RR@100", "nDCG@10", "nDCG@100", "nDCG@20", "P@20", "AP", "R@100", "R@1000"]
     rows = [(run, f"q{i}", m, v + 0.01 * i) for run, v in runs.items() for i in range(5) for m in measures]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
-    inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php", "ict"),
-              "fusion_runs": _runs(), "ghrm_runs": _runs("ghrm"), "cet_runs": _runs("naive", "zhan", "cet")}
+    inputs = {
+        "candidate_runs": _runs("bm25", "dense"),
+        "reranked_runs": _runs("bert", "php", "ict"),
+        "fusion_runs": _runs(),
+        "ghrm_runs": _runs("ghrm"),
+        "cet_runs": _runs("naive", "zhan", "cet"),
+    }
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
     reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall, cet_best="zhan")
     shown = {r.title: (r.baseline, sorted(r.comparison["run_name"].unique())) for r in reports}
@@ -27,10 +42,12 @@ def test_sections_pick_their_runs_and_baselines():
     assert shown[against_php] == ("php", ["bert", "bm25", "ict", "php"])
     assert shown["CET: pooling bias (Table 1), against naive"] == ("naive", ["cet", "dense", "naive", "zhan"])
     assert shown["CET: pooling bias, against the best baseline on dev (zhan)"][0] == "zhan"  # dev's choice, given
-    with_dml = _sections(per_query.vstack(per_query.filter(pl.col("run_name") == "naive")
-                                          .with_columns(run_name=pl.lit("dml"))),
-                         {**inputs, "cet_runs": _runs("naive", "zhan", "dml", "cet")},
-                         SignificanceConfig(n_resamples=100), recall)
+    with_dml = _sections(
+        per_query.vstack(per_query.filter(pl.col("run_name") == "naive").with_columns(run_name=pl.lit("dml"))),
+        {**inputs, "cet_runs": _runs("naive", "zhan", "dml", "cet")},
+        SignificanceConfig(n_resamples=100),
+        recall,
+    )
     titles = {r.title: r.baseline for r in with_dml}
     assert titles["CET: pooling bias (Table 1), against dml"] == "dml"  # Table 1's dagger reference
     assert not any("best baseline" in t for t in titles)  # no dev choice given: none made on test
@@ -44,17 +61,28 @@ def test_baseline_rows_join_the_sections_of_the_papers_that_list_them():
     measures = ["RR@10", "RR@100", "nDCG@10", "nDCG@100", "AP"]
     rows = [(run, f"q{i}", m, 0.1 * k + 0.01 * i) for k, run in enumerate(names) for i in range(5) for m in measures]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
-    inputs = {"candidate_runs": _runs("bm25"), "reranked_runs": _runs("bert", "php"), "fusion_runs": _runs("fusion"),
-              "ghrm_runs": _runs(), "cet_runs": _runs(),
-              "neural_baselines": _runs("drmm", "knrm", "conv-knrm", "duet", "pacrr", "cedr-knrm")}
+    inputs = {
+        "candidate_runs": _runs("bm25"),
+        "reranked_runs": _runs("bert", "php"),
+        "fusion_runs": _runs("fusion"),
+        "ghrm_runs": _runs(),
+        "cet_runs": _runs(),
+        "neural_baselines": _runs("drmm", "knrm", "conv-knrm", "duet", "pacrr", "cedr-knrm"),
+    }
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
-    shown = {r.title: (r.baseline, sorted(r.comparison["run_name"].unique()))
-             for r in _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall)}
+    shown = {
+        r.title: (r.baseline, sorted(r.comparison["run_name"].unique()))
+        for r in _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall)
+    }
     assert shown["PHP: BERT and PHP rerankers of BM25's top-k"] == (
-        "bert", ["bert", "bm25", "conv-knrm", "drmm", "duet", "knrm", "php"])  # PHP Table 3's baselines, not PACRR
+        "bert",
+        ["bert", "bm25", "conv-knrm", "drmm", "duet", "knrm", "php"],
+    )  # PHP Table 3's baselines, not PACRR
     assert shown["Lexical translation: BM25 + Model 1 (Table 2)"] == ("bm25", ["bert", "bm25", "cedr-knrm", "fusion"])
     assert shown["Neural ranking baselines of BM25's top-k"] == (
-        "bm25", ["bert", "bm25", "cedr-knrm", "conv-knrm", "drmm", "duet", "knrm", "pacrr"])
+        "bm25",
+        ["bert", "bm25", "cedr-knrm", "conv-knrm", "drmm", "duet", "knrm", "pacrr"],
+    )
 
 
 def _ranked(run_name: str, query_ids: list[str], relevant_first: bool, folds: dict | None = None) -> pl.DataFrame:
@@ -76,11 +104,19 @@ def test_the_ghrm_section_covers_every_query_exactly_once():
     ghrm = _ranked("ghrm", queries, relevant_first=True, folds=folds)
     bm25 = _ranked("bm25", queries, relevant_first=False)
     bert = _ranked("bert", queries[:2], relevant_first=True)  # reranks the test split only
-    qrels = pl.DataFrame({"query_id": queries[:9], "doc_id": [f"{q}-r" for q in queries[:9]], "relevance": [1] * 9},
-                         schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32})  # q9 unjudged
+    qrels = pl.DataFrame(
+        {"query_id": queries[:9], "doc_id": [f"{q}-r" for q in queries[:9]], "relevance": [1] * 9},
+        schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32},
+    )  # q9 unjudged
     section = next(s for s in SECTIONS if s.inputs == ("ghrm_runs",))
     assert section.every_query
-    inputs = {"ghrm_runs": ghrm, "candidate_runs": bm25, "reranked_runs": _runs(), "fusion_runs": _runs(), "cet_runs": _runs()}
+    inputs = {
+        "ghrm_runs": ghrm,
+        "candidate_runs": bm25,
+        "reranked_runs": _runs(),
+        "fusion_runs": _runs(),
+        "cet_runs": _runs(),
+    }
     runs = pl.concat([ghrm.drop("fold"), bm25, bert])
     rows, spread, note = every_query_rows(section, inputs, runs, qrels)
     assert spread["seeds"].unique().to_list() == [1]
@@ -95,9 +131,18 @@ def test_the_ghrm_section_covers_every_query_exactly_once():
     split_rows = evaluate_run(runs.filter(pl.col("query_id").is_in(queries[:2])), qrels.head(2), ["nDCG@20", "P@20"])
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
     figure = ReportFigure("sweeps", "sweeps", b"\x89PNG")
-    (report,) = [r for r in _sections(split_rows, inputs, SignificanceConfig(n_resamples=100), recall,
-                                      every=(runs, qrels), figures={section.title: [figure]})
-                 if r.title == section.title]
+    (report,) = [
+        r
+        for r in _sections(
+            split_rows,
+            inputs,
+            SignificanceConfig(n_resamples=100),
+            recall,
+            every=(runs, qrels),
+            figures={section.title: [figure]},
+        )
+        if r.title == section.title
+    ]
     assert report.comparison.filter(pl.col("run_name") == "ghrm")["n_queries"].unique().to_list() == [9]
     assert "sweeps" in [f.name for f in report.figures]
 
@@ -118,17 +163,36 @@ def test_sections_show_the_spread_over_seeds_when_a_run_has_several():
     from dagster_ir.evaluation import seed_spread
 
     measures = ["RR@10", "RR@100", "nDCG@10", "nDCG@100", "nDCG@20", "P@20", "AP", "R@100", "R@1000"]
-    rows = [(run, f"q{i}", m, v + 0.1 * i, seed) for run, v, seeds in (("bm25", 0.3, [None]), ("dense", 0.4, [None]),
-                                                                      ("bert", 0.5, [0, 1]), ("php", 0.6, [0, 1]))
-            for seed in seeds for i in range(3) for m in measures]
+    rows = [
+        (run, f"q{i}", m, v + 0.1 * i, seed)
+        for run, v, seeds in (
+            ("bm25", 0.3, [None]),
+            ("dense", 0.4, [None]),
+            ("bert", 0.5, [0, 1]),
+            ("php", 0.6, [0, 1]),
+        )
+        for seed in seeds
+        for i in range(3)
+        for m in measures
+    ]
     per_seed = pl.DataFrame(rows, schema={**PER_QUERY_EVAL, "seed": pl.Int64}, orient="row")
     per_seed = per_seed.with_columns(value=pl.col("value") + pl.col("seed").fill_null(0) * 0.02)
     per_query = per_seed.group_by("run_name", "query_id", "measure", maintain_order=True).agg(pl.col("value").mean())
-    inputs = {"candidate_runs": _runs("bm25", "dense"), "reranked_runs": _runs("bert", "php"),
-              "fusion_runs": _runs(), "ghrm_runs": _runs(), "cet_runs": _runs()}
+    inputs = {
+        "candidate_runs": _runs("bm25", "dense"),
+        "reranked_runs": _runs("bert", "php"),
+        "fusion_runs": _runs(),
+        "ghrm_runs": _runs(),
+        "cet_runs": _runs(),
+    }
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
-    reports = _sections(per_query.select(list(PER_QUERY_EVAL)), inputs, SignificanceConfig(n_resamples=100), recall,
-                        seed_spread(per_seed))
+    reports = _sections(
+        per_query.select(list(PER_QUERY_EVAL)),
+        inputs,
+        SignificanceConfig(n_resamples=100),
+        recall,
+        seed_spread(per_seed),
+    )
     php_section = next(r for r in reports if r.title.startswith("PHP"))
     table = php_section.seed_table()
     cells = {label: cells[0].text for label, cells in table.rows}
@@ -139,11 +203,25 @@ def test_sections_show_the_spread_over_seeds_when_a_run_has_several():
 
 
 def test_the_sweeps_figure_merges_every_unit():
-    rows = [("rate", rate, measure, value + 0.1 * fold, 3, fold, 0)
-            for fold in (0, 1) for rate, value in ((0.4, 0.2), (0.8, 0.3)) for measure in ("nDCG@20", "P@20")]
-    table = pl.DataFrame(rows, schema={"parameter": pl.String, "value": pl.Float64, "measure": pl.String,
-                                       "validation": pl.Float64, "best_epoch": pl.Int32, "fold": pl.Int32,
-                                       "seed": pl.Int64}, orient="row")
+    rows = [
+        ("rate", rate, measure, value + 0.1 * fold, 3, fold, 0)
+        for fold in (0, 1)
+        for rate, value in ((0.4, 0.2), (0.8, 0.3))
+        for measure in ("nDCG@20", "P@20")
+    ]
+    table = pl.DataFrame(
+        rows,
+        schema={
+            "parameter": pl.String,
+            "value": pl.Float64,
+            "measure": pl.String,
+            "validation": pl.Float64,
+            "best_epoch": pl.Int32,
+            "fold": pl.Int32,
+            "seed": pl.Int64,
+        },
+        orient="row",
+    )
     figure = sweeps_figure(table)
     assert figure.png[:4] == b"\x89PNG"
     assert "mean of 2 training unit(s)" in figure.caption and "rate=0.8" in figure.caption
@@ -151,33 +229,61 @@ def test_the_sweeps_figure_merges_every_unit():
 
 def test_the_model1_section_tests_the_papers_pairs():
     """Model 1 rows against the multi-field BM25 of their tokens, BERT rows against BERT (short)."""
-    fused = ["bm25+bm25(words)", "bm25+bm25(wp)", "bm25+model1(words)", "bm25+model1(wp)", "bm25+nn-model1",
-             "bm25+nn-model1-exp", "bert-model1", "bert-vanilla"]
+    fused = [
+        "bm25+bm25(words)",
+        "bm25+bm25(wp)",
+        "bm25+model1(words)",
+        "bm25+model1(wp)",
+        "bm25+nn-model1",
+        "bm25+nn-model1-exp",
+        "bert-model1",
+        "bert-vanilla",
+    ]
     runs = {name: 0.3 + 0.01 * i for i, name in enumerate(["bm25", "bert", *fused])}
-    rows = [(run, f"q{i}", m, v + 0.01 * i) for run, v in runs.items() for i in range(5)
-            for m in ("nDCG@10", "RR@10", "AP", "RR@100", "nDCG@100")]
+    rows = [
+        (run, f"q{i}", m, v + 0.01 * i)
+        for run, v in runs.items()
+        for i in range(5)
+        for m in ("nDCG@10", "RR@10", "AP", "RR@100", "nDCG@100")
+    ]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
-    inputs = {"candidate_runs": _runs("bm25"), "reranked_runs": _runs("bert"), "fusion_runs": _runs(*fused),
-              "ghrm_runs": _runs(), "cet_runs": _runs()}
+    inputs = {
+        "candidate_runs": _runs("bm25"),
+        "reranked_runs": _runs("bert"),
+        "fusion_runs": _runs(*fused),
+        "ghrm_runs": _runs(),
+        "cet_runs": _runs(),
+    }
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
     reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=100), recall)
     shown = {r.title: (r.baseline, sorted(r.comparison["run_name"].unique())) for r in reports}
     title = "Lexical translation: BM25 + Model 1 (Table 2)"
     assert shown[title] == ("bm25", sorted(["bm25", "bert", *fused]))
     assert shown[f"{title}: the paper's test against bm25+bm25(words)"] == (
-        "bm25+bm25(words)", ["bm25+bm25(words)", "bm25+model1(words)"])
+        "bm25+bm25(words)",
+        ["bm25+bm25(words)", "bm25+model1(words)"],
+    )
     assert shown[f"{title}: the paper's test against bm25+bm25(wp)"] == (
-        "bm25+bm25(wp)", ["bm25+bm25(wp)", "bm25+model1(wp)", "bm25+nn-model1", "bm25+nn-model1-exp"])
+        "bm25+bm25(wp)",
+        ["bm25+bm25(wp)", "bm25+model1(wp)", "bm25+nn-model1", "bm25+nn-model1-exp"],
+    )
     assert shown[f"{title}: the paper's test against bert"] == ("bert", ["bert", "bert-model1", "bert-vanilla"])
 
 
 def test_the_cet_section_gets_figure4_from_the_dev_sweeps_of_the_manifest():
     from assets.model_report import CET_SECTION, cet_figures
 
-    manifest = pl.DataFrame({"run_name": ["naive", "cet", "cet-tau2", "rocketqa"], "method": ["naive", "cet", "cet", "rocketqa"],
-                             "tau": [None, 1.0, 2.0, None], "sweep": ["", "tau", "tau", ""],
-                             "sweep_value": [None, 1.0, 2.0, None], "dev_mrr10": [0.3, 0.4, 0.35, 0.32],
-                             "notes": ["{}", "{}", "{}", '{"eta": 0.1, "eta_quantile": 0.9}']})
+    manifest = pl.DataFrame(
+        {
+            "run_name": ["naive", "cet", "cet-tau2", "rocketqa"],
+            "method": ["naive", "cet", "cet", "rocketqa"],
+            "tau": [None, 1.0, 2.0, None],
+            "sweep": ["", "tau", "tau", ""],
+            "sweep_value": [None, 1.0, 2.0, None],
+            "dev_mrr10": [0.3, 0.4, 0.35, 0.32],
+            "notes": ["{}", "{}", "{}", '{"eta": 0.1, "eta_quantile": 0.9}'],
+        }
+    )
     (figure,) = cet_figures(manifest)[CET_SECTION]
     assert figure.name == "cet_sweeps" and "dev" in figure.caption
     assert cet_figures(manifest.with_columns(sweep=pl.lit(""))) == {}  # no sweep, no figure
@@ -187,10 +293,18 @@ def test_the_cet_section_gets_figure4_from_the_dev_sweeps_of_the_manifest():
 def test_reranked_runs_read_bm25_below_their_top_k_and_their_interpolations_are_shown():
     from assets.model_report import BASELINE_ROWS, complete_below_k
 
-    bm25 = pl.DataFrame([("q1", d, 5.0 - r, r, "bm25") for r, d in enumerate("abcd", start=1)],
-                        schema=["query_id", "doc_id", "score", "rank", "run_name"], orient="row").cast({"rank": pl.Int32})
-    reranked = bm25.head(2).reverse().with_columns(rank=pl.Series([1, 2], dtype=pl.Int32), run_name=pl.lit("knrm"),
-                                                   seed=pl.lit(None, dtype=pl.Int64))
+    bm25 = pl.DataFrame(
+        [("q1", d, 5.0 - r, r, "bm25") for r, d in enumerate("abcd", start=1)],
+        schema=["query_id", "doc_id", "score", "rank", "run_name"],
+        orient="row",
+    ).cast({"rank": pl.Int32})
+    reranked = (
+        bm25.head(2)
+        .reverse()
+        .with_columns(
+            rank=pl.Series([1, 2], dtype=pl.Int32), run_name=pl.lit("knrm"), seed=pl.lit(None, dtype=pl.Int64)
+        )
+    )
     qrels = pl.DataFrame({"query_id": ["q1"], "doc_id": ["d"], "relevance": [1]}).cast({"relevance": pl.Int32})
     assert evaluate_run(reranked, qrels, ["AP"])["value"].item() == 0.0  # depth 2: d never retrieved
     full = complete_below_k(reranked, bm25)
@@ -209,8 +323,12 @@ def test_the_sections_of_word_based_models_name_their_word_vectors():
     assert "word2vec trained on this collection" in vectors_note(pl.DataFrame({"source": ["trained"], "dim": [50]}))
     assert "/data/glove.txt" in vectors_note(pl.DataFrame({"source": ["/data/glove.txt"], "dim": [300]}))
     names = ["bm25", "knrm", "knrm+bm25"]
-    rows = [(run, f"q{i}", m, 0.1 * k + 0.01 * i) for k, run in enumerate(reversed(names)) for i in range(5)
-            for m in ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]]
+    rows = [
+        (run, f"q{i}", m, 0.1 * k + 0.01 * i)
+        for k, run in enumerate(reversed(names))
+        for i in range(5)
+        for m in ["RR@10", "RR@100", "nDCG@10", "nDCG@100"]
+    ]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
     inputs = {"candidate_runs": _runs("bm25"), "neural_baselines": _runs("knrm", "knrm+bm25")}
     recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
@@ -221,4 +339,10 @@ def test_the_sections_of_word_based_models_name_their_word_vectors():
     from assets.model_report import beside_pure
 
     assert beside_pure(["bm25", "knrm", "drmm", "drmm+bm25", "knrm+bm25", "x+bm25"]) == [
-        "bm25", "knrm", "knrm+bm25", "drmm", "drmm+bm25", "x+bm25"]
+        "bm25",
+        "knrm",
+        "knrm+bm25",
+        "drmm",
+        "drmm+bm25",
+        "x+bm25",
+    ]

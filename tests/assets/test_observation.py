@@ -12,8 +12,7 @@ import pytest
 from assets import settings
 from assets.collections import collection_config
 from assets.dagster_private import FRESH, STALE, StaleResolver, latest_observed_version, observe
-from assets.observation import (COLLECTION_SOURCES_JOB, DUMP_SOURCES_JOB, observation_jobs,
-                                source_observation_sensor)
+from assets.observation import COLLECTION_SOURCES_JOB, DUMP_SOURCES_JOB, observation_jobs, source_observation_sensor
 from assets.partitions import collection_partitions
 from assets.project import CONFIG_ENV
 from assets.resources import DataDirResource
@@ -36,12 +35,23 @@ def setup(tmp_path, monkeypatch):
     config.write_text(f"collections:\n  {COLLECTION}: {{kind: wiki-car}}\n")
     monkeypatch.setenv(CONFIG_ENV, str(config))
     monkeypatch.delenv(settings.PROFILE_ENV, raising=False)
-    resources = {"data": DataDirResource(path=str(tmp_path / "data")),
-                 "io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path / "io"))}
+    resources = {
+        "data": DataDirResource(path=str(tmp_path / "data")),
+        "io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path / "io")),
+    }
     defs = dg.Definitions(
-        assets=[wiki_dump_file, collection_config, collection_settings, run_profile_setting, imported_runs,
-                settings_reader],
-        jobs=observation_jobs, sensors=[source_observation_sensor], resources=resources)
+        assets=[
+            wiki_dump_file,
+            collection_config,
+            collection_settings,
+            run_profile_setting,
+            imported_runs,
+            settings_reader,
+        ],
+        jobs=observation_jobs,
+        sensors=[source_observation_sensor],
+        resources=resources,
+    )
     with dg.instance_for_test() as instance:
         yield config, defs, resources, instance
 
@@ -53,14 +63,16 @@ class Sensor:
         self.defs, self.resources, self.instance, self.cursor = defs, resources, instance, None
 
     def tick(self) -> tuple[list[str], str | None]:
-        with dg.build_sensor_context(instance=self.instance, cursor=self.cursor, resources=self.resources,
-                                     definitions=self.defs) as context:
+        with dg.build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources=self.resources, definitions=self.defs
+        ) as context:
             data = source_observation_sensor.evaluate_tick(context)
         self.cursor = data.cursor or self.cursor
         jobs = []
         for request in data.run_requests or []:
             result = self.defs.resolve_job_def(request.job_name).execute_in_process(
-                instance=self.instance, tags=request.tags)
+                instance=self.instance, tags=request.tags
+            )
             assert result.success and result.dagster_run.job_name == request.job_name
             jobs.append(request.job_name)
         return jobs, data.skip_message
@@ -68,7 +80,8 @@ class Sensor:
 
 def settings_version(instance) -> str | None:
     records = instance.fetch_observations(
-        dg.AssetRecordsFilter(asset_key=collection_settings.key, asset_partitions=[COLLECTION]), limit=1).records
+        dg.AssetRecordsFilter(asset_key=collection_settings.key, asset_partitions=[COLLECTION]), limit=1
+    ).records
     return records[0].asset_observation.tags.get("dagster/data_version") if records else None
 
 
@@ -78,8 +91,7 @@ def test_an_edited_yaml_is_observed_at_the_next_tick_and_its_reader_reads_as_sta
     assert sensor.tick()[0] == [COLLECTION_SOURCES_JOB, DUMP_SOURCES_JOB]  # the first tick observes everything
     before = settings_version(instance)
     assert before is not None
-    assert dg.materialize([settings_reader], partition_key=COLLECTION, instance=instance,
-                          resources=resources).success
+    assert dg.materialize([settings_reader], partition_key=COLLECTION, instance=instance, resources=resources).success
     resolver = lambda: StaleResolver(instance, defs.resolve_asset_graph())  # noqa: E731
     assert resolver().status(settings_reader.key, COLLECTION) == FRESH
     assert sensor.tick() == ([], "no source changed since the last observation")  # nothing launched, no run
@@ -89,8 +101,10 @@ def test_an_edited_yaml_is_observed_at_the_next_tick_and_its_reader_reads_as_sta
     assert settings_version(instance) not in (None, before)  # a new observation, a new data version
     resolver_ = resolver()
     assert resolver_.status(settings_reader.key, COLLECTION) == STALE
-    assert any(cause.startswith(f"collection_settings[{COLLECTION}]") for cause in
-               resolver_.causes(settings_reader.key, COLLECTION))
+    assert any(
+        cause.startswith(f"collection_settings[{COLLECTION}]")
+        for cause in resolver_.causes(settings_reader.key, COLLECTION)
+    )
 
 
 def test_a_yaml_that_does_not_load_skips_the_tick_and_names_the_file(setup):

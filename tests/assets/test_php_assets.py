@@ -13,9 +13,9 @@ from assets.php import (
     RerankSettings,
     eval_articles,
     php_assets,
+    php_baseline_examples,
     php_baseline_examples_are_contrastive,
     php_checks,
-    php_baseline_examples,
     php_examples,
     resolve_init,
 )
@@ -28,8 +28,17 @@ def test_settings_map_onto_the_profiles_and_every_override_matters():
     fp32_cpu = {"device": "cpu", "bf16": False}  # the profiles' own; by default the device resolves ("auto")
     assert PhpSettings(**fp32_cpu).to_domain() == php.PROFILES["demo"]
     assert PhpSettings(profile="paper", **fp32_cpu).to_domain() == php.PROFILES["paper"]
-    custom = PhpSettings(n_negatives=5, anchor_mask_prob=0.3, mlm_weight=0.0, max_examples=0, lr=2e-5,
-                         max_steps=0, hp_epochs=3, device="cuda", bf16=True).to_domain()
+    custom = PhpSettings(
+        n_negatives=5,
+        anchor_mask_prob=0.3,
+        mlm_weight=0.0,
+        max_examples=0,
+        lr=2e-5,
+        max_steps=0,
+        hp_epochs=3,
+        device="cuda",
+        bf16=True,
+    ).to_domain()
     assert (custom.n_negatives, custom.anchor_mask_prob, custom.mlm_weight, custom.max_examples) == (5, 0.3, 0.0, None)
     assert (custom.train.lr, custom.train.max_steps, custom.hp_epochs) == (2e-5, None, 3)
     assert (custom.train.device, custom.train.bf16) == ("cuda", True)
@@ -46,10 +55,16 @@ def test_settings_map_onto_the_profiles_and_every_override_matters():
 
 
 def test_dev_and_test_articles_of_the_evaluation_collection_are_held_out():
-    queries = pl.DataFrame({"query_id": ["a/x", "a/y", "b/x", "c/x"], "text": ["t"] * 4,
-                            "article_id": ["a", "a", "b", "c"]})
-    splits = pl.DataFrame({"query_id": ["a/x", "a/y", "b/x", "c/x"],
-                           "split": ["test", "test", "train/model", "dev"], "fold": [0, 0, 1, 2]})
+    queries = pl.DataFrame(
+        {"query_id": ["a/x", "a/y", "b/x", "c/x"], "text": ["t"] * 4, "article_id": ["a", "a", "b", "c"]}
+    )
+    splits = pl.DataFrame(
+        {
+            "query_id": ["a/x", "a/y", "b/x", "c/x"],
+            "split": ["test", "test", "train/model", "dev"],
+            "fold": [0, 0, 1, 2],
+        }
+    )
     assert eval_articles(queries, splits) == ["a", "c"]
     assert eval_articles(queries.drop("article_id"), splits) == []
     assert eval_articles(None, None) == []
@@ -100,44 +115,80 @@ def test_baseline_settings_share_phps_and_map_onto_the_generators():
 def test_php_baseline_examples_asset_leaves_out_held_out_articles():
     from dagster_ir.schemas import LINKS, SEGMENTS
 
-    texts = {"a": "Rivers flow. They reach the b sea.", "b": "The sea is deep. It is salty.",
-             "c": "Castles are old. One stands by the a river."}
-    segments = pl.DataFrame([(k, k, 1, "", t, 6) for k, t in texts.items()], schema=list(SEGMENTS),
-                            orient="row").cast(SEGMENTS)
-    links = pl.DataFrame([("a", 1, "b", texts["a"].index(" b ") + 1, texts["a"].index(" b ") + 2, "B", "b"),
-                          ("c", 1, "a", texts["c"].index(" a ") + 1, texts["c"].index(" a ") + 2, "A", "a")],
-                         schema=list(LINKS), orient="row").cast(LINKS)
+    texts = {
+        "a": "Rivers flow. They reach the b sea.",
+        "b": "The sea is deep. It is salty.",
+        "c": "Castles are old. One stands by the a river.",
+    }
+    segments = pl.DataFrame([(k, k, 1, "", t, 6) for k, t in texts.items()], schema=list(SEGMENTS), orient="row").cast(
+        SEGMENTS
+    )
+    links = pl.DataFrame(
+        [
+            ("a", 1, "b", texts["a"].index(" b ") + 1, texts["a"].index(" b ") + 2, "B", "b"),
+            ("c", 1, "a", texts["c"].index(" a ") + 1, texts["c"].index(" a ") + 2, "A", "a"),
+        ],
+        schema=list(LINKS),
+        orient="row",
+    ).cast(LINKS)
     queries = pl.DataFrame({"query_id": ["c/x"], "text": ["t"], "article_id": ["c"]})
     splits = pl.DataFrame({"query_id": ["c/x"], "split": ["test"], "fold": [0]})
-    frame = php_baseline_examples(dg.build_asset_context(), config=PhpBaselineSettings(n_negatives=1),
-                                  wiki_articles=segments.lazy(), wiki_links=links, queries=queries, query_splits=splits)
+    frame = php_baseline_examples(
+        dg.build_asset_context(),
+        config=PhpBaselineSettings(n_negatives=1),
+        wiki_articles=segments.lazy(),
+        wiki_links=links,
+        queries=queries,
+        query_splits=splits,
+    )
     assert set(frame["method"]) == {"ict", "prop", "harp"}  # WLP: a's only other linking segment is c's, held out
     assert frame.filter(pl.col("method") == "harp").select("objective", "key").sort("objective").rows() == [
-        ("rdp", "a->b"), ("rqp", "b")]
+        ("rdp", "a->b"),
+        ("rqp", "b"),
+    ]
     assert not any("Castles" in t for t in frame["docs"].explode().to_list())
     assert php_baseline_examples_are_contrastive(frame).passed
-    leaking = pl.DataFrame([("ict", "ict", "a/1", ["q", "q"], ["d", "d"])], schema=php.BASELINE_EXAMPLES,
-                           orient="row")
+    leaking = pl.DataFrame([("ict", "ict", "a/1", ["q", "q"], ["d", "d"])], schema=php.BASELINE_EXAMPLES, orient="row")
     assert not php_baseline_examples_are_contrastive(leaking).passed  # the preferred pair repeated
 
 
 def test_php_examples_asset_builds_every_stage_and_leaves_out_held_out_articles():
-    groups = pl.DataFrame([("a", 1, "b", "D1"), ("a", 1, "c", "D2"), ("a", 1, "e", "D3"), ("a", 1, "f", "D4")],
-                          schema=list(PHP_GROUPS), orient="row").cast(PHP_GROUPS)
+    groups = pl.DataFrame(
+        [("a", 1, "b", "D1"), ("a", 1, "c", "D2"), ("a", 1, "e", "D3"), ("a", 1, "f", "D4")],
+        schema=list(PHP_GROUPS),
+        orient="row",
+    ).cast(PHP_GROUPS)
     queries = pl.DataFrame({"query_id": ["f/x"], "text": ["t"], "article_id": ["f"]})
     splits = pl.DataFrame({"query_id": ["f/x"], "split": ["test"], "fold": [0]})
     context = dg.build_asset_context()
     graph = _link_graph([("a", "b", True), ("a", "c", True), ("a", "e", False), ("a", "f", True)])
-    frame = php_examples(context, config=PhpSettings(n_negatives=2), php_groups=groups, queries=queries,
-                         query_splits=splits, wiki_link_graph=graph)
+    frame = php_examples(
+        context,
+        config=PhpSettings(n_negatives=2),
+        php_groups=groups,
+        queries=queries,
+        query_splits=splits,
+        wiki_link_graph=graph,
+    )
     assert frame.filter(pl.col("stage") == "hp").height == 0  # its only negative, f, is held out
     assert frame.filter(pl.col("stage") == "shp")["pos_id"].sort().to_list() == ["b", "c"]
-    kept = php_examples(dg.build_asset_context(), config=PhpSettings(n_negatives=2, exclude_eval_articles=False),
-                        php_groups=groups, queries=queries, query_splits=splits, wiki_link_graph=graph)
+    kept = php_examples(
+        dg.build_asset_context(),
+        config=PhpSettings(n_negatives=2, exclude_eval_articles=False),
+        php_groups=groups,
+        queries=queries,
+        query_splits=splits,
+        wiki_link_graph=graph,
+    )
     assert kept.filter(pl.col("stage") == "hp").height == 3
-    literal = php_examples(dg.build_asset_context(), wiki_link_graph=graph, queries=queries, query_splits=splits,
-                           config=PhpSettings(n_negatives=2, exclude_eval_articles=False, d4_rule="literal",
-                                              fill_negatives="none"), php_groups=groups)
+    literal = php_examples(
+        dg.build_asset_context(),
+        wiki_link_graph=graph,
+        queries=queries,
+        query_splits=splits,
+        config=PhpSettings(n_negatives=2, exclude_eval_articles=False, d4_rule="literal", fill_negatives="none"),
+        php_groups=groups,
+    )
     assert literal.filter(pl.col("stage") == "hp").height == 0  # f links back to a: no D4 under the literal rule
 
 
@@ -170,9 +221,15 @@ def test_assets_and_checks_load_into_definitions():
 
 # --- end to end on tiny tables with a tiny backbone ---------------------------------------------
 
-TOPICS = {"a": "river water flows to the sea", "b": "castle walls of old stone", "c": "mountain peaks and snow",
-          "d": "music of the opera house", "e": "football teams and their players", "f": "planets around stars",
-          "g": "bread baked in ovens"}
+TOPICS = {
+    "a": "river water flows to the sea",
+    "b": "castle walls of old stone",
+    "c": "mountain peaks and snow",
+    "d": "music of the opera house",
+    "e": "football teams and their players",
+    "f": "planets around stars",
+    "g": "bread baked in ovens",
+}
 
 
 def _upstream_tables(root) -> None:
@@ -183,8 +240,11 @@ def _upstream_tables(root) -> None:
     def put(name, frame, partition=None):
         write_table(frame, table_path(root, [name], partition), partition=partition)
 
-    segments = [(k, k.upper(), n, "" if n == 1 else "Part", f"{text} part {n} links {' '.join(TOPICS)}", 9)
-                for k, text in TOPICS.items() for n in (1, 2)]
+    segments = [
+        (k, k.upper(), n, "" if n == 1 else "Part", f"{text} part {n} links {' '.join(TOPICS)}", 9)
+        for k, text in TOPICS.items()
+        for n in (1, 2)
+    ]
     put("wiki_articles", pl.DataFrame(segments, schema=list(SEGMENTS), orient="row").cast(SEGMENTS), "dump")
     # Article i's segment 1 links articles i+1 (D1), i+2 (D2), i+3 (D3); segment 2 links i+3 and i+4 (D3).
     names, links, groups = list(TOPICS), [], []
@@ -205,20 +265,42 @@ def _upstream_tables(root) -> None:
     put("wiki_link_graph", build_link_graph(pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS)))
     docs = [(f"{k}/{n}", "", f"{text} part {n}") for k, text in TOPICS.items() for n in (1, 2)]
     put("corpus", pl.DataFrame(docs, schema=["doc_id", "title", "text"], orient="row"), "wiki-car")
-    queries = pl.DataFrame({"query_id": [f"{k}/q" for k in TOPICS], "text": [t.split()[0] for t in TOPICS.values()],
-                            "article_id": list(TOPICS)})
+    queries = pl.DataFrame(
+        {
+            "query_id": [f"{k}/q" for k in TOPICS],
+            "text": [t.split()[0] for t in TOPICS.values()],
+            "article_id": list(TOPICS),
+        }
+    )
     put("queries", queries, "wiki-car")
-    put("qrels", pl.DataFrame([(f"{k}/q", f"{k}/2", 1) for k in TOPICS], schema=list(QRELS), orient="row").cast(QRELS),
-        "wiki-car")
+    put(
+        "qrels",
+        pl.DataFrame([(f"{k}/q", f"{k}/2", 1) for k in TOPICS], schema=list(QRELS), orient="row").cast(QRELS),
+        "wiki-car",
+    )
     splits = ["train/model"] * 5 + ["dev", "test"]
-    put("query_splits", pl.DataFrame({"query_id": queries["query_id"], "split": splits, "fold": [i % 5 for i in range(7)]})
-        .cast({"fold": pl.Int32}), "wiki-car")
+    put(
+        "query_splits",
+        pl.DataFrame({"query_id": queries["query_id"], "split": splits, "fold": [i % 5 for i in range(7)]}).cast(
+            {"fold": pl.Int32}
+        ),
+        "wiki-car",
+    )
     others = {k: [o for o in TOPICS if o != k] for k in TOPICS}
-    put("negatives", pl.DataFrame([(f"{k}/q", f"{k}/2", f"{o}/1", i + 2, i) for k in list(TOPICS)[:3]
-                                   for i, o in enumerate(others[k][:3])], schema=list(NEGATIVES), orient="row")
-        .cast(NEGATIVES), "wiki-car")
-    run = [(f"{k}/q", doc, 10.0 - r, r, "bm25") for k in TOPICS
-           for r, doc in enumerate([f"{o}/1" for o in others[k]] + [f"{k}/2"], start=1)]
+    put(
+        "negatives",
+        pl.DataFrame(
+            [(f"{k}/q", f"{k}/2", f"{o}/1", i + 2, i) for k in list(TOPICS)[:3] for i, o in enumerate(others[k][:3])],
+            schema=list(NEGATIVES),
+            orient="row",
+        ).cast(NEGATIVES),
+        "wiki-car",
+    )
+    run = [
+        (f"{k}/q", doc, 10.0 - r, r, "bm25")
+        for k in TOPICS
+        for r, doc in enumerate([f"{o}/1" for o in others[k]] + [f"{k}/2"], start=1)
+    ]
     put("candidate_runs", pl.DataFrame(run, schema=list(RUN), orient="row").cast(RUN), "wiki-car")
 
 
@@ -232,19 +314,44 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     root = tmp_path / "data"
     _upstream_tables(root)
     php_config = {"backbone": tiny, "max_length": 32, "max_query_length": 12, "n_negatives": 2, "batch_size": 2}
-    ce_config = {"backbone": tiny, "max_length": 32, "max_query_length": 8, "n_negatives": 2, "batch_size": 2,
-                 "inits": ["bert", "php", "php-no-mlm", "harp"], "epochs": 2}
-    run_config = {"ops": {"php_examples": {"config": php_config}, "php_hp": {"config": php_config},
-                          "php_baseline_examples": {"config": php_config},
-                          "php_baselines": {"config": {**php_config, "methods": ["harp"]}},
-                          "php_shp": {"config": php_config}, "php_mrds": {"config": php_config},
-                          "php_ablations": {"config": {**php_config, "variants": ["no-mlm", "negatives-1"]}}}}
+    ce_config = {
+        "backbone": tiny,
+        "max_length": 32,
+        "max_query_length": 8,
+        "n_negatives": 2,
+        "batch_size": 2,
+        "inits": ["bert", "php", "php-no-mlm", "harp"],
+        "epochs": 2,
+    }
+    run_config = {
+        "ops": {
+            "php_examples": {"config": php_config},
+            "php_hp": {"config": php_config},
+            "php_baseline_examples": {"config": php_config},
+            "php_baselines": {"config": {**php_config, "methods": ["harp"]}},
+            "php_shp": {"config": php_config},
+            "php_mrds": {"config": php_config},
+            "php_ablations": {"config": {**php_config, "variants": ["no-mlm", "negatives-1"]}},
+        }
+    }
     everything = _upstream_assets() + php_assets
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("wiki_dump", ["dump"])
-        pretrained = dg.materialize(everything, selection=["php_examples", "php_hp", "php_shp", "php_mrds",
-                                                           "php_ablations", "php_baseline_examples", "php_baselines"],
-                                    resources=resources(str(root)), instance=instance, run_config=run_config)
+        pretrained = dg.materialize(
+            everything,
+            selection=[
+                "php_examples",
+                "php_hp",
+                "php_shp",
+                "php_mrds",
+                "php_ablations",
+                "php_baseline_examples",
+                "php_baselines",
+            ],
+            resources=resources(str(root)),
+            instance=instance,
+            run_config=run_config,
+        )
         assert pretrained.success
         examples = pretrained.asset_value("php_examples")
         assert set(examples["stage"]) == {"hp", "shp", "mrds"}
@@ -254,9 +361,14 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
         assert ablations["variant"].to_list() == ["no-mlm", "negatives-1"] and (ablations["steps"] > 0).all()
         hp = pretrained.asset_materializations_for_node("php_hp")[0].metadata
         assert hp["steps"].value > 0 and "loss_curve" in hp and hp["seed"].value == 42
-        tuned = dg.materialize(everything, selection=["cross_encoder", "reranked_runs"], partition_key="wiki-car/seed-0",
-                               resources=resources(str(root)), instance=instance,
-                               run_config={"ops": {"cross_encoder": {"config": ce_config}}})
+        tuned = dg.materialize(
+            everything,
+            selection=["cross_encoder", "reranked_runs"],
+            partition_key="wiki-car/seed-0",
+            resources=resources(str(root)),
+            instance=instance,
+            run_config={"ops": {"cross_encoder": {"config": ce_config}}},
+        )
         assert tuned.success
     manifest = tuned.asset_value("cross_encoder")
     assert manifest["run_name"].to_list() == ["bert", "php", "php-no-mlm", "harp"]

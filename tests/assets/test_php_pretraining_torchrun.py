@@ -23,23 +23,45 @@ ROOT = Path(__file__).resolve().parents[2]
 def _pretrain(root: Path, backbone: str, nproc: int):
     _upstream_tables(root)
     for stage in ("hp", "shp", "mrds"):  # the PHP stages' manifests php_baselines reads its budget from
-        write_table(pl.DataFrame({"stage": [stage], "path": ["unused"], "steps": [2]}), table_path(root, [f"php_{stage}"], None))
-    php = {"backbone": backbone, "max_length": 32, "max_query_length": 12, "n_negatives": 2, "batch_size": 4,
-           "max_steps": 2, "lr": 5e-3, "device": "cpu", "bf16": False, "mlm_weight": 0.0}
+        write_table(
+            pl.DataFrame({"stage": [stage], "path": ["unused"], "steps": [2]}), table_path(root, [f"php_{stage}"], None)
+        )
+    php = {
+        "backbone": backbone,
+        "max_length": 32,
+        "max_query_length": 12,
+        "n_negatives": 2,
+        "batch_size": 4,
+        "max_steps": 2,
+        "lr": 5e-3,
+        "device": "cpu",
+        "bf16": False,
+        "mlm_weight": 0.0,
+    }
     torchrun = {"torchrun": {"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0}}
-    run_config = {"ops": {"php_examples": {"config": php}, "php_baseline_examples": {"config": php},
-                          "php_ablations": {"config": {**php, **torchrun, "variants": ["no-mlm"]}},
-                          "php_baselines": {"config": {**php, **torchrun, "methods": ["harp"],
-                                                       "match_php_steps": False}}}}
+    run_config = {
+        "ops": {
+            "php_examples": {"config": php},
+            "php_baseline_examples": {"config": php},
+            "php_ablations": {"config": {**php, **torchrun, "variants": ["no-mlm"]}},
+            "php_baselines": {"config": {**php, **torchrun, "methods": ["harp"], "match_php_steps": False}},
+        }
+    }
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("wiki_dump", ["dump"])
-        result = dg.materialize(_upstream_assets() + php_assets,
-                                selection=["php_examples", "php_ablations", "php_baseline_examples", "php_baselines"],
-                                resources=resources(str(root)), instance=instance, run_config=run_config)
+        result = dg.materialize(
+            _upstream_assets() + php_assets,
+            selection=["php_examples", "php_ablations", "php_baseline_examples", "php_baselines"],
+            resources=resources(str(root)),
+            instance=instance,
+            run_config=run_config,
+        )
     assert result.success
     manifests = {name: result.asset_value(name) for name in ("php_ablations", "php_baselines")}
-    metadata = {name: {k: v.value for k, v in result.asset_materializations_for_node(name)[0].metadata.items()}
-                for name in manifests}
+    metadata = {
+        name: {k: v.value for k, v in result.asset_materializations_for_node(name)[0].metadata.items()}
+        for name in manifests
+    }
     return manifests, metadata
 
 
@@ -63,9 +85,16 @@ def test_two_gloo_processes_pretrain_the_ablation_and_baseline_one_process_pretr
     start_weights = load_file(str(Path(backbone) / "model.safetensors"))
     for name in ("php_ablations", "php_baselines"):
         first, second = (_flat(side[name]["path"][0], start_weights) for side in (one, two))
-        start = torch.cat([start_weights.get(k, start_weights.get(k.removeprefix("bert."))).flatten().double()
-                           for k in sorted(k for k in load_file(str(Path(one[name]["path"][0]) / "model.safetensors"))
-                                           if k in start_weights or k.removeprefix("bert.") in start_weights)])
+        start = torch.cat(
+            [
+                start_weights.get(k, start_weights.get(k.removeprefix("bert."))).flatten().double()
+                for k in sorted(
+                    k
+                    for k in load_file(str(Path(one[name]["path"][0]) / "model.safetensors"))
+                    if k in start_weights or k.removeprefix("bert.") in start_weights
+                )
+            ]
+        )
         moved = (first - start).norm()
         assert moved > 0, name
         assert (second - first).norm() < 0.01 * moved, name  # the same model, up to float rounding

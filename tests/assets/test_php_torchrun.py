@@ -23,15 +23,33 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _stage(root: Path, backbone: str, nproc: int, mlm_weight: float = 0.0):
     _upstream_tables(root)
-    php = {"backbone": backbone, "max_length": 32, "max_query_length": 12, "n_negatives": 2, "batch_size": 4,
-           "max_steps": 3, "lr": 5e-3, "device": "cpu", "bf16": False, "mlm_weight": mlm_weight}
-    run_config = {"ops": {"php_examples": {"config": php},
-                          "php_hp": {"config": {**php, "torchrun": {"nproc_per_node": nproc, "max_restarts": 0,
-                                                                    "relaunches": 0}}}}}
+    php = {
+        "backbone": backbone,
+        "max_length": 32,
+        "max_query_length": 12,
+        "n_negatives": 2,
+        "batch_size": 4,
+        "max_steps": 3,
+        "lr": 5e-3,
+        "device": "cpu",
+        "bf16": False,
+        "mlm_weight": mlm_weight,
+    }
+    run_config = {
+        "ops": {
+            "php_examples": {"config": php},
+            "php_hp": {"config": {**php, "torchrun": {"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0}}},
+        }
+    }
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("wiki_dump", ["dump"])
-        result = dg.materialize(_upstream_assets() + php_assets, selection=["php_examples", "php_hp"],
-                                resources=resources(str(root)), instance=instance, run_config=run_config)
+        result = dg.materialize(
+            _upstream_assets() + php_assets,
+            selection=["php_examples", "php_hp"],
+            resources=resources(str(root)),
+            instance=instance,
+            run_config=run_config,
+        )
     assert result.success
     manifest = result.asset_value("php_hp")
     metadata = {k: v.value for k, v in result.asset_materializations_for_node("php_hp")[0].metadata.items()}
@@ -48,8 +66,10 @@ def test_two_gloo_processes_pretrain_the_stage_one_process_pretrains(backbone, t
     assert not list((tmp_path / "two" / "files" / "php" / "jobs").rglob("job.json"))  # the job folder is gone
     start = {k: v for k, v in load_file(str(Path(backbone) / "model.safetensors")).items()}
     keys = sorted(k for k in one_weights if k.removeprefix("bert.") in start or k in start)
-    flat = {name: torch.cat([w[k].flatten().float() for k in keys]) for name, w in
-            [("one", one_weights), ("two", two_weights)]}
+    flat = {
+        name: torch.cat([w[k].flatten().float() for k in keys])
+        for name, w in [("one", one_weights), ("two", two_weights)]
+    }
     begin = torch.cat([start.get(k, start.get(k.removeprefix("bert."))).flatten().float() for k in keys])
     moved = (flat["one"] - begin).norm()
     assert moved > 0

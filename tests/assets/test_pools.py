@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from assets.instance import ensure_instance_config
 
@@ -17,6 +18,7 @@ def _intervals(instance, run_id: str) -> list[tuple[float, float]]:
     return sorted((starts[k], ends[k]) for k in starts)
 
 
+@pytest.mark.processes
 def test_two_training_steps_never_overlap_while_light_steps_do(tmp_path):
     import pool_defs
 

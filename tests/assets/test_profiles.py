@@ -34,7 +34,6 @@ collections:
 """
 
 
-
 def _run(profile: str | None):
     """A stand-in for an asset's context: a run with (or without) the run-wide profile tag."""
     return SimpleNamespace(run=SimpleNamespace(tags={settings.PROFILE_TAG: profile} if profile else {}))

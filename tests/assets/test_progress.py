@@ -61,8 +61,13 @@ def test_m_grows_when_more_turns_out_pending_and_never_shrinks():
 
 
 def test_format_seconds():
-    assert [format_seconds(s) for s in (0.04, 9.96, 42, 185, 3720)] == ["0.0 s", "10 s", "42 s", "3 min 05 s",
-                                                                        "1 h 02 min"]
+    assert [format_seconds(s) for s in (0.04, 9.96, 42, 185, 3720)] == [
+        "0.0 s",
+        "10 s",
+        "42 s",
+        "3 min 05 s",
+        "1 h 02 min",
+    ]
 
 
 def test_warnings_print_once_on_one_line_without_site_packages_paths():
@@ -101,8 +106,10 @@ def test_update_counts_runs_and_says_up_to_date_only_for_what_it_did_not_build(t
         lines = []
         report = update_all(defs, instance, resources=resources, log=lines.append)
         assert (report.materialized, report.fresh) == (2, 0)
-        assert [line.split(" ", 1)[1] for line in lines if " start " in line] == ["[1/2] start first",
-                                                                                   "[2/2] start second"]
+        assert [line.split(" ", 1)[1] for line in lines if " start " in line] == [
+            "[1/2] start first",
+            "[2/2] start second",
+        ]
         assert sum(" done  " in line for line in lines) == 2
         again = update_all(defs, instance, resources=resources, log=lines.append)
         assert (again.materialized, again.fresh) == (0, 2)

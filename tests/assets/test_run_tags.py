@@ -22,8 +22,13 @@ def second(first: pl.DataFrame) -> pl.DataFrame:
 def test_update_runs_carry_the_command_and_their_assets(tmp_path):
     defs = dg.Definitions(assets=[first, second])
     with dg.instance_for_test() as instance:
-        report = update_all(defs, instance, resources={"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path))},
-                            command="retraining", log=lambda _: None)
+        report = update_all(
+            defs,
+            instance,
+            resources={"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path))},
+            command="retraining",
+            log=lambda _: None,
+        )
         assert report.ok and report.materialized == 2
         runs = instance.get_runs(filters=dg.RunsFilter(tags={COMMAND_TAG: "retraining"}))
         assert sorted(run.tags[ASSETS_TAG] for run in runs) == ["first", "second"]

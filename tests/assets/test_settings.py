@@ -22,7 +22,6 @@ collections:
 """
 
 
-
 def test_the_yaml_fills_what_the_run_config_leaves_unset(project):
     project(YAML)
     default = settings.with_settings(NeuralBaselinesConfig(), "neural_baselines", "cran")
@@ -59,11 +58,11 @@ def test_every_settable_asset_reads_the_settings_source():
 
 
 def test_a_collections_query_words_override_what_ghrm_would_read_off_it(project):
-    from assets.ghrm import GHRMAssetConfig, fit_lengths
     import polars as pl
 
-    project(YAML.replace("neural_baselines: {models: [knrm, bert-maxp], epochs: 3}",
-                         "ghrm_runs: {query_words: 12}"))
+    from assets.ghrm import GHRMAssetConfig, fit_lengths
+
+    project(YAML.replace("neural_baselines: {models: [knrm, bert-maxp], epochs: 3}", "ghrm_runs: {query_words: 12}"))
     config = settings.with_settings(GHRMAssetConfig(), "ghrm_runs", "cran")
     queries = pl.DataFrame({"query_id": ["q1"], "text": ["one two three"]})
     corpus = pl.DataFrame({"doc_id": ["d"], "title": [""], "text": ["alpha beta"]})
@@ -71,7 +70,6 @@ def test_a_collections_query_words_override_what_ghrm_would_read_off_it(project)
     assert (domain.inputs.query_words, domain.inputs.doc_words) == (12, 2)  # the YAML's 12; documents read off
     plain = settings.with_settings(GHRMAssetConfig(), "ghrm_runs", "other")
     assert fit_lengths(plain, plain.to_domain(), queries, corpus.lazy())[0].inputs.query_words == 3
-
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -13,5 +13,7 @@ def test_a_misspelt_report_split_is_an_error():
     splits = pl.DataFrame({"query_id": ["q1", "q2"], "split": ["test", "dev"], "fold": [0, 1]}).cast({"fold": pl.Int32})
     kept, _ = restrict_to_split(runs, qrels, splits, "test", "model_report")
     assert kept.height == 1
-    with pytest.raises(ValueError, match=r"model_report: no queries in split 'tset' \(splits with queries: \['dev', 'test'\]"):
+    with pytest.raises(
+        ValueError, match=r"model_report: no queries in split 'tset' \(splits with queries: \['dev', 'test'\]"
+    ):
         restrict_to_split(runs, qrels, splits, "tset", "model_report")

@@ -25,15 +25,29 @@ def test_asset_launches_torchrun_and_reports_its_metrics(tmp_path):
     def trained(context: dg.AssetExecutionContext, config: TorchrunSettings) -> pl.DataFrame:
         """A tiny cross-encoder trained by two processes; a worker is lost at step 6 once."""
         run = tmp_path / "run"
-        args = ["--backbone", tiny, "--checkpoints", str(run / "checkpoints"), "--out", str(run / "out"),
-                "--lose-worker-at", "6", "--marker", str(tmp_path / "lost")]
+        args = [
+            "--backbone",
+            tiny,
+            "--checkpoints",
+            str(run / "checkpoints"),
+            "--out",
+            str(run / "out"),
+            "--lose-worker-at",
+            "6",
+            "--marker",
+            str(tmp_path / "lost"),
+        ]
         result = run_torchrun(context, config, SCRIPT, args, run / "metrics.jsonl", env=env, timeout=400)
         return pl.DataFrame({"steps": [result.metrics[-1]["step"]]})
 
     config = {"ops": {"trained": {"config": {"nproc_per_node": 2, "max_restarts": 0, "relaunches": 1}}}}
     with dg.instance_for_test() as instance:
-        result = dg.materialize([trained], instance=instance, run_config=config,
-                                resources={"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path / "data"))})
+        result = dg.materialize(
+            [trained],
+            instance=instance,
+            run_config=config,
+            resources={"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path / "data"))},
+        )
         assert result.success
         messages = [entry.user_message for entry in instance.all_logs(result.run_id) if entry.dagster_event is None]
     metadata = result.asset_materializations_for_node("trained")[0].metadata

@@ -48,11 +48,23 @@ def _run(tmp_path: Path, script: str, config: str, *, timeout: int = 900) -> dic
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    env = {**os.environ, "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"), "DAGSTER_HOME": str(home),
-           "DAGSTER_IR_DATA": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(Path.cwd()), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(script)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    env = {
+        **os.environ,
+        "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"),
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_IR_DATA": str(tmp_path / "data"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(Path.cwd()), str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -63,8 +75,10 @@ def _local_collection(folder: Path, name: str, words: list[str]) -> str:
     (folder / f"{name}.tsv").write_text("\n".join(docs) + "\n")
     (folder / f"{name}-topics.tsv").write_text("".join(f"{i}\t{w}\n" for i, w in enumerate(words)))
     (folder / f"{name}-qrels.txt").write_text("".join(f"{i} 0 {name}{i} 1\n" for i in range(len(words))))
-    return (f"  {name}:\n    kind: local\n    corpus: {name}.tsv\n    topics: {name}-topics.tsv\n"
-            f"    qrels: {name}-qrels.txt\n    split: {{train_fusion: 0.0, train_model: 0.5, dev: 0.0, test: 0.5, seed: 1}}\n")
+    return (
+        f"  {name}:\n    kind: local\n    corpus: {name}.tsv\n    topics: {name}-topics.tsv\n"
+        f"    qrels: {name}-qrels.txt\n    split: {{train_fusion: 0.0, train_model: 0.5, dev: 0.0, test: 0.5, seed: 1}}\n"
+    )
 
 
 WORDS = ["solar", "river", "roman", "coffee", "volcano", "chess", "piano", "glacier"]
@@ -80,7 +94,9 @@ def test_a_failing_dump_blocks_only_what_reads_it_and_remove_dump_unblocks(tmp_p
     copy = tmp_path / "sample-copy.xml.bz2"
     copy.write_bytes(sample_dump_path().read_bytes())  # the same articles again, under another name
     config = "collections:\n  wiki-car:\n    kind: wiki-car\n" + _local_collection(tmp_path, "tiny", WORDS)
-    result = _run(tmp_path, f"""
+    result = _run(
+        tmp_path,
+        f"""
         from assets.cli import add_dump, remove_dump
         from dagster_ir.storage.atomic import host_tag
         from dagster_ir.storage.catalog import Catalog
@@ -103,10 +119,13 @@ def test_a_failing_dump_blocks_only_what_reads_it_and_remove_dump_unblocks(tmp_p
         out["stale_after_removal"] = stale("wikipedia", "collections")
         out["third"] = update("wikipedia", "collections")
         print(json.dumps(out))
-    """, config)
+    """,
+        config,
+    )
     first = result["first"]
     assert [(p, keys) for p, keys, _ in first["failed"]] == [
-        ("bad.xml.bz2", ["wiki_articles", "wiki_raw_links", "wiki_redirects"])]
+        ("bad.xml.bz2", ["wiki_articles", "wiki_raw_links", "wiki_redirects"])
+    ]
     message = first["failed"][0][2]
     assert "bad.xml.bz2" in message and "<ns> is not an integer" in message and "\n" not in message
     assert result["tiny_corpus"], "a collection that does not read Wikipedia is not blocked"
@@ -122,9 +141,15 @@ def test_a_failing_dump_blocks_only_what_reads_it_and_remove_dump_unblocks(tmp_p
 
 def test_changes_outside_the_code_make_exactly_their_readers_stale(tmp_path):
     (tmp_path / "ext.trec").write_text("".join(f"{i} Q0 one{i} 1 2.0 ext\n" for i in range(len(WORDS))))
-    config = ("collections:\n" + _local_collection(tmp_path, "one", WORDS) + _local_collection(tmp_path, "two", WORDS)
-              + "runs:\n  one:\n    ext: ext.trec\n")
-    result = _run(tmp_path, """
+    config = (
+        "collections:\n"
+        + _local_collection(tmp_path, "one", WORDS)
+        + _local_collection(tmp_path, "two", WORDS)
+        + "runs:\n  one:\n    ext: ext.trec\n"
+    )
+    result = _run(
+        tmp_path,
+        """
         out = {}
         groups = ("collections", "retrieval")
         out["first"] = update(*groups)
@@ -140,13 +165,24 @@ def test_changes_outside_the_code_make_exactly_their_readers_stale(tmp_path):
         out["second"] = update(*groups)
         out["after"] = stale(*groups)
         print(json.dumps(out))
-    """, config)
+    """,
+        config,
+    )
     assert not result["first"]["failed"] and result["fresh"] == []
     assert result["deleted"] == ["candidate_runs[two]", "negatives[two]"]  # the readers wait on it
     assert result["run_file"] == ["candidate_runs[one]", "candidate_runs[two]", "negatives[one]", "negatives[two]"]
-    assert result["yaml"] == ["bm25_index[two]", "candidate_runs[one]", "candidate_runs[two]", "corpus[two]",
-                              "dense_embeddings[two]", "negatives[one]", "negatives[two]", "qrels[two]",
-                              "queries[two]", "query_splits[two]"]
+    assert result["yaml"] == [
+        "bm25_index[two]",
+        "candidate_runs[one]",
+        "candidate_runs[two]",
+        "corpus[two]",
+        "dense_embeddings[two]",
+        "negatives[one]",
+        "negatives[two]",
+        "qrels[two]",
+        "queries[two]",
+        "query_splits[two]",
+    ]
     assert result["after"] == [] and not result["second"]["failed"]
     assert "candidate_runs[two]" in result["second"]["ran"] and "corpus[one]" not in result["second"]["ran"]
 
@@ -154,8 +190,14 @@ def test_changes_outside_the_code_make_exactly_their_readers_stale(tmp_path):
 def test_a_misspelt_top_level_key_is_an_error(tmp_path):
     (tmp_path / "dagster-ir.yaml").write_text("collections:\n  wiki-car:\n    kind: wiki-car\nrun:\n  wiki-car: {}\n")
     env = {**os.environ, "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"), "DAGSTER_HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), "status"],
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 1
     assert "run: unknown top-level key (allowed: collections, runs, executor, schedules)" in done.stderr
     assert "Traceback" not in done.stderr
@@ -178,11 +220,22 @@ def test_two_updates_at_once_do_the_work_once(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    env = {**os.environ, "DAGSTER_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join([str(Path.cwd()), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join([str(Path.cwd()), str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     data = tmp_path / "data"
-    processes = [subprocess.Popen([sys.executable, "-c", COUNTED, str(data)], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", COUNTED, str(data)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=900) for p in processes]
     for process, (out, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, out + err[-3000:]
@@ -198,7 +251,9 @@ def test_a_changed_imported_run_file_reaches_the_report(tmp_path):
     materialization; the reader's own content version must carry the change downstream."""
     (tmp_path / "ext.trec").write_text("".join(f"{i} Q0 one{(i + 1) % 8} 1 2.0 ext\n" for i in range(len(WORDS))))
     config = "collections:\n" + _local_collection(tmp_path, "one", WORDS) + "runs:\n  one:\n    ext: ext.trec\n"
-    result = _run(tmp_path, """
+    result = _run(
+        tmp_path,
+        """
         from dagster_ir.storage.catalog import Catalog
         def ndcg():
             return Catalog(root).query("select avg(value) from evaluation_report where run_name = 'ext' "
@@ -213,7 +268,9 @@ def test_a_changed_imported_run_file_reaches_the_report(tmp_path):
         out["after"] = ndcg()
         out["fresh"] = stale(*groups)
         print(json.dumps(out))
-    """, config)
+    """,
+        config,
+    )
     assert not result["first"]["failed"] and not result["second"]["failed"]
     assert result["before"] == 0.0
     assert {"candidate_runs[one]", "negatives[one]", "evaluation_report[one]"} <= set(result["run_file"])
@@ -223,7 +280,9 @@ def test_a_changed_imported_run_file_reaches_the_report(tmp_path):
 
 def test_a_moved_or_copied_data_directory_rebuilds_from_its_own_files(tmp_path):
     config = "collections:\n" + _local_collection(tmp_path, "one", WORDS)
-    result = _run(tmp_path, """
+    result = _run(
+        tmp_path,
+        """
         import shutil
         import polars as pl
         from dagster_ir.storage.catalog import Catalog
@@ -250,7 +309,9 @@ def test_a_moved_or_copied_data_directory_rebuilds_from_its_own_files(tmp_path):
         out["copied"] = update_at(copy, "retrieval")
         out["runs"] = pl.read_parquet(copy / "tables" / "candidate_runs" / "one" / "data.parquet")["run_name"].unique().sort().to_list()
         print(json.dumps(out))
-    """, config)
+    """,
+        config,
+    )
     assert not result["first"]["failed"]
     assert result["stored"] == ["files/bm25_index/one", "files/dense/one.npy"]
     assert result["catalog"] == ["tables/bm25_index/one/data.parquet"]

@@ -36,8 +36,16 @@ def test_everything_materializes_and_is_in_the_catalog(pipeline):
     root, _, first = pipeline
     assert first.materialized == 8  # every asset (partition) exactly once
     catalog = Catalog(root)
-    for view in ["wiki_dump", "wiki_articles", "wiki_redirects", "wiki_raw_links", "wiki_links",
-                 "wiki_link_graph", "php_groups", "wiki_stats"]:
+    for view in [
+        "wiki_dump",
+        "wiki_articles",
+        "wiki_redirects",
+        "wiki_raw_links",
+        "wiki_links",
+        "wiki_link_graph",
+        "php_groups",
+        "wiki_stats",
+    ]:
         assert catalog.query(f"select count(*) from {view}").item() > 0, view
     partitions = catalog.query("select distinct partition from wiki_articles").to_series().to_list()
     assert partitions == [sample_dump_path().name]
@@ -75,14 +83,19 @@ def test_out_of_core_links_equal_the_in_memory_rules(pipeline):
 
     root, _, _ = pipeline
     tables = root / "tables"
-    scan = {name: pl.scan_parquet(str(tables / name / "*" / "data.parquet")) for name in
-            ("wiki_articles", "wiki_raw_links", "wiki_redirects")}
+    scan = {
+        name: pl.scan_parquet(str(tables / name / "*" / "data.parquet"))
+        for name in ("wiki_articles", "wiki_raw_links", "wiki_redirects")
+    }
     if len(list((tables / "wiki_articles").glob("*/data.parquet"))) == 1:  # one dump: the IO manager drops it
         scan = {name: frame.drop("partition") for name, frame in scan.items()}
     latest = latest_articles(scan["wiki_articles"])
     raw = latest_links(scan["wiki_raw_links"], latest).drop("partition", strict=False)
-    expected = resolve_links(raw, latest.segments.select("article_id", "title").unique(),
-                             scan["wiki_redirects"].drop("partition", strict=False)).collect()
+    expected = resolve_links(
+        raw,
+        latest.segments.select("article_id", "title").unique(),
+        scan["wiki_redirects"].drop("partition", strict=False),
+    ).collect()
     stored = pl.read_parquet(tables / "wiki_links" / "data.parquet")
     assert expected.height > 1000 and stored.equals(expected)
 

@@ -20,8 +20,10 @@ from wiki_dumps import page, write_multistream  # noqa: E402
 pytestmark = pytest.mark.slow
 WIKI = dg.AssetSelection.groups("wikipedia")
 WORDS = " ".join(f"word{i}" for i in range(110))
-PAGES = [page(i, f"Topic {i}", f"Topic {i} links [[Topic {(i % 9) + 1}]] and [[Topic {((i + 3) % 9) + 1}]]. {WORDS}")
-         for i in range(1, 10)] + [page(20, "Subject 1", "#REDIRECT [[Topic 1]]", redirect="Topic 1")]
+PAGES = [
+    page(i, f"Topic {i}", f"Topic {i} links [[Topic {(i % 9) + 1}]] and [[Topic {((i + 3) % 9) + 1}]]. {WORDS}")
+    for i in range(1, 10)
+] + [page(20, "Subject 1", "#REDIRECT [[Topic 1]]", redirect="Topic 1")]
 
 
 def _tables(root: Path) -> dict[str, pl.DataFrame]:
@@ -38,8 +40,9 @@ def _update(root: Path, home: Path, dump: Path, partitions: int, parallel: int) 
     home.mkdir()
     with dg.instance_for_test(temp_dir=str(home)) as instance:
         keys = add_dump_partitions(root, str(dump), instance, partitions)
-        report = update_all(defs, instance, resources=resources(str(root)), log=lambda _: None, selection=WIKI,
-                            parallel=parallel)
+        report = update_all(
+            defs, instance, resources=resources(str(root)), log=lambda _: None, selection=WIKI, parallel=parallel
+        )
         assert sorted(instance.get_dynamic_partitions("wiki_dump")) == keys
     return keys, report
 

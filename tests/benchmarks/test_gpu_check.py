@@ -4,7 +4,6 @@ Cranfield for one seed under the paper profile through the command line."""
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

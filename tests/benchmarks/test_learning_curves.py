@@ -32,8 +32,9 @@ def test_separate_runs_are_read_each_at_its_own_end():
 
 
 def test_the_table_averages_runs_and_the_figure_is_written(tmp_path):
-    rows = (budget_rows("drmm", 0, 0, [1, 4], 1, {4: Curve([0.2, 0.2, 0.2, 0.3], 4, 1.0, 4)}, 0.25)
-            + budget_rows("drmm", 1, 0, [1, 4], 1, {4: Curve([0.4, 0.2, 0.2, 0.5], 4, 1.0, 4)}, 0.35))
+    rows = budget_rows("drmm", 0, 0, [1, 4], 1, {4: Curve([0.2, 0.2, 0.2, 0.3], 4, 1.0, 4)}, 0.25) + budget_rows(
+        "drmm", 1, 0, [1, 4], 1, {4: Curve([0.4, 0.2, 0.2, 0.5], 4, 1.0, 4)}, 0.35
+    )
     table = summary(pl.DataFrame(rows))
     assert table["validation_at_budget"].to_list() == pytest.approx([0.3, 0.4]) and table["runs"].to_list() == [2, 2]
     assert "| drmm | x1 | 4 | 0.300 | 0.300 | 0.300 | 2 |" in markdown(table)
@@ -50,10 +51,31 @@ def test_every_method_has_a_trainer_and_an_unknown_one_is_refused():
 # --- CET on a tiny collection the tests make -----------------------------------------------------
 
 import learning_curves  # noqa: E402
+
 from dagster_ir.schemas import RUN  # noqa: E402
 
-WORDS = ["wing", "flow", "shock", "heat", "boundary", "layer", "pressure", "nozzle", "plate", "wave",
-         "drag", "lift", "cone", "jet", "mach", "vortex", "panel", "flutter", "stress", "buckling"]
+WORDS = [
+    "wing",
+    "flow",
+    "shock",
+    "heat",
+    "boundary",
+    "layer",
+    "pressure",
+    "nozzle",
+    "plate",
+    "wave",
+    "drag",
+    "lift",
+    "cone",
+    "jet",
+    "mach",
+    "vortex",
+    "panel",
+    "flutter",
+    "stress",
+    "buckling",
+]
 FOLDS = 5
 PER_FOLD = 4  # 20 queries: 12 train (2 optimizer steps of 8 a CET epoch), 4 validation
 
@@ -65,30 +87,52 @@ def _tiny_inputs(tmp_path) -> learning_curves.Inputs:
     dense run puts it at rank 1 for training queries and ranks 2 / 1 / 1 / 3 for the validation ones.
     """
     n = FOLDS * PER_FOLD
-    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(n)],
-                            "text": [f"{WORDS[i]} {WORDS[(i + 1) % n]} effect" for i in range(n)]})
-    corpus = pl.DataFrame({"doc_id": [f"d{j}" for j in range(2 * n)],
-                           "title": [f"on {WORDS[(j // 2) % n]}" for j in range(2 * n)],
-                           "text": [f"{WORDS[(j // 2) % n]} {WORDS[(j // 2 + 1) % n] if j % 2 == 0 else 'other'} "
-                                    f"measured in a tunnel" for j in range(2 * n)]})
-    qrels = pl.DataFrame({"query_id": [f"q{i}" for i in range(n)], "doc_id": [f"d{2 * i}" for i in range(n)],
-                          "relevance": [1] * n}, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32})
-    splits = pl.DataFrame({"query_id": [f"q{i}" for i in range(n)], "split": ["train/model"] * n,
-                           "fold": [i // PER_FOLD for i in range(n)]}, schema={"query_id": pl.String, "split": pl.String,
-                                                                              "fold": pl.Int32})
+    queries = pl.DataFrame(
+        {"query_id": [f"q{i}" for i in range(n)], "text": [f"{WORDS[i]} {WORDS[(i + 1) % n]} effect" for i in range(n)]}
+    )
+    corpus = pl.DataFrame(
+        {
+            "doc_id": [f"d{j}" for j in range(2 * n)],
+            "title": [f"on {WORDS[(j // 2) % n]}" for j in range(2 * n)],
+            "text": [
+                f"{WORDS[(j // 2) % n]} {WORDS[(j // 2 + 1) % n] if j % 2 == 0 else 'other'} measured in a tunnel"
+                for j in range(2 * n)
+            ],
+        }
+    )
+    qrels = pl.DataFrame(
+        {"query_id": [f"q{i}" for i in range(n)], "doc_id": [f"d{2 * i}" for i in range(n)], "relevance": [1] * n},
+        schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32},
+    )
+    splits = pl.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(n)],
+            "split": ["train/model"] * n,
+            "fold": [i // PER_FOLD for i in range(n)],
+        },
+        schema={"query_id": pl.String, "split": pl.String, "fold": pl.Int32},
+    )
 
     def run(name: str, relevant_rank) -> pl.DataFrame:
         rows = []
         for i in range(n):
-            others = [f"d{j}" for j in range(2 * n) if j != 2 * i][: 24]
-            ranked = others[: relevant_rank(i) - 1] + [f"d{2 * i}"] + others[relevant_rank(i) - 1:]
+            others = [f"d{j}" for j in range(2 * n) if j != 2 * i][:24]
+            ranked = others[: relevant_rank(i) - 1] + [f"d{2 * i}"] + others[relevant_rank(i) - 1 :]
             rows += [(f"q{i}", d, float(100 - r), r + 1, name) for r, d in enumerate(ranked)]
         return pl.DataFrame(rows, schema=RUN, orient="row")
 
     validation_ranks = {4: 2, 5: 1, 6: 1, 7: 3}  # fold 1: the validation queries of rotation 0
     bm25 = run("bm25", lambda i: 3)
-    return learning_curves.Inputs(corpus, queries, qrels, splits, bm25, tmp_path,
-                                  dense=run("dense", lambda i: validation_ranks.get(i, 1)), deep=bm25)
+    return learning_curves.Inputs(
+        corpus,
+        queries,
+        qrels,
+        splits,
+        bm25,
+        tmp_path,
+        dense=run("dense", lambda i: validation_ranks.get(i, 1)),
+        deep=bm25,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +166,9 @@ def test_cet_config_scales_the_epochs_and_offsets_the_seeds():
     base = learning_curves.cet.profile("demo")
     config = learning_curves.cet_config(2, 4, "bm25")
     assert config.cet.train.epochs == 4 * base.cet.train.epochs and config.cet.train.max_steps is None
-    assert config.cet.train.schedule == "linear" and config.cet.train.lr == base.cet.train.lr  # decays: one run a budget
+    assert (
+        config.cet.train.schedule == "linear" and config.cet.train.lr == base.cet.train.lr
+    )  # decays: one run a budget
     assert config.cet.train.seed == base.cet.train.seed + 2 and config.negative_seed == base.negative_seed + 2
     assert config.methods == ("cet",) and config.taus == () and config.strong_run == "bm25"
     assert config.rerank_depth == base.rerank_depth == 20 and config.cet.tau == base.cet.tau
@@ -166,8 +212,9 @@ def test_cet_rows_one_per_budget_from_one_training_per_budget(tmp_path, monkeypa
 
 def test_the_dense_run_is_the_bi_encoders_top_100(tmp_path):
     inputs = _tiny_inputs(tmp_path)
-    inputs = learning_curves.Inputs(inputs.corpus, inputs.queries.head(3), inputs.qrels, inputs.splits, inputs.bm25,
-                                    tmp_path)
+    inputs = learning_curves.Inputs(
+        inputs.corpus, inputs.queries.head(3), inputs.qrels, inputs.splits, inputs.bm25, tmp_path
+    )
     run = inputs.run("dense")
     assert run["run_name"].unique().to_list() == ["dense"] and run.group_by("query_id").len()["len"].max() == 40
     assert run.filter(pl.col("rank") == 1).sort("query_id")["doc_id"].to_list() == ["d0", "d2", "d4"]
@@ -175,8 +222,16 @@ def test_the_dense_run_is_the_bi_encoders_top_100(tmp_path):
 
 
 def test_a_method_reranking_another_run_gets_its_line_and_a_note(tmp_path):
-    rows = budget_rows("cet", 0, 0, [1, 4], 1, {1: Curve([0.4], 8, 1.0, 8, 2), 4: Curve([0.3, 0.5, 0.4, 0.45], 8, 4.0, 8, 8)},
-                       0.35, ("dense", 0.42))
+    rows = budget_rows(
+        "cet",
+        0,
+        0,
+        [1, 4],
+        1,
+        {1: Curve([0.4], 8, 1.0, 8, 2), 4: Curve([0.3, 0.5, 0.4, 0.45], 8, 4.0, 8, 8)},
+        0.35,
+        ("dense", 0.42),
+    )
     assert [r["train_steps"] for r in rows] == [2, 8] and [r["validation_kept"] for r in rows] == [0.4, 0.5]
     table = summary(pl.DataFrame(rows))
     assert "cet reranks dense, whose own validation nDCG@10 is 0.420." in markdown(table)
@@ -202,13 +257,13 @@ def test_model1_configs_scale_epochs_and_the_step_cap_and_offset_the_seeds():
 
 
 @pytest.mark.parametrize("method, steps_per_epoch", [("neural-model1", 1), ("bert-model1", 2)])
-def test_model1_rows_one_per_budget_from_one_training_per_budget(method, steps_per_epoch, tmp_path, monkeypatch,
-                                                                 tiny_backbone):
+def test_model1_rows_one_per_budget_from_one_training_per_budget(
+    method, steps_per_epoch, tmp_path, monkeypatch, tiny_backbone
+):
     from dataclasses import replace
 
     demo = learning_curves.model1_config
-    monkeypatch.setattr(learning_curves, "model1_config",
-                        lambda *args: replace(demo(*args), backbone=tiny_backbone))
+    monkeypatch.setattr(learning_curves, "model1_config", lambda *args: replace(demo(*args), backbone=tiny_backbone))
     inputs = _tiny_inputs(tmp_path)
     curves = []
     train = learning_curves.train_model1

@@ -67,8 +67,11 @@ def test_no_dagster_in_the_domain_library():
     for path in ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            )
             offenders += [f"{path}: {n}" for n in names if n == "dagster" or n.startswith("dagster.")]
     assert not offenders, offenders
 

@@ -11,8 +11,14 @@ from dagster_ir.provenance import commit_of, machine
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_commit_names_the_head_and_says_when_tracked_files_differ(tmp_path):
     def git(*args):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
     assert commit_of(tmp_path) == "unknown"  # not a repository
     git("init", "-q")
     (tmp_path / "a.txt").write_text("1")

@@ -29,8 +29,10 @@ def _work(name: str, frame: pl.DataFrame) -> pl.DataFrame:
         (root / "progress" / f"{name}-{step}").write_text(str(os.getpid()))
         while step == 1 and (root / "hold" / name).exists():
             time.sleep(0.05)
-    digest = [int(hashlib.blake2b(f"{name}:{v}".encode(), digest_size=4).hexdigest(), 16) / 2**32
-              for v in frame["doc"].to_list()]
+    digest = [
+        int(hashlib.blake2b(f"{name}:{v}".encode(), digest_size=4).hexdigest(), 16) / 2**32
+        for v in frame["doc"].to_list()
+    ]
     return frame.select("doc").with_columns(pl.Series(f"{name}_score", digest))
 
 

@@ -30,15 +30,25 @@ DEADLINE = 150  # s: a step of fault_defs takes about a second; an update that t
 
 
 def _env(root: Path) -> dict:
-    return {**os.environ, "DAGSTER_IR_DATA": str(root), "DAGSTER_HOME": str(root / "home"),
-            "FAULT_STEP_SECONDS": str(fault_defs.STEP_SECONDS),
-            "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **os.environ,
+        "DAGSTER_IR_DATA": str(root),
+        "DAGSTER_HOME": str(root / "home"),
+        "FAULT_STEP_SECONDS": str(fault_defs.STEP_SECONDS),
+        "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 def _start(root: Path, *assets: str) -> subprocess.Popen:
     log = open(root.parent / f"{root.name}-{time.monotonic_ns()}.log", "w")  # noqa: SIM115 (the process keeps it)
-    return subprocess.Popen([sys.executable, str(HERE / "update_driver.py"), str(root), *assets], env=_env(root),
-                            stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "update_driver.py"), str(root), *assets],
+        env=_env(root),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _kill(process: subprocess.Popen) -> None:
@@ -100,8 +110,10 @@ def _pool(root: Path) -> tuple[list, list]:
     """The `training` pool's claimed slots and queue entries, as (run id, step) pairs."""
     with dg.DagsterInstance.from_config(str(root / "home")) as instance:
         info = instance.event_log_storage.get_concurrency_info("training")
-        return ([(s.run_id, s.step_key) for s in info.claimed_slots],
-                [(s.run_id, s.step_key) for s in info.pending_steps])
+        return (
+            [(s.run_id, s.step_key) for s in info.claimed_slots],
+            [(s.run_id, s.step_key) for s in info.pending_steps],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -149,13 +161,20 @@ def test_an_update_queued_for_the_slot_goes_on_when_the_holder_is_killed(tmp_pat
     holder = _start(root, "docs", "php_hp")
     _wait_for(holder, "progress in the training step", _marker(root, "php_hp-1"), root)
     waiting = _start(root, "word2vec")  # another training step: it waits for the slot php_hp holds
-    _wait_for(waiting, "the second update waiting for the slot", lambda: "waiting for a slot of pool `training`" in _logs(root), root)
+    _wait_for(
+        waiting,
+        "the second update waiting for the slot",
+        lambda: "waiting for a slot of pool `training`" in _logs(root),
+        root,
+    )
     time.sleep(2.0)
     assert not (root / "progress" / "word2vec-0").exists(), "two training steps at once"
     _kill(holder)
     _hold(root, "php_hp", False)
     assert _finish(waiting, root)["ran"] == ["word2vec"]
-    assert "waiting for a slot of pool `training`, held by run" in _logs(root) and f"(pid {holder.pid}: php_hp)" in _logs(root)
+    assert "waiting for a slot of pool `training`, held by run" in _logs(
+        root
+    ) and f"(pid {holder.pid}: php_hp)" in _logs(root)
     _finish(_start(root), root)
     _check_recovered(root, reference)
 
@@ -166,7 +185,12 @@ def test_killed_while_queued_for_the_slot_behind_a_killed_holder(tmp_path, refer
     holder = _start(root, "docs", "php_hp")
     _wait_for(holder, "progress in the training step", _marker(root, "php_hp-1"), root)
     waiting = _start(root, "word2vec")
-    _wait_for(waiting, "the second update waiting for the slot", lambda: "waiting for a slot of pool `training`" in _logs(root), root)
+    _wait_for(
+        waiting,
+        "the second update waiting for the slot",
+        lambda: "waiting for a slot of pool `training`" in _logs(root),
+        root,
+    )
     time.sleep(2.0)
     _kill(waiting)  # waiting for the slot, dead
     _kill(holder)  # holds the slot, dead

@@ -27,8 +27,12 @@ def main(root: Path, names: list[str]) -> None:
     defs, resources = fault_defs.definitions(str(root))
     selection = dg.AssetSelection.assets(*names) if names else None
     report = update_all(defs, instance, resources=resources, log=log, selection=selection)
-    print(json.dumps({"ran": [k for _, keys in report.runs for k in keys], "failed": report.failures,
-                      "fresh": report.fresh}), flush=True)
+    print(
+        json.dumps(
+            {"ran": [k for _, keys in report.runs for k in keys], "failed": report.failures, "fresh": report.fresh}
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -82,7 +82,11 @@ class PassageEncoder:
         count = max(len(row) for row in encoded)
         shape = (len(pairs), count, width)
         ids = torch.full(shape, self.cross_encoder.tokenizer.pad_token_id, dtype=torch.long)
-        types, mask, segment = torch.zeros(shape, dtype=torch.long), torch.zeros(shape, dtype=torch.long), torch.zeros(shape, dtype=torch.long)
+        types, mask, segment = (
+            torch.zeros(shape, dtype=torch.long),
+            torch.zeros(shape, dtype=torch.long),
+            torch.zeros(shape, dtype=torch.long),
+        )
         passage_mask = torch.zeros(shape[:2], dtype=torch.bool)
         for b, row in enumerate(encoded):
             for p, pair in enumerate(row):
@@ -94,8 +98,13 @@ class PassageEncoder:
                 segment[b, p, 1 : 1 + query_length] = 1
                 segment[b, p, 2 + query_length : n - 1] = 2
                 passage_mask[b, p] = True
-        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "segment": segment,
-                "passage_mask": passage_mask}
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "token_type_ids": types,
+            "segment": segment,
+            "passage_mask": passage_mask,
+        }
 
 
 def aggregate_passages(scores: torch.Tensor, passage_mask: torch.Tensor, aggregation: str) -> torch.Tensor:

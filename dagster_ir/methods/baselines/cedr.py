@@ -62,7 +62,10 @@ class CEDRKNRM(nn.Module):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         b, p, length = batch["input_ids"].shape
         real = batch["passage_mask"]
-        flat = {k: batch[k].reshape(b * p, length)[real.reshape(-1)] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        flat = {
+            k: batch[k].reshape(b * p, length)[real.reshape(-1)]
+            for k in ("input_ids", "attention_mask", "token_type_ids")
+        }
         types = flat["token_type_ids"]
         if not getattr(self.bert.config, "type_vocab_size", 0) > 1:
             flat.pop("token_type_ids")
@@ -93,7 +96,9 @@ class CEDRKNRM(nn.Module):
             start = aggregate_passages(passage_start.reshape(b, p), real, "max")
             return self.combine(torch.cat([start.unsqueeze(1), cls, *features], dim=1)).squeeze(-1)
 
-    def passage_states(self, flat: dict[str, torch.Tensor], types: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    def passage_states(
+        self, flat: dict[str, torch.Tensor], types: torch.Tensor
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         """(every layer's token states, the cross-encoder's score) of the real passages, from one forward."""
         if self.cross_encoder.head == "cosine":
             states = self.bert(**flat, output_hidden_states=True).hidden_states

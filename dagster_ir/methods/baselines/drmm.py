@@ -50,12 +50,16 @@ class DRMM(nn.Module):
         super().__init__()
         self.config = config
         self.embedding = frozen_embedding(vectors)
-        self.matching = nn.Sequential(nn.Linear(config.bins, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1), nn.Tanh())
+        self.matching = nn.Sequential(
+            nn.Linear(config.bins, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1), nn.Tanh()
+        )
         self.gate = nn.Parameter(torch.ones(()))
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         query, doc = batch["query"], batch["doc"]
         with torch.no_grad():
-            histogram = matching_histogram(cosine_matrix(query, doc, self.embedding), pair_mask(query, doc), self.config.bins)
+            histogram = matching_histogram(
+                cosine_matrix(query, doc, self.embedding), pair_mask(query, doc), self.config.bins
+            )
         per_term = self.matching(histogram).squeeze(-1)
         return (idf_gates(batch["query_idf"], query > 0, self.gate) * per_term).sum(dim=1)

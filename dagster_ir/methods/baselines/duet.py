@@ -48,8 +48,9 @@ class DUET(nn.Module):
         if ld - 2 - config.pool + 1 < 1:
             raise ValueError(f"DUET: doc_words {ld} too short for pool {config.pool}")
         self.local_conv = nn.Conv2d(1, c, (1, ld))
-        self.local = nn.Sequential(nn.Linear(lq * c, config.hidden), nn.Tanh(), nn.Dropout(config.dropout),
-                                   nn.Linear(config.hidden, 1))
+        self.local = nn.Sequential(
+            nn.Linear(lq * c, config.hidden), nn.Tanh(), nn.Dropout(config.dropout), nn.Linear(config.hidden, 1)
+        )
         self.embedding = frozen_embedding(vectors)
         dim = self.embedding.weight.shape[1]
         self.q_conv, self.d_conv = nn.Conv1d(dim, c, 3, padding=1), nn.Conv1d(dim, c, 3)
@@ -74,6 +75,8 @@ class DUET(nn.Module):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         query, doc = batch["query"], batch["doc"]
         if query.shape[1] != self.config.query_words or doc.shape[1] != self.config.doc_words:
-            raise ValueError(f"DUET: batch is {query.shape[1]} x {doc.shape[1]} words, the model "
-                             f"{self.config.query_words} x {self.config.doc_words}")
+            raise ValueError(
+                f"DUET: batch is {query.shape[1]} x {doc.shape[1]} words, the model "
+                f"{self.config.query_words} x {self.config.doc_words}"
+            )
         return self.local_score(query, doc) + self.distributed_score(query, doc)

@@ -45,8 +45,9 @@ class WordVocabulary:
         return int(self.vectors.shape[1])
 
 
-def build_word_vocabulary(texts: Iterable[str], tokenize: Tokenize, vectors: Mapping[str, np.ndarray] | object,
-                          min_count: int = 1) -> WordVocabulary:
+def build_word_vocabulary(
+    texts: Iterable[str], tokenize: Tokenize, vectors: Mapping[str, np.ndarray] | object, min_count: int = 1
+) -> WordVocabulary:
     """The words of `texts` seen `min_count`+ times that `vectors` knows (`word in vectors`, `vectors[word]`)."""
     counts: Counter[str] = Counter()
     document_frequency: Counter[str] = Counter()
@@ -58,7 +59,9 @@ def build_word_vocabulary(texts: Iterable[str], tokenize: Tokenize, vectors: Map
         n_docs += 1
     kept = sorted(w for w, c in counts.items() if c >= min_count and w in vectors)
     if not kept:
-        raise ValueError(f"build_word_vocabulary: no word of the {n_docs} texts occurs {min_count}+ times and has a vector")
+        raise ValueError(
+            f"build_word_vocabulary: no word of the {n_docs} texts occurs {min_count}+ times and has a vector"
+        )
     df = np.array([document_frequency[w] for w in kept], dtype=np.float64)
     idf = np.concatenate([[0.0], np.log(n_docs / df)]).astype(np.float32)
     matrix = np.stack([np.asarray(vectors[w], dtype=np.float32) for w in kept])
@@ -99,13 +102,18 @@ class WordEncoder:
             q, d = self.queries[query_id], self.docs[doc_id]
             query[row, : len(q)], doc[row, : len(d)] = q, d
         query_t = torch.from_numpy(query)
-        return {"query": query_t, "doc": torch.from_numpy(doc), "query_idf": torch.from_numpy(self.vocabulary.idf)[query_t]}
+        return {
+            "query": query_t,
+            "doc": torch.from_numpy(doc),
+            "query_idf": torch.from_numpy(self.vocabulary.idf)[query_t],
+        }
 
 
 def frozen_embedding(vectors: np.ndarray, trainable: bool = False) -> torch.nn.Embedding:
     """An embedding layer holding `vectors` (row 0 = padding), frozen unless `trainable`."""
-    layer = torch.nn.Embedding.from_pretrained(torch.as_tensor(vectors, dtype=torch.float32), freeze=not trainable,
-                                               padding_idx=0)
+    layer = torch.nn.Embedding.from_pretrained(
+        torch.as_tensor(vectors, dtype=torch.float32), freeze=not trainable, padding_idx=0
+    )
     return layer
 
 

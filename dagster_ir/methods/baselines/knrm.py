@@ -47,7 +47,9 @@ class ConvKNRMConfig:
     score_tanh: bool = False
 
 
-def kernel_pooling(similarity: torch.Tensor, mask: torch.Tensor, mus: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
+def kernel_pooling(
+    similarity: torch.Tensor, mask: torch.Tensor, mus: torch.Tensor, sigmas: torch.Tensor
+) -> torch.Tensor:
     """phi (B, K): per kernel, the sum over real query terms of log soft-TF over real document words.
 
     `mask` (B, Lq, Ld) is 1 where both sides are real; a query row with no real word adds nothing.

@@ -36,8 +36,11 @@ class MatchPyramid(nn.Module):
         self.embedding = frozen_embedding(vectors)
         self.conv = nn.Conv2d(1, config.filters, config.kernel, padding="same")
         self.pool = nn.AdaptiveMaxPool2d(config.pool)
-        self.mlp = nn.Sequential(nn.Linear(config.filters * config.pool[0] * config.pool[1], config.hidden), nn.ReLU(),
-                                 nn.Linear(config.hidden, 1))
+        self.mlp = nn.Sequential(
+            nn.Linear(config.filters * config.pool[0] * config.pool[1], config.hidden),
+            nn.ReLU(),
+            nn.Linear(config.hidden, 1),
+        )
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         query, doc = batch["query"], batch["doc"]

@@ -75,8 +75,13 @@ class PACRR(nn.Module):
         self.convs = nn.ModuleList(nn.Conv2d(1, config.filters, n) for n in range(2, config.max_ngram + 1))
         per_value = 2 if config.context_window else 1
         per_term = config.max_ngram * config.kmax * len(config.cascade) * per_value + 1
-        self.combine = nn.Sequential(nn.Linear(config.query_words * per_term, config.combine), nn.ReLU(),
-                                     nn.Linear(config.combine, config.combine), nn.ReLU(), nn.Linear(config.combine, 1))
+        self.combine = nn.Sequential(
+            nn.Linear(config.query_words * per_term, config.combine),
+            nn.ReLU(),
+            nn.Linear(config.combine, config.combine),
+            nn.ReLU(),
+            nn.Linear(config.combine, 1),
+        )
 
     def signals(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per query term: k-max signals per n-gram size and cascade level (with querysim), then IDF (B, Lq, F)."""
@@ -89,8 +94,11 @@ class PACRR(nn.Module):
         for n, conv in enumerate(self.convs, start=2):
             padded = nn.functional.pad(similarity.unsqueeze(1), (0, n - 1, 0, n - 1))
             maps.append(torch.relu(conv(padded)).max(dim=1).values * mask)
-        querysim = (context_similarity(query, doc, self.embedding, self.config.context_window)
-                    if self.config.context_window else None)
+        querysim = (
+            context_similarity(query, doc, self.embedding, self.config.context_window)
+            if self.config.context_window
+            else None
+        )
         length = doc.shape[1]
         features = []
         for level in self.config.cascade:
@@ -99,7 +107,9 @@ class PACRR(nn.Module):
                 values, index = kmax_positions(signal[:, :, :end], self.config.kmax)
                 features.append(values)
                 if querysim is not None:
-                    features.append(querysim.unsqueeze(1).expand(-1, query.shape[1], -1).gather(2, index.clamp(max=end - 1)))
+                    features.append(
+                        querysim.unsqueeze(1).expand(-1, query.shape[1], -1).gather(2, index.clamp(max=end - 1))
+                    )
         real = query > 0
         logits = batch["query_idf"].masked_fill(~real, torch.finfo(similarity.dtype).min)
         idf = (torch.softmax(logits, dim=1) * real).unsqueeze(-1)

@@ -31,6 +31,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -127,16 +128,26 @@ def run_baselines(
     if config.train_pairs == "candidates":
         negatives = training_pairs(candidates, qrels, train_queries, config)
     examples = examples_from_negatives(negatives, train_queries, config.n_negatives)
-    scored = top_k(candidates.filter(pl.col("query_id").is_in(
-        pl.Series([*validation_queries, *test_queries], dtype=pl.String).implode())), config.rerank_depth)
+    scored = top_k(
+        candidates.filter(
+            pl.col("query_id").is_in(pl.Series([*validation_queries, *test_queries], dtype=pl.String).implode())
+        ),
+        config.rerank_depth,
+    )
     needed = sorted({d for _, p, n in examples for d in (p, *n)} | set(scored["doc_id"].to_list()))
-    docs = corpus.lazy().filter(pl.col("doc_id").is_in(pl.Series(needed, dtype=pl.String).implode())).select(
-        "doc_id", "title", "text").collect()
+    docs = (
+        corpus.lazy()
+        .filter(pl.col("doc_id").is_in(pl.Series(needed, dtype=pl.String).implode()))
+        .select("doc_id", "title", "text")
+        .collect()
+    )
     doc_texts = {d: document_text(t, x) for d, t, x in docs.iter_rows()}
     missing = [d for d in needed if d not in doc_texts]
     if missing:
-        raise ValueError(f"run_baselines: {len(missing)} documents of the negatives or candidates are not in the corpus "
-                         f"(e.g. {missing[0]!r})")
+        raise ValueError(
+            f"run_baselines: {len(missing)} documents of the negatives or candidates are not in the corpus "
+            f"(e.g. {missing[0]!r})"
+        )
     query_texts = dict(queries.select("query_id", "text").iter_rows())
     word_encoder = None
     if any(m not in BERT_MODELS for m in models):
@@ -145,8 +156,15 @@ def run_baselines(
         vocabulary = build_word_vocabulary(corpus_texts(corpus), tokenize, vectors)
         word_encoder = WordEncoder(vocabulary, tokenize, config.query_words, config.doc_words)
         word_encoder.add_texts(query_texts, doc_texts)
-    key = fingerprint(config, examples, scored, qrels, validation_queries, test_queries,
-                      word_encoder.vocabulary.vectors if word_encoder else None)
+    key = fingerprint(
+        config,
+        examples,
+        scored,
+        qrels,
+        validation_queries,
+        test_queries,
+        word_encoder.vocabulary.vectors if word_encoder else None,
+    )
     results = []
     for name in models:
         started = time.monotonic()
@@ -159,14 +177,47 @@ def run_baselines(
         evaluate = validation_evaluator(name, encoder, scored, qrels, validation_queries, config)
         # a BERT model's pretrained start competes with its epochs, as for the cross-encoders
         result, start_score, kept_start = against_start(
-            model, evaluate if name in BERT_MODELS else None,
-            lambda: train_baseline(name, model, encoder, examples, config, folder, evaluate))
-        run = rerank_with(model, encoder, scored, test_queries, config.rerank_depth, name, config.eval_batch_size,
-                          *runs_on(name, config))
-        validation_run = rerank_with(model, encoder, scored, validation_queries, config.rerank_depth, name,
-                                     config.eval_batch_size, *runs_on(name, config)) if validation_queries else None
-        results.append(BaselineRun(name, run, result, len(examples), time.monotonic() - started, folder,
-                                   validation_run, start_score, kept_start))
+            model,
+            evaluate if name in BERT_MODELS else None,
+            partial(train_baseline, name, model, encoder, examples, config, folder, evaluate),
+        )
+        run = rerank_with(
+            model,
+            encoder,
+            scored,
+            test_queries,
+            config.rerank_depth,
+            name,
+            config.eval_batch_size,
+            *runs_on(name, config),
+        )
+        validation_run = (
+            rerank_with(
+                model,
+                encoder,
+                scored,
+                validation_queries,
+                config.rerank_depth,
+                name,
+                config.eval_batch_size,
+                *runs_on(name, config),
+            )
+            if validation_queries
+            else None
+        )
+        results.append(
+            BaselineRun(
+                name,
+                run,
+                result,
+                len(examples),
+                time.monotonic() - started,
+                folder,
+                validation_run,
+                start_score,
+                kept_start,
+            )
+        )
         del model, encoder, evaluate
         release_freed_memory()  # a BERT training leaves GiBs of freed activations resident otherwise
         if on_model is not None:
@@ -174,8 +225,9 @@ def run_baselines(
     return results
 
 
-def run_rotations(models: Sequence[str], config: BaselineConfig, splits: pl.DataFrame, checkpoint_root: str | Path,
-                  **inputs) -> tuple[pl.DataFrame, list[BaselineRun]]:
+def run_rotations(
+    models: Sequence[str], config: BaselineConfig, splits: pl.DataFrame, checkpoint_root: str | Path, **inputs
+) -> tuple[pl.DataFrame, list[BaselineRun]]:
     """`run_baselines` once per rotation of the k folds of `splits` (test fold i, validation fold i+1 mod k, the
     rest training: GHRM's protocol), every query scored by the model whose test fold held it.
 
@@ -186,17 +238,27 @@ def run_rotations(models: Sequence[str], config: BaselineConfig, splits: pl.Data
     runs, results = [], []
     for fold in range(k):
         roles = fold_assignment(splits, fold, folds=k)
-        members = {r: roles.filter(pl.col("role") == r)["query_id"].sort().to_list() for r in ("train", "validation", "test")}
-        done = run_baselines(models, config, train_queries=members["train"], validation_queries=members["validation"],
-                             test_queries=members["test"], checkpoint_root=Path(checkpoint_root) / f"fold-{fold}", **inputs)
+        members = {
+            r: roles.filter(pl.col("role") == r)["query_id"].sort().to_list() for r in ("train", "validation", "test")
+        }
+        done = run_baselines(
+            models,
+            config,
+            train_queries=members["train"],
+            validation_queries=members["validation"],
+            test_queries=members["test"],
+            checkpoint_root=Path(checkpoint_root) / f"fold-{fold}",
+            **inputs,
+        )
         done = [replace(r, run=r.run.with_columns(fold=pl.lit(fold, dtype=pl.Int32))) for r in done]
         runs += [r.run for r in done]
         results += done
     return pl.concat(runs), results
 
 
-def first_stage_interpolations(results: Sequence[BaselineRun], candidates: pl.DataFrame, qrels: pl.DataFrame,
-                               measure: str, suffix: str) -> tuple[list[pl.DataFrame], dict[str, list[float]]]:
+def first_stage_interpolations(
+    results: Sequence[BaselineRun], candidates: pl.DataFrame, qrels: pl.DataFrame, measure: str, suffix: str
+) -> tuple[list[pl.DataFrame], dict[str, list[float]]]:
     """Per result with a validation run: its test run interpolated with `candidates` (run `<name>+<suffix>`)
     under the weight chosen on its own validation queries by `measure`; and the weights chosen, per name."""
     runs, weights = [], {}
@@ -205,24 +267,43 @@ def first_stage_interpolations(results: Sequence[BaselineRun], candidates: pl.Da
             continue
         mixed, choice = interpolated_run(r.validation_run, r.run, candidates, qrels, f"{r.name}+{suffix}", measure)
         extra = [c for c in r.run.columns if c not in RUN]  # e.g. fold, kept as the pure run has it
-        runs.append(mixed.join(r.run.select("query_id", *extra).unique("query_id"), on="query_id", how="left")
-                    if extra else mixed)
+        runs.append(
+            mixed.join(r.run.select("query_id", *extra).unique("query_id"), on="query_id", how="left")
+            if extra
+            else mixed
+        )
         weights.setdefault(f"{r.name}+{suffix}", []).append(choice.weight)
     return runs, weights
 
 
-def training_pairs(candidates: pl.DataFrame, qrels: pl.DataFrame, train_queries: Sequence[str],
-                   config: BaselineConfig) -> pl.DataFrame:
+def training_pairs(
+    candidates: pl.DataFrame, qrels: pl.DataFrame, train_queries: Sequence[str], config: BaselineConfig
+) -> pl.DataFrame:
     """NEGATIVES rows of the training queries from the candidates' top `train_depth` (only their qrels are read)."""
     wanted = pl.Series(list(train_queries), dtype=pl.String).implode()
-    sampling = NegativeConfig(strategy="random", depth=config.train_depth or config.rerank_depth,
-                              n_per_positive=config.n_negatives, seed=config.seed)
-    return candidate_pairs(candidates.filter(pl.col("query_id").is_in(wanted)), qrels.filter(pl.col("query_id").is_in(wanted)),
-                           train_queries, sampling).negatives
+    sampling = NegativeConfig(
+        strategy="random",
+        depth=config.train_depth or config.rerank_depth,
+        n_per_positive=config.n_negatives,
+        seed=config.seed,
+    )
+    return candidate_pairs(
+        candidates.filter(pl.col("query_id").is_in(wanted)),
+        qrels.filter(pl.col("query_id").is_in(wanted)),
+        train_queries,
+        sampling,
+    ).negatives
 
 
-def fingerprint(config: BaselineConfig, examples, candidates: pl.DataFrame, qrels: pl.DataFrame,
-                validation: Sequence[str], test: Sequence[str], vectors: np.ndarray | None) -> str:
+def fingerprint(
+    config: BaselineConfig,
+    examples,
+    candidates: pl.DataFrame,
+    qrels: pl.DataFrame,
+    validation: Sequence[str],
+    test: Sequence[str],
+    vectors: np.ndarray | None,
+) -> str:
     """A short hash of what training reads: settings, examples, candidates, qrels, roles and vectors."""
     digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True, default=str).encode())
     digest.update(json.dumps([list(e) for e in examples]).encode())

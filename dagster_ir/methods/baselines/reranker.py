@@ -36,13 +36,13 @@ import polars as pl
 import torch
 
 from dagster_ir.evaluation import evaluate_run
-from dagster_ir.methods.baselines.names import BERT_MODELS, WORD_MODELS
 from dagster_ir.methods.baselines.bert_passages import BertPassages, PassageConfig, PassageEncoder
 from dagster_ir.methods.baselines.cedr import CEDRKNRM
 from dagster_ir.methods.baselines.drmm import DRMM, DRMMConfig
 from dagster_ir.methods.baselines.duet import DUET, DUETConfig
 from dagster_ir.methods.baselines.knrm import KNRM, ConvKNRM, ConvKNRMConfig, KNRMConfig
 from dagster_ir.methods.baselines.matchpyramid import MatchPyramid, MatchPyramidConfig
+from dagster_ir.methods.baselines.names import BERT_MODELS, WORD_MODELS
 from dagster_ir.methods.baselines.pacrr import PACRR, PACRRConfig, copacrr
 from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
 from dagster_ir.neural.memory import release_freed_memory
@@ -53,9 +53,18 @@ from dagster_ir.retrieval.runs import strictly_decreasing, top_k
 from dagster_ir.schemas import NEGATIVES, RUN, validate
 
 Example = tuple[str, str, tuple[str, ...]]  # (query_id, positive doc_id, negative doc_ids)
-LOSSES = {"drmm": "hinge", "knrm": "hinge", "conv-knrm": "hinge", "matchpyramid": "hinge", "pacrr": "softmax",
-          "co-pacrr": "softmax", "duet": "softmax", "bert-firstp": "softmax", "bert-maxp": "softmax",
-          "cedr-knrm": "softmax"}
+LOSSES = {
+    "drmm": "hinge",
+    "knrm": "hinge",
+    "conv-knrm": "hinge",
+    "matchpyramid": "hinge",
+    "pacrr": "softmax",
+    "co-pacrr": "softmax",
+    "duet": "softmax",
+    "bert-firstp": "softmax",
+    "bert-maxp": "softmax",
+    "cedr-knrm": "softmax",
+}
 MODELS = WORD_MODELS + BERT_MODELS
 
 
@@ -78,7 +87,9 @@ class BaselineConfig:
     selection_measure: str = "nDCG@10"
     eval_batch_size: int = 128
     device: str = "cpu"
-    threads: int = 0  # torch intra-op threads while training and scoring the interaction models; 0 keeps torch's setting
+    threads: int = (
+        0  # torch intra-op threads while training and scoring the interaction models; 0 keeps torch's setting
+    )
     bert_threads: int = 0  # the same for the BERT models (0: torch's setting, every core)
     bf16: bool = False  # BERT models: bfloat16 autocast for the backbone while training and scoring
     backbone: str = ""  # BERT models: "" = the bundled MiniLM
@@ -92,10 +103,20 @@ class BaselineConfig:
 
     def __post_init__(self) -> None:
         if self.train_pairs not in ("candidates", "negatives"):
-            raise ValueError(f"BaselineConfig.train_pairs must be 'candidates' or 'negatives', got {self.train_pairs!r}")
+            raise ValueError(
+                f"BaselineConfig.train_pairs must be 'candidates' or 'negatives', got {self.train_pairs!r}"
+            )
         if self.train_depth is not None and self.train_depth < 1:
             raise ValueError(f"BaselineConfig.train_depth must be >= 1 or None, got {self.train_depth}")
-        for name in ("query_words", "doc_words", "n_negatives", "epochs", "steps_per_epoch", "batch_size", "rerank_depth"):
+        for name in (
+            "query_words",
+            "doc_words",
+            "n_negatives",
+            "epochs",
+            "steps_per_epoch",
+            "batch_size",
+            "rerank_depth",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"BaselineConfig.{name} must be >= 1, got {getattr(self, name)}")
         unknown = sorted(set(self.sizes) - set(MODELS))
@@ -103,22 +124,39 @@ class BaselineConfig:
             raise ValueError(f"BaselineConfig.sizes: unknown models {unknown} (have {list(MODELS)})")
         unknown = sorted(set(self.lrs) - set(WORD_MODELS))
         if unknown:
-            raise ValueError(f"BaselineConfig.lrs: {unknown} are not interaction models (have {list(WORD_MODELS)}; "
-                             "the BERT models take bert_lr)")
+            raise ValueError(
+                f"BaselineConfig.lrs: {unknown} are not interaction models (have {list(WORD_MODELS)}; "
+                "the BERT models take bert_lr)"
+            )
         if any(not rate > 0 for rate in self.lrs.values()):
             raise ValueError(f"BaselineConfig.lrs: learning rates must be > 0, got {dict(self.lrs)}")
 
 
 PROFILES: dict[str, BaselineConfig] = {
     "demo": BaselineConfig(
-        query_words=8, doc_words=120, epochs=4, steps_per_epoch=24, batch_size=16, lr=1e-3, rerank_depth=20,
+        query_words=8,
+        doc_words=120,
+        epochs=4,
+        steps_per_epoch=24,
+        batch_size=16,
+        lr=1e-3,
+        rerank_depth=20,
         # KNRM trains only w . phi + b (12 weights over fixed vectors): at 1e-3 it barely moves in 96 steps (Cranfield,
         # 5 validation folds, nDCG@10 of the kept epoch: 1e-3 .273 with the last epoch best in 3, 1e-2 .292,
         # 1e-1 .296; BM25 .322), so it gets 1e-1, chosen there
         lrs={"knrm": 1e-1},
-        threads=1, bert_threads=0, bf16=True, bert_max_length=128, passages=PassageConfig(passage_words=60, stride=30, max_passages=3),
-        sizes={"conv-knrm": {"filters": 16}, "pacrr": {"filters": 8, "combine": 16}, "co-pacrr": {"filters": 8, "combine": 16},
-               "duet": {"filters": 16, "hidden": 16, "pool": 20}, "matchpyramid": {"filters": 8, "hidden": 16}},
+        threads=1,
+        bert_threads=0,
+        bf16=True,
+        bert_max_length=128,
+        passages=PassageConfig(passage_words=60, stride=30, max_passages=3),
+        sizes={
+            "conv-knrm": {"filters": 16},
+            "pacrr": {"filters": 8, "combine": 16},
+            "co-pacrr": {"filters": 8, "combine": 16},
+            "duet": {"filters": 16, "hidden": 16, "pool": 20},
+            "matchpyramid": {"filters": 8, "hidden": 16},
+        },
     ),
     "paper": BaselineConfig(),
 }
@@ -165,8 +203,12 @@ def examples_from_negatives(negatives: pl.DataFrame, query_ids: Sequence[str], n
     """One example per (query, positive) of `query_ids`: its first `n_negatives` negatives by sample_no (cycled)."""
     validate(negatives, NEGATIVES, "negatives")
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
-    grouped = (negatives.filter(pl.col("query_id").is_in(wanted)).sort("query_id", "pos_doc_id", "sample_no")
-               .group_by("query_id", "pos_doc_id", maintain_order=True).agg("neg_doc_id"))
+    grouped = (
+        negatives.filter(pl.col("query_id").is_in(wanted))
+        .sort("query_id", "pos_doc_id", "sample_no")
+        .group_by("query_id", "pos_doc_id", maintain_order=True)
+        .agg("neg_doc_id")
+    )
     return [(q, p, tuple(itertools.islice(itertools.cycle(n), n_negatives))) for q, p, n in grouped.iter_rows()]
 
 
@@ -193,13 +235,24 @@ def runs_on(name: str, config: BaselineConfig) -> tuple[int, bool]:
 def check_precision(config: BaselineConfig) -> list[str]:
     """Warnings about `config.bf16`: on a CPU without native bfloat16 (AVX-512 BF16, AMX) it is emulated, slower than fp32."""
     if config.bf16 and torch.device(config.device).type == "cpu" and not bf16_supported():
-        return ["bf16=True on a CPU without native bfloat16 arithmetic (AVX-512 BF16 or AMX): the BERT baselines "
-                "run emulated, slower than float32; set bf16: false for speed (the scores change slightly)"]
+        return [
+            "bf16=True on a CPU without native bfloat16 arithmetic (AVX-512 BF16 or AMX): the BERT baselines "
+            "run emulated, slower than float32; set bf16: false for speed (the scores change slightly)"
+        ]
     return []
 
 
-def rerank_with(model: torch.nn.Module, encoder, candidates: pl.DataFrame, query_ids: Sequence[str], depth: int,
-                run_name: str, batch_size: int = 128, threads: int = 0, bf16: bool = False) -> pl.DataFrame:
+def rerank_with(
+    model: torch.nn.Module,
+    encoder,
+    candidates: pl.DataFrame,
+    query_ids: Sequence[str],
+    depth: int,
+    run_name: str,
+    batch_size: int = 128,
+    threads: int = 0,
+    bf16: bool = False,
+) -> pl.DataFrame:
     """The candidates' top `depth` of `query_ids` rescored by `model` and re-ranked (RUN; ties keep the first-stage
     order, tied scores nudged down a few float64 steps so evaluators keep it: `strictly_decreasing`).
 
@@ -213,16 +266,23 @@ def rerank_with(model: torch.nn.Module, encoder, candidates: pl.DataFrame, query
     model.eval()
     try:
         device = next(model.parameters()).device
-        with torch.inference_mode(), torch_threads(threads), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with (
+            torch.inference_mode(),
+            torch_threads(threads),
+            torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16),
+        ):
             for start in range(0, len(pairs), batch_size):
-                scores[start : start + batch_size] = score_pairs(model, encoder, pairs[start : start + batch_size]).double().cpu().numpy()
+                scores[start : start + batch_size] = (
+                    score_pairs(model, encoder, pairs[start : start + batch_size]).double().cpu().numpy()
+                )
     finally:
         model.train(was_training)
     rescored = chosen.select("query_id", "doc_id", pl.Series("score", scores), first_rank=pl.col("rank"))
-    return strictly_decreasing(rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
-                               .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32),
-                                             run_name=pl.lit(run_name))
-                               .select(list(RUN))).sort(["query_id", "rank"])
+    return strictly_decreasing(
+        rescored.sort(["query_id", "score", "first_rank"], descending=[False, True, False])
+        .with_columns(rank=(pl.int_range(pl.len()).over("query_id") + 1).cast(pl.Int32), run_name=pl.lit(run_name))
+        .select(list(RUN))
+    ).sort(["query_id", "rank"])
 
 
 def mean_measure(run: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str], measure: str) -> float:
@@ -244,7 +304,9 @@ def train_baseline(
 ) -> TrainResult:
     """Train `model` (in place) with the shared loop; with `evaluate`, the best epoch's weights are kept."""
     if not examples:
-        raise ValueError(f"train_baseline: no training examples for {name} (no training query has a positive and a negative)")
+        raise ValueError(
+            f"train_baseline: no training examples for {name} (no training query has a positive and a negative)"
+        )
     kind = LOSSES[name]
     sampling = name == "bert-maxp"  # MaxP trains on one passage of each document (Dai and Callan); CEDR on all
 
@@ -268,13 +330,21 @@ def train_baseline(
 
     bert = name in BERT_MODELS
     threads, bf16 = runs_on(name, config)
-    loop = TrainConfig(lr=learning_rate(name, config), warmup_ratio=0.1 if bert else 0.0,
-                       schedule="linear" if bert else config.schedule, weight_decay=0.01 if bert else 0.0,
-                       epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
-                       max_grad_norm=1.0 if bert else None, device=config.device, bf16=bf16,
-                       # CEDR reads the backbone's layers, not its score head (or pooler): under DDP those
-                       # parameters get no gradient, which DDP must be told (no effect in one process)
-                       find_unused_parameters=name == "cedr-knrm")
+    loop = TrainConfig(
+        lr=learning_rate(name, config),
+        warmup_ratio=0.1 if bert else 0.0,
+        schedule="linear" if bert else config.schedule,
+        weight_decay=0.01 if bert else 0.0,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        max_grad_norm=1.0 if bert else None,
+        device=config.device,
+        bf16=bf16,
+        # CEDR reads the backbone's layers, not its score head (or pooler): under DDP those
+        # parameters get no gradient, which DDP must be told (no effect in one process)
+        find_unused_parameters=name == "cedr-knrm",
+    )
     # BERT steps allocate activations of a new shape each time (dynamic padding), which glibc's heap
     # keeps resident: give them back after every step (a few ms against a step's seconds)
     on_log = (lambda step, logs: release_freed_memory(collect=False)) if bert else None
@@ -282,15 +352,14 @@ def train_baseline(
         return train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate, on_log=on_log)
 
 
-
-
 def learning_rate(name: str, config: BaselineConfig) -> float:
     """Model `name`'s learning rate: `bert_lr` for the BERT models, else its entry in `lrs`, else `lr`."""
     return config.bert_lr if name in BERT_MODELS else config.lrs.get(name, config.lr)
 
 
-def validation_evaluator(name: str, encoder, candidates: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str],
-                         config: BaselineConfig) -> Callable[[torch.nn.Module], float] | None:
+def validation_evaluator(
+    name: str, encoder, candidates: pl.DataFrame, qrels: pl.DataFrame, query_ids: Sequence[str], config: BaselineConfig
+) -> Callable[[torch.nn.Module], float] | None:
     """The epoch-choosing callback for model `name`: rerank the validation queries, mean `selection_measure`
     (None without queries)."""
     if not query_ids:
@@ -298,8 +367,17 @@ def validation_evaluator(name: str, encoder, candidates: pl.DataFrame, qrels: pl
     threads, bf16 = runs_on(name, config)
 
     def evaluate(module: torch.nn.Module) -> float:
-        run = rerank_with(module, encoder, candidates, query_ids, config.rerank_depth, "validation", config.eval_batch_size,
-                          threads, bf16)
+        run = rerank_with(
+            module,
+            encoder,
+            candidates,
+            query_ids,
+            config.rerank_depth,
+            "validation",
+            config.eval_batch_size,
+            threads,
+            bf16,
+        )
         return mean_measure(run, qrels, query_ids, config.selection_measure)
 
     return evaluate

@@ -51,8 +51,9 @@ class DenoiseConfig:
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.n_per_positive < 1:
-            raise ValueError(f"DenoiseConfig: depth and n_per_positive must be >= 1 "
-                             f"(got {self.depth}, {self.n_per_positive})")
+            raise ValueError(
+                f"DenoiseConfig: depth and n_per_positive must be >= 1 (got {self.depth}, {self.n_per_positive})"
+            )
         if not np.isfinite(self.eta):
             raise ValueError(f"DenoiseConfig.eta must be a finite score threshold, got {self.eta}")
 
@@ -78,10 +79,14 @@ class RanceConfig:
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.n_per_positive < 1 or self.smoothing < 1:
-            raise ValueError(f"RanceConfig: depth, n_per_positive and smoothing must be >= 1 "
-                             f"(got {self.depth}, {self.n_per_positive}, {self.smoothing})")
+            raise ValueError(
+                f"RanceConfig: depth, n_per_positive and smoothing must be >= 1 "
+                f"(got {self.depth}, {self.n_per_positive}, {self.smoothing})"
+            )
         if self.gain_k <= 1.0:
-            raise ValueError(f"RanceConfig.gain_k must exceed 1 (ln(gain_k) is the first denominator), got {self.gain_k}")
+            raise ValueError(
+                f"RanceConfig.gain_k must exceed 1 (ln(gain_k) is the first denominator), got {self.gain_k}"
+            )
 
 
 # --- shared: pools and per-pair generators -----------------------------------------------------
@@ -145,7 +150,9 @@ class _Rows:
 # --- RANCE -------------------------------------------------------------------------------------
 
 
-def relevance_by_rank(run: pl.DataFrame, dense_qrels: pl.DataFrame, query_ids: Iterable[str], depth: int) -> pl.DataFrame:
+def relevance_by_rank(
+    run: pl.DataFrame, dense_qrels: pl.DataFrame, query_ids: Iterable[str], depth: int
+) -> pl.DataFrame:
     """p_rel(r) for r = 1..depth: the share of the `query_ids` the run answers whose rank-r document
     `dense_qrels` judges relevant. Columns (rank: Int32, p_relevant: Float64)."""
     validate(run, RUN, "run")
@@ -228,7 +235,9 @@ def _weighted_picks(rng: np.random.Generator, p: np.ndarray, n: int) -> np.ndarr
     return np.concatenate([first, rest])
 
 
-def _sample(rows: _Rows, pools: _Pools, n_positives: int, without_candidates: int, with_replacement: int) -> NegativeSample:
+def _sample(
+    rows: _Rows, pools: _Pools, n_positives: int, without_candidates: int, with_replacement: int
+) -> NegativeSample:
     negatives = rows.frame()
     counts = SamplingCounts(
         queries=negatives["query_id"].n_unique(),
@@ -274,8 +283,11 @@ def denoised_negatives(
                 rejected += 1
             else:
                 accepted[q, p].append(i)
-        open_pairs = [pair for pair in open_pairs
-                      if len(accepted[pair]) < config.n_per_positive and cursor[pair] < orders[pair].size]
+        open_pairs = [
+            pair
+            for pair in open_pairs
+            if len(accepted[pair]) < config.n_per_positive and cursor[pair] < orders[pair].size
+        ]
     return DenoisedSample(_denoised_sample(pools, accepted), scored=len(scores), rejected=rejected)
 
 
@@ -303,8 +315,9 @@ class _ScoreCache:
         frame = pl.DataFrame(missing, schema={"query_id": pl.String, "doc_id": pl.String}, orient="row")
         values = np.asarray(self.score(frame), dtype=float)
         if values.shape != (len(missing),) or not np.isfinite(values).all():
-            raise ValueError(f"denoised_negatives: the scorer must return {len(missing)} finite scores, "
-                             f"got shape {values.shape}")
+            raise ValueError(
+                f"denoised_negatives: the scorer must return {len(missing)} finite scores, got shape {values.shape}"
+            )
         self.values.update(zip(missing, values.tolist()))
 
     def __getitem__(self, key: tuple[str, str]) -> float:

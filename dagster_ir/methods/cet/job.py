@@ -31,19 +31,34 @@ def job_inputs(data: LabData, config: LabConfig, out_dir: str | os.PathLike[str]
     """(values, frames) of a job training the lab of `data` into `out_dir`."""
     docs = pl.concat([data.candidate_runs["doc_id"], data.sparse_qrels["doc_id"], data.dense_qrels["doc_id"]]).unique()
     wanted = docs.to_frame("doc_id").lazy()
-    frames = {"candidate_runs": data.candidate_runs, "queries": data.queries,
-              "corpus": data.corpus.lazy().join(wanted, on="doc_id", how="semi"), "sparse_qrels": data.sparse_qrels,
-              "dense_qrels": data.dense_qrels}
-    values = {"config": config_to_json(config), "out_dir": str(out_dir), "train": list(data.train_query_ids),
-              "dev": list(data.dev_query_ids)}
+    frames = {
+        "candidate_runs": data.candidate_runs,
+        "queries": data.queries,
+        "corpus": data.corpus.lazy().join(wanted, on="doc_id", how="semi"),
+        "sparse_qrels": data.sparse_qrels,
+        "dense_qrels": data.dense_qrels,
+    }
+    values = {
+        "config": config_to_json(config),
+        "out_dir": str(out_dir),
+        "train": list(data.train_query_ids),
+        "dev": list(data.dev_query_ids),
+    }
     return values, frames
 
 
 def lab_job(job: Job) -> dict:
     """One process's part (see the module docstring)."""
     values = job.values
-    data = LabData(job.frame("candidate_runs"), job.frame("queries"), job.lazy("corpus"), job.frame("sparse_qrels"),
-                   job.frame("dense_qrels"), tuple(values["train"]), tuple(values["dev"]))
+    data = LabData(
+        job.frame("candidate_runs"),
+        job.frame("queries"),
+        job.lazy("corpus"),
+        job.frame("sparse_qrels"),
+        job.frame("dense_qrels"),
+        tuple(values["train"]),
+        tuple(values["dev"]),
+    )
     log = job.on_log
     on_log = None if log is None else (lambda name, step, logs: log(step, {**logs, "ranker": name}))
     trained = train_lab(data, config_from_json(LabConfig, values["config"]), values["out_dir"], on_log=on_log)
@@ -52,5 +67,7 @@ def lab_job(job: Job) -> dict:
 
 def read_trained(result: dict) -> list[TrainedRanker]:
     """The `TrainedRanker`s of a job's result."""
-    return [TrainedRanker(**{**t, "result": TrainResult(**t["result"]) if t["result"] is not None else None})
-            for t in result["trained"]]
+    return [
+        TrainedRanker(**{**t, "result": TrainResult(**t["result"]) if t["result"] is not None else None})
+        for t in result["trained"]
+    ]

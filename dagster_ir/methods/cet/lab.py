@@ -49,24 +49,6 @@ import numpy as np
 import polars as pl
 import torch
 
-from dagster_ir.methods.cet.model import (
-    METHODS,
-    TokenizedTexts,
-    CetConfig,
-    CoupledRanker,
-    LabConfig,
-    QueryPairs,
-    document_texts,
-    query_pairs,
-    query_texts,
-    save_ranker,
-    tau_run_name,
-    train_ranker,
-    with_tau,
-)
-from dagster_ir.neural.cross_encoder import CrossEncoder
-from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
-from dagster_ir.neural.training import TrainResult
 from dagster_ir.methods.cet.baselines import (
     DenoiseConfig,
     RanceConfig,
@@ -75,8 +57,26 @@ from dagster_ir.methods.cet.baselines import (
     relevance_by_rank,
     sample_negatives_by_rank,
 )
+from dagster_ir.methods.cet.model import (
+    METHODS,
+    CetConfig,
+    CoupledRanker,
+    LabConfig,
+    QueryPairs,
+    TokenizedTexts,
+    document_texts,
+    query_pairs,
+    query_texts,
+    save_ranker,
+    tau_run_name,
+    train_ranker,
+    with_tau,
+)
 from dagster_ir.negatives.sampling import NegativeConfig, epoch_seed, false_negative_share, sample_negatives
-from dagster_ir.schemas import QRELS, RUN, validate
+from dagster_ir.neural.cross_encoder import CrossEncoder
+from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
+from dagster_ir.neural.training import TrainResult
+from dagster_ir.schemas import QRELS, RUN, Schema, validate
 from dagster_ir.storage.locks import remove_unlocked_siblings
 from dagster_ir.storage.parquet import frame_version
 
@@ -129,7 +129,7 @@ class RankerSpec:
 
 
 def eta_run_name(quantile: float) -> str:
-    """"rocketqa-q0.9" for the ranker trained with eta at naive's 0.9-quantile."""
+    """ "rocketqa-q0.9" for the ranker trained with eta at naive's 0.9-quantile."""
     return f"rocketqa-q{quantile:g}"
 
 
@@ -143,8 +143,11 @@ def lab_rankers(config: LabConfig) -> list[RankerSpec]:
             specs.append(RankerSpec("cet", "cet", config.cet, True, "tau" if config.taus else "", config.cet.tau))
         else:
             specs.append(RankerSpec(method, method, config.cet))
-    specs += [RankerSpec(tau_run_name(t), "cet", with_tau(config.cet, t), False, "tau", t)
-              for t in config.taus if t != config.cet.tau]
+    specs += [
+        RankerSpec(tau_run_name(t), "cet", with_tau(config.cet, t), False, "tau", t)
+        for t in config.taus
+        if t != config.cet.tau
+    ]
     return specs
 
 
@@ -180,7 +183,7 @@ class TrainedRanker:
         return {**row, "notes": json.dumps(self.notes, sort_keys=True)}
 
 
-MANIFEST_SCHEMA: dict[str, pl.DataType] = {
+MANIFEST_SCHEMA: Schema = {
     "run_name": pl.String, "method": pl.String, "tau": pl.Float64, "relevance_path": pl.String,
     "selection_path": pl.String, "queries": pl.Int64, "pairs": pl.Int64, "false_negative_share": pl.Float64,
     "steps": pl.Int64, "seconds": pl.Float64, "examples_per_s": pl.Float64, "final_loss": pl.Float64,
@@ -219,8 +222,7 @@ def lab_negatives(
         negative_config = NegativeConfig("random", config.pair_depth, config.n_per_positive, seed)
         return sample_negatives(run, labels, train, negative_config).negatives, {}
     if method == "rance":
-        rance = RanceConfig(config.pair_depth, config.rance_smoothing, config.rance_gain_k,
-                            config.n_per_positive, seed)
+        rance = RanceConfig(config.pair_depth, config.rance_smoothing, config.rance_gain_k, config.n_per_positive, seed)
         if not data.dev_query_ids:
             raise ValueError("CET lab: rance estimates its curve on the dev queries, and there are none")
         curve = relevance_by_rank(data.run(config.strong_run), data.dense_qrels, data.dev_query_ids, rance.depth)
@@ -256,8 +258,9 @@ class MemoScorer:
         return np.array([self.values[k] for k in keys], dtype=float)
 
 
-def eta_grid(negatives: pl.DataFrame, scorer: Callable[[pl.DataFrame], np.ndarray],
-             quantiles: Sequence[float]) -> dict[float, float]:
+def eta_grid(
+    negatives: pl.DataFrame, scorer: Callable[[pl.DataFrame], np.ndarray], quantiles: Sequence[float]
+) -> dict[float, float]:
     """quantile -> eta: the quantiles of the first ranker's raw scores of `negatives` (naive's first
     epoch: a uniform sample of the pools)."""
     pairs = negatives.select("query_id", doc_id="neg_doc_id").unique(maintain_order=True)
@@ -269,8 +272,9 @@ def eta_grid(negatives: pl.DataFrame, scorer: Callable[[pl.DataFrame], np.ndarra
 
 def _pair_scorer(model: CrossEncoder, data: LabData, config: LabConfig) -> Callable[[pl.DataFrame], np.ndarray]:
     """Scores (query_id, doc_id) rows with `model`, looking the texts up on demand."""
-    scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=config.cet.train.device,
-                                bf16=config.cet.train.bf16)
+    scorer = CrossEncoderScorer(
+        model, batch_size=config.score_batch_size, device=config.cet.train.device, bf16=config.cet.train.bf16
+    )
     use_title = config.cet.ranker.use_title
 
     def score(pairs: pl.DataFrame) -> np.ndarray:
@@ -307,6 +311,7 @@ def train_lab(
             if (kind, eta, epoch) not in draws:
                 draws[kind, eta, epoch] = lab_negatives(kind, data, config, scorer, epoch, eta)
             return draws[kind, eta, epoch]
+
         return at
 
     for spec in lab_rankers(config):
@@ -333,8 +338,16 @@ def _aliases(trained: Sequence[TrainedRanker], config: LabConfig) -> list[Traine
     variants = [r for r in trained if r.sweep == "eta"]
     if variants:
         best = max(variants, key=lambda r: (_score_or_low(r.dev_mrr10), -(r.sweep_value or 0.0)))
-        extra.append(replace(best, run_name="rocketqa", table=True, sweep="", sweep_value=None,
-                             notes={**best.notes, "eta_quantile": float(best.sweep_value or 0.0)}))
+        extra.append(
+            replace(
+                best,
+                run_name="rocketqa",
+                table=True,
+                sweep="",
+                sweep_value=None,
+                notes={**best.notes, "eta_quantile": float(best.sweep_value or 0.0)},
+            )
+        )
     zhan = next((r for r in trained if r.run_name == "zhan"), None)
     if zhan is not None and config.bm25_bert:
         extra.append(replace(zhan, run_name=BM25_BERT, candidates=config.basic_run, dev_mrr10=None, result=None))
@@ -348,8 +361,13 @@ def _score_or_low(value: float | None) -> float:
 class _EpochExamples:
     """Examples per epoch from a per-epoch draw of negatives, tokenising new texts as they appear."""
 
-    def __init__(self, draw: Callable[[int], tuple[pl.DataFrame, dict[str, float]]], model: CrossEncoder,
-                 data: LabData, use_title: bool) -> None:
+    def __init__(
+        self,
+        draw: Callable[[int], tuple[pl.DataFrame, dict[str, float]]],
+        model: CrossEncoder,
+        data: LabData,
+        use_title: bool,
+    ) -> None:
         self.draw, self.model, self.data, self.use_title = draw, model, data, use_title
         self.texts = TokenizedTexts(queries={}, docs={})
         self.epochs: dict[int, pl.DataFrame] = {}
@@ -394,8 +412,7 @@ def _train_one(
     evaluate = _dev_evaluator(data, config) if config.select_on_dev else None
     log = (lambda step, logs: on_log(spec.run_name, step, logs)) if on_log else None
     loss = "dml" if spec.method == "dml" else None
-    result = train_ranker(model, examples, examples.texts, spec.config, state, evaluate=evaluate, on_log=log,
-                          loss=loss)
+    result = train_ranker(model, examples, examples.texts, spec.config, state, evaluate=evaluate, on_log=log, loss=loss)
     folders = save_ranker(model, out_dir / spec.run_name)
     drawn = pl.concat([examples.epochs[e] for e in sorted(examples.epochs)])
     notes = dict(examples.notes[0])
@@ -437,8 +454,13 @@ def _clamp_notes(result: TrainResult) -> dict[str, float]:
     return {"clamped_share": float(np.mean(clamped)), "clamped_max": float(np.max(clamped))}
 
 
-def dev_mrr10(model: CrossEncoder, data: LabData, config: LabConfig, candidates: str | None = None,
-              reranked: pl.DataFrame | None = None) -> float | None:
+def dev_mrr10(
+    model: CrossEncoder,
+    data: LabData,
+    config: LabConfig,
+    candidates: str | None = None,
+    reranked: pl.DataFrame | None = None,
+) -> float | None:
     """MRR@10 of `model` reranking the dev queries' candidates (default: the strong run), against
     the dense or sparse dev judgments (`config.dev_judgments`); None without dev queries.
     `reranked`: that reranking already made (by the same weights), scored instead of reranking again."""
@@ -460,8 +482,16 @@ def dev_mrr10(model: CrossEncoder, data: LabData, config: LabConfig, candidates:
 def _fingerprint(spec: RankerSpec, negatives: pl.DataFrame, config: LabConfig) -> str:
     """A short hash of the ranker's settings and its first epoch's training triples (later epochs'
     follow from the same settings and inputs)."""
-    settings = json.dumps({"method": spec.method, "config": asdict(spec.config), "resample": config.resample,
-                           "negative_seed": config.negative_seed}, sort_keys=True, default=str)
+    settings = json.dumps(
+        {
+            "method": spec.method,
+            "config": asdict(spec.config),
+            "resample": config.resample,
+            "negative_seed": config.negative_seed,
+        },
+        sort_keys=True,
+        default=str,
+    )
     digest = hashlib.blake2b(settings.encode(), digest_size=8)
     digest.update(frame_version(negatives.sort(list(negatives.columns))).encode())
     return digest.hexdigest()
@@ -520,8 +550,9 @@ def rerank_with(
     run_name: str,
 ) -> pl.DataFrame:
     """`run`'s top `rerank_depth` per query reordered by `model` (RUN rows named `run_name`)."""
-    scorer = CrossEncoderScorer(model, batch_size=config.score_batch_size, device=config.cet.train.device,
-                                bf16=config.cet.train.bf16)
+    scorer = CrossEncoderScorer(
+        model, batch_size=config.score_batch_size, device=config.cet.train.device, bf16=config.cet.train.bf16
+    )
     rerank_config = RerankConfig(depth=config.rerank_depth, run_name=run_name, use_title=config.cet.ranker.use_title)
     return rerank(run, queries, corpus, scorer, rerank_config)
 

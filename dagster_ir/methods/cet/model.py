@@ -217,7 +217,7 @@ def profile(name: str) -> LabConfig:
 
 
 def tau_run_name(tau: float) -> str:
-    """"cet-tau0.5" for 0.5, "cet-tau2" for 2.0."""
+    """ "cet-tau0.5" for 0.5, "cet-tau2" for 2.0."""
     return f"cet-tau{tau:g}"
 
 
@@ -310,8 +310,12 @@ def _load_cross_encoder(config: RankerConfig, seed: int) -> CrossEncoder:
     overrides = {"num_hidden_layers": config.layers} if config.layers else {}
     # CET's R and S keep the [CLS] head (the cosine start of the other rerankers is not measured for CET yet)
     return CrossEncoder.from_pretrained(
-        config.backbone, max_length=config.max_length, max_query_length=config.max_query_length, seed=seed,
-        head="cls", **overrides
+        config.backbone,
+        max_length=config.max_length,
+        max_query_length=config.max_query_length,
+        seed=seed,
+        head="cls",
+        **overrides,
     )
 
 
@@ -380,7 +384,11 @@ def document_texts(corpus: pl.DataFrame | pl.LazyFrame, doc_ids: Iterable[str], 
     wanted = pl.Series("doc_id", list(doc_ids), pl.String).unique()
     docs = corpus.lazy().join(wanted.to_frame().lazy(), on="doc_id", how="semi")
     has_title = use_title and "title" in docs.collect_schema()
-    text = pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars() if has_title else pl.col("text")
+    text = (
+        pl.concat_str([pl.col("title"), pl.col("text")], separator=" ").str.strip_chars()
+        if has_title
+        else pl.col("text")
+    )
     frame = docs.select("doc_id", text=text).unique("doc_id").collect()
     _check_found(wanted, frame["doc_id"], "doc_id")
     return frame
@@ -431,14 +439,18 @@ def make_loss_fn(texts: TokenizedTexts, config: CetConfig, loss: str | None = No
         r_pos, r_neg = relevance[0::2], relevance[1::2]
         if selection is None and loss == "dml":
             dml = dml_losses(r_pos, r_neg, index, len(batch), config.dml)
-            return dml.loss, {"loss_document": float(dml.document.detach()),
-                              "loss_instance": float(dml.instance.detach()),
-                              "w_document": float(dml.w_document.mean()), "pairs": float(len(flat))}
+            return dml.loss, {
+                "loss_document": float(dml.document.detach()),
+                "loss_instance": float(dml.instance.detach()),
+                "w_document": float(dml.w_document.mean()),
+                "pairs": float(len(flat)),
+            }
         if selection is None:
             value = query_mean(pairwise_losses(r_pos, r_neg), index, len(batch))
             return value, {"pairs": float(len(flat))}
-        losses = cet_losses(r_pos, r_neg, selection[0::2], selection[1::2], index, len(batch),
-                            config.tau, config.max_weight)
+        losses = cet_losses(
+            r_pos, r_neg, selection[0::2], selection[1::2], index, len(batch), config.tau, config.max_weight
+        )
         weights = torch.cat([losses.w_r, losses.w_s])
         clamped = (weights >= config.max_weight * (1 - 1e-6)) if config.max_weight is not None else weights < 0
         return losses.relevance + losses.selection, {
@@ -475,14 +487,22 @@ def train_ranker(
     def make_batches(epoch: int, rng: np.random.Generator) -> list[list[QueryPairs]]:
         chosen = list(examples_for(epoch))
         if not chosen:
-            raise ValueError(f"train_ranker: no training examples in epoch {epoch} "
-                             "(no query has a label and a negative)")
+            raise ValueError(
+                f"train_ranker: no training examples in epoch {epoch} (no query has a label and a negative)"
+            )
         return shuffled_batches(chosen, config.train.batch_size, rng)
 
     if not callable(examples) and not examples:
         raise ValueError("train_ranker: no training examples (no query has a label and a negative)")
-    return train(model, make_batches, make_loss_fn(texts, config, loss), config.train, checkpoint_dir,
-                 evaluate=evaluate, on_log=on_log)
+    return train(
+        model,
+        make_batches,
+        make_loss_fn(texts, config, loss),
+        config.train,
+        checkpoint_dir,
+        evaluate=evaluate,
+        on_log=on_log,
+    )
 
 
 def with_tau(config: CetConfig, tau: float) -> CetConfig:

@@ -24,19 +24,23 @@ import polars as pl
 
 from dagster_ir.evaluation import SignificanceConfig, aggregate, compare_to_baseline
 from dagster_ir.lazy import lazy_module
-from dagster_ir.schemas import PER_QUERY_EVAL, validate
+from dagster_ir.schemas import PER_QUERY_EVAL, Schema, validate
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-mpl_figure = lazy_module("matplotlib.figure")
+if TYPE_CHECKING:
+    import matplotlib.figure as mpl_figure
+else:
+    mpl_figure = lazy_module("matplotlib.figure")
 
 TABLE1_MEASURES: tuple[str, ...] = ("RR@10", "RR@100", "nDCG@10", "nDCG@100")
+DEFAULT_SIGNIFICANCE = SignificanceConfig()
 BASELINES: tuple[str, ...] = ("naive", "zhan", "rocketqa", "rance", "dml")  # candidates for the best baseline
 MEASURE_LABELS = {"RR@10": "MRR@10", "RR@100": "MRR@100", "nDCG@10": "NDCG@10", "nDCG@100": "NDCG@100"}
 OVER_REFERENCE, OVER_BEST = "†", "‡"
 
-TABLE1_SCHEMA: dict[str, pl.DataType] = {
+TABLE1_SCHEMA: Schema = {
     "system": pl.String,  # "dense + cet"; the retriever's own run is just "dense"
     "run_name": pl.String,
     "measure": pl.String,
@@ -67,20 +71,29 @@ class Table1:
         for system in self.frame["system"].unique(maintain_order=True).to_list():
             cells = [system]
             for measure in self.measures:
-                row = self.frame.filter((pl.col("system") == system) & (pl.col("measure") == measure)).row(0, named=True)
+                row = self.frame.filter((pl.col("system") == system) & (pl.col("measure") == measure)).row(
+                    0, named=True
+                )
                 text = f"{row['mean']:.{decimals}f}"
                 text = f"**{text}**" if round(row["mean"], decimals) == best_of[measure] else text
-                marks = (OVER_REFERENCE if row["better_than_reference"] else "") + (OVER_BEST if row["better_than_best"] else "")
+                marks = (OVER_REFERENCE if row["better_than_reference"] else "") + (
+                    OVER_BEST if row["better_than_best"] else ""
+                )
                 cells.append(text + marks)
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n\n" + self.caption()
 
     def caption(self) -> str:
-        best = (f"the best baseline on dev ({self.best_baseline})" if self.best_baseline
-                else "the best baseline (none chosen)")
-        return (f"{OVER_REFERENCE} / {OVER_BEST}: significant improvement over {self.reference} / over {best} "
-                f"(paired two-sided t-test, p < {self.config.alpha:g}, {self.config.correction} correction). "
-                "Best value per column in bold.")
+        best = (
+            f"the best baseline on dev ({self.best_baseline})"
+            if self.best_baseline
+            else "the best baseline (none chosen)"
+        )
+        return (
+            f"{OVER_REFERENCE} / {OVER_BEST}: significant improvement over {self.reference} / over {best} "
+            f"(paired two-sided t-test, p < {self.config.alpha:g}, {self.config.correction} correction). "
+            "Best value per column in bold."
+        )
 
 
 def best_baseline(per_query: pl.DataFrame, measure: str, baselines: Sequence[str] = BASELINES) -> str | None:
@@ -100,7 +113,8 @@ def pool_units(manifest: pl.DataFrame) -> pl.DataFrame:
     if "unit" not in manifest.columns or manifest["unit"].n_unique() <= 1:
         return manifest
     pooled = manifest.group_by("run_name", maintain_order=True).agg(
-        pl.col("dev_mrr10").mean(), pl.exclude("run_name", "dev_mrr10").first())
+        pl.col("dev_mrr10").mean(), pl.exclude("run_name", "dev_mrr10").first()
+    )
     return pooled.select(manifest.columns)
 
 
@@ -109,8 +123,9 @@ def dev_best_baseline(manifest: pl.DataFrame, baselines: Sequence[str] = BASELIN
     `baselines`); None when no baseline has a dev score."""
     if "dev_mrr10" not in manifest.columns:
         return None
-    rows = manifest.filter(pl.col("run_name").is_in(list(baselines)) & pl.col("dev_mrr10").is_not_null()
-                           & pl.col("dev_mrr10").is_not_nan())
+    rows = manifest.filter(
+        pl.col("run_name").is_in(list(baselines)) & pl.col("dev_mrr10").is_not_null() & pl.col("dev_mrr10").is_not_nan()
+    )
     if rows.height == 0:
         return None
     order = {name: i for i, name in enumerate(baselines)}
@@ -126,7 +141,7 @@ def table1(
     reference: str = "dml",
     best: str | None = None,
     measures: Sequence[str] = TABLE1_MEASURES,
-    config: SignificanceConfig = SignificanceConfig(),
+    config: SignificanceConfig = DEFAULT_SIGNIFICANCE,
 ) -> Table1:
     """The Table-1-shaped comparison of `runs` (default: every run of `per_query`, in order): †
     against `reference`, ‡ against `best` (the best baseline chosen on dev; None: no ‡)."""
@@ -150,7 +165,7 @@ def table1(
 
 
 def system_label(run: str, retriever: str) -> str:
-    """"dense + cet"; the retriever alone is "dense"; a run named "bm25+bert" (its own retriever) "bm25 + bert"."""
+    """ "dense + cet"; the retriever alone is "dense"; a run named "bm25+bert" (its own retriever) "bm25 + bert"."""
     if run == retriever:
         return retriever
     if "+" in run:
@@ -221,7 +236,10 @@ def sweeps_plot(manifest: pl.DataFrame) -> Figure:
     chosen_eta = _chosen_eta_quantile(manifest)
     fig = mpl_figure.Figure(figsize=(9, 3.5), layout="constrained")
     axes = fig.subplots(1, 2)
-    for ax, sweep, label in ((axes[0], "tau", "tau (CET)"), (axes[1], "eta", "eta quantile of naive's scores (RocketQA)")):
+    for ax, sweep, label in (
+        (axes[0], "tau", "tau (CET)"),
+        (axes[1], "eta", "eta quantile of naive's scores (RocketQA)"),
+    ):
         rows = scored.filter(pl.col("sweep") == sweep).sort("sweep_value")
         ax.set_xlabel(label)
         ax.set_ylabel("dev MRR@10")
@@ -237,8 +255,16 @@ def sweeps_plot(manifest: pl.DataFrame) -> Figure:
             pick = float(cet_row["tau"][0]) if "tau" in manifest.columns and cet_row.height else None
         if pick is not None and np.isclose(x, pick).any():
             i = int(np.flatnonzero(np.isclose(x, pick))[0])
-            ax.plot([x[i]], [y[i]], marker="o", markersize=14, fillstyle="none", color="#c0392b", linestyle="none",
-                    label="chosen" if sweep == "eta" else "the cet row")
+            ax.plot(
+                [x[i]],
+                [y[i]],
+                marker="o",
+                markersize=14,
+                fillstyle="none",
+                color="#c0392b",
+                linestyle="none",
+                label="chosen" if sweep == "eta" else "the cet row",
+            )
         if naive.len():
             ax.axhline(float(naive[0]), linestyle="--", color="C1", label="naive")
         if sweep == "tau":
@@ -259,7 +285,9 @@ def _chosen_eta_quantile(manifest: pl.DataFrame) -> float | None:
     return json.loads(rows["notes"][0]).get("eta_quantile")
 
 
-def training_curves_plot(curves: Mapping[str, Sequence[float]], ylabel: str = "training loss", smooth: int = 5) -> Figure:
+def training_curves_plot(
+    curves: Mapping[str, Sequence[float]], ylabel: str = "training loss", smooth: int = 5
+) -> Figure:
     """One line per ranker of a per-step training curve, as a moving average over `smooth` steps."""
     fig = mpl_figure.Figure(figsize=(6, 3.5), layout="constrained")
     ax = fig.subplots()

@@ -35,7 +35,10 @@ import numpy as np
 from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 
-torch = lazy_module("torch")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch")
 
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
@@ -189,7 +192,9 @@ class GraphBatch:
         return self.similarity.shape[0]
 
 
-def collate(graphs: Sequence[DocGraph], queries: Sequence[np.ndarray], vocabulary: Vocabulary, query_words: int) -> GraphBatch:
+def collate(
+    graphs: Sequence[DocGraph], queries: Sequence[np.ndarray], vocabulary: Vocabulary, query_words: int
+) -> GraphBatch:
     """Pad `graphs` (one per item) and their `queries` (word ids, at most `query_words`) into a batch."""
     if len(graphs) != len(queries):
         raise ValueError(f"collate: {len(graphs)} graphs for {len(queries)} queries")

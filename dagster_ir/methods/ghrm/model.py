@@ -41,7 +41,6 @@ from dagster_ir.methods.ghrm.config import (  # noqa: F401 (the configs' old hom
 )
 from dagster_ir.methods.ghrm.inputs import GraphBatch
 
-
 # --- model --------------------------------------------------------------------------------------
 
 
@@ -135,7 +134,8 @@ class GHRM(nn.Module):
         self.query_words = query_words
         self.gnns = nn.ModuleList(GatedGraphLayer(query_words) for _ in range(config.blocks))
         self.pools = nn.ModuleList(
-            RelevanceSignalAttentionPooling(query_words, config.rate) for _ in range(config.blocks if config.pooling else 0)
+            RelevanceSignalAttentionPooling(query_words, config.rate)
+            for _ in range(config.blocks if config.pooling else 0)
         )
         widths = [config.top_k * (config.blocks + 1), *config.mlp_hidden]
         layers: list[nn.Module] = []
@@ -174,4 +174,3 @@ def hinge_loss(positive: torch.Tensor, negative: torch.Tensor, margin: float = 1
 def parameter_count(model: nn.Module) -> int:
     """Trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
-

@@ -35,7 +35,6 @@ fold (the paper says its hyperparameters were tuned on validation), so test quer
 
 from __future__ import annotations
 
-
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -51,8 +50,8 @@ from safetensors.torch import load_model
 from dagster_ir.collections import fold_assignment
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.fusion.interpolate import interpolated_run
-from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
 from dagster_ir.methods.ghrm.inputs import GraphBatch, GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
+from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
 from dagster_ir.neural.threads import torch_threads
 from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
 from dagster_ir.retrieval.runs import strictly_decreasing, top_k
@@ -106,7 +105,9 @@ def prepare_data(
     needed = candidates["doc_id"].unique()
     docs = lazy.filter(pl.col("doc_id").is_in(needed.implode())).select("doc_id", "title", "text").collect()
     texts = {d: document_text(t, x) for d, t, x in docs.iter_rows()}
-    terms = {q: vocabulary.encode(t, config.inputs.query_words) for q, t in queries.select("query_id", "text").iter_rows()}
+    terms = {
+        q: vocabulary.encode(t, config.inputs.query_words) for q, t in queries.select("query_id", "text").iter_rows()
+    }
     return GHRMData(vocabulary, GraphStore(texts, vocabulary, config.inputs), terms, candidates, qrels, config.inputs)
 
 
@@ -151,8 +152,9 @@ class RerankInputs:
     batches: list[GraphBatch] | None
 
 
-def rerank_inputs(data: GHRMData, query_ids: Iterable[str], depth: int, batch_size: int = 256,
-                  cache_bytes: int = CACHE_BYTES) -> RerankInputs:
+def rerank_inputs(
+    data: GHRMData, query_ids: Iterable[str], depth: int, batch_size: int = 256, cache_bytes: int = CACHE_BYTES
+) -> RerankInputs:
     """The candidates' top `depth` of `query_ids`, batched for `score_inputs`; collated now when the padded
     batches take at most `cache_bytes` (0: never), so scoring them every epoch does not collate them again."""
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
@@ -176,8 +178,11 @@ def score_inputs(model: GHRM, data: GHRMData, inputs: RerankInputs, run_name: st
     try:
         with torch.inference_mode():
             for b, chosen in enumerate(inputs.chunks):
-                batch = (inputs.batches[b] if inputs.batches is not None
-                         else _collate_pairs(data, [inputs.pairs[i] for i in chosen]))
+                batch = (
+                    inputs.batches[b]
+                    if inputs.batches is not None
+                    else _collate_pairs(data, [inputs.pairs[i] for i in chosen])
+                )
                 scores[chosen] = model(batch).double().numpy()
     finally:
         model.train(was_training)
@@ -222,7 +227,9 @@ def training_pools(data: GHRMData, query_ids: Sequence[str], config: GHRMConfig)
     wanted = pl.Series(list(query_ids), dtype=pl.String).implode()
     pool = top_k(data.candidates.filter(pl.col("query_id").is_in(wanted)), config.training.pair_depth)
     relevant = data.qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id", positive=pl.lit(True))
-    labelled = pool.join(relevant, on=["query_id", "doc_id"], how="left").with_columns(pl.col("positive").fill_null(False))
+    labelled = pool.join(relevant, on=["query_id", "doc_id"], how="left").with_columns(
+        pl.col("positive").fill_null(False)
+    )
     grouped = labelled.group_by("query_id").agg(
         positives=pl.col("doc_id").filter(pl.col("positive")).sort(),
         negatives=pl.col("doc_id").filter(~pl.col("positive")).sort(),
@@ -266,8 +273,10 @@ def train_ghrm(
     training = config.training
     pools = training_pools(data, train_queries, config)
     if not pools:
-        raise ValueError(f"train_ghrm: none of the {len(train_queries)} training queries has both a judged-relevant "
-                         f"and another document in the BM25 top {training.pair_depth}")
+        raise ValueError(
+            f"train_ghrm: none of the {len(train_queries)} training queries has both a judged-relevant "
+            f"and another document in the BM25 top {training.pair_depth}"
+        )
     model_config = variant_config(config.model, variant)
     model = make_model(model_config, data.inputs.query_words, training.seed)
     _write_model_config(Path(checkpoint_dir), model_config, data.inputs.query_words)
@@ -288,8 +297,16 @@ def train_ghrm(
         run = score_inputs(module, data, validation, variant)
         return mean_measure(run, data.qrels, validation_queries, training.selection_measure)
 
-    loop = TrainConfig(lr=training.lr, warmup_ratio=0.0, schedule=training.schedule, weight_decay=0.0, epochs=training.epochs,
-                       batch_size=training.pairs_per_batch, seed=training.seed, max_grad_norm=None)
+    loop = TrainConfig(
+        lr=training.lr,
+        warmup_ratio=0.0,
+        schedule=training.schedule,
+        weight_decay=0.0,
+        epochs=training.epochs,
+        batch_size=training.pairs_per_batch,
+        seed=training.seed,
+        max_grad_norm=None,
+    )
     result = train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate)
     return model, result
 
@@ -346,22 +363,35 @@ def run_folds(
         return _run_folds(data, splits, config, variant, checkpoint_root, folds)
 
 
-
-
 def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[FoldResult]:
     k = int(splits["fold"].max()) + 1
     results = []
     for fold in range(k) if folds is None else folds:
         roles = fold_assignment(splits, fold, folds=k)
-        members = {role: roles.filter(pl.col("role") == role)["query_id"].to_list() for role in ("train", "validation", "test")}
+        members = {
+            role: roles.filter(pl.col("role") == role)["query_id"].to_list() for role in ("train", "validation", "test")
+        }
         folder = Path(checkpoint_root) / f"fold-{fold}"
-        validation = rerank_inputs(data, members["validation"], config.training.rerank_depth,
-                                   config.training.eval_batch_size)
+        validation = rerank_inputs(
+            data, members["validation"], config.training.rerank_depth, config.training.eval_batch_size
+        )
         model, result = train_ghrm(data, config, variant, members["train"], members["validation"], folder, validation)
-        test_run = rerank(model, data, members["test"], config.training.rerank_depth, variant, config.training.eval_batch_size)
+        test_run = rerank(
+            model, data, members["test"], config.training.rerank_depth, variant, config.training.eval_batch_size
+        )
         validation_run = score_inputs(model, data, validation, variant)
-        results.append(FoldResult(fold, members["train"], members["validation"], members["test"], result,
-                                  test_run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)), folder, validation_run))
+        results.append(
+            FoldResult(
+                fold,
+                members["train"],
+                members["validation"],
+                members["test"],
+                result,
+                test_run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)),
+                folder,
+                validation_run,
+            )
+        )
     return results
 
 
@@ -392,8 +422,12 @@ def run_variants(
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"), initializer=_start_worker,
-                             initargs=(data, splits, config)) as pool:
+    with ProcessPoolExecutor(
+        min(workers, len(jobs)),
+        mp_context=get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(data, splits, config),
+    ) as pool:
         futures = {job: pool.submit(_rotation_in_worker, job[0], str(root / job[0]), job[1]) for job in jobs}
         done = {job: future.result() for job, future in futures.items()}
     return {variant: [done[(variant, fold)] for fold in rotations] for variant in variants}
@@ -416,15 +450,18 @@ def fold_run(results: Sequence[FoldResult]) -> pl.DataFrame:
     return pl.concat([r.test_run for r in results]).sort(["query_id", "rank"])
 
 
-def interpolated_fold_run(results: Sequence[FoldResult], candidates: pl.DataFrame, qrels: pl.DataFrame, measure: str,
-                          run_name: str) -> tuple[pl.DataFrame, list[float]]:
+def interpolated_fold_run(
+    results: Sequence[FoldResult], candidates: pl.DataFrame, qrels: pl.DataFrame, measure: str, run_name: str
+) -> tuple[pl.DataFrame, list[float]]:
     """Each rotation's test run interpolated with `candidates` (the run it reranked; `dagster_ir.fusion.interpolate`)
     under the weight chosen by `measure` on that rotation's validation run, as one run (RUN plus fold); and the weights."""
     runs, weights = [], []
     for r in results:
         if r.validation_run is None:
             raise ValueError(f"interpolated_fold_run: rotation {r.fold} kept no validation run")
-        mixed, choice = interpolated_run(r.validation_run, r.test_run.select(list(RUN)), candidates, qrels, run_name, measure)
+        mixed, choice = interpolated_run(
+            r.validation_run, r.test_run.select(list(RUN)), candidates, qrels, run_name, measure
+        )
         runs.append(mixed.with_columns(fold=pl.lit(r.fold, dtype=pl.Int32)))
         weights.append(choice.weight)
     return pl.concat(runs).sort(["query_id", "rank"]), weights
@@ -452,8 +489,11 @@ def fingerprint(config: GHRMConfig, data: GHRMData, splits: pl.DataFrame) -> str
     digest.update("\n".join(data.vocabulary.words).encode())
     digest.update(data.vocabulary.idf.tobytes())
     digest.update(data.vocabulary.vectors.tobytes())
-    for frame, key in ((data.candidates, ["query_id", "doc_id", "rank"]), (data.qrels, ["query_id", "doc_id", "relevance"]),
-                       (splits, ["query_id", "fold"])):
+    for frame, key in (
+        (data.candidates, ["query_id", "doc_id", "rank"]),
+        (data.qrels, ["query_id", "doc_id", "relevance"]),
+        (splits, ["query_id", "fold"]),
+    ):
         rows = frame.select(key).sort(key).write_csv().encode()
         digest.update(hashlib.sha256(rows).digest())
     return digest.hexdigest()[:12]

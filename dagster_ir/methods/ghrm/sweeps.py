@@ -27,12 +27,24 @@ import polars as pl
 
 from dagster_ir.evaluation import evaluate_run
 from dagster_ir.methods.ghrm.model import GHRMConfig, ModelConfig
-from dagster_ir.methods.ghrm.protocol import GHRMData, RerankInputs, rerank_inputs, score_inputs, torch_threads, train_ghrm
+from dagster_ir.methods.ghrm.protocol import (
+    GHRMData,
+    RerankInputs,
+    rerank_inputs,
+    score_inputs,
+    torch_threads,
+    train_ghrm,
+)
 
 PARAMETERS = {"rate": "pooling rate", "blocks": "number of blocks T", "top_k": "k of the k-max readout"}
 # one unit's rows; the asset adds the unit's fold and seed
-SWEEP_RESULTS = {"parameter": pl.String, "value": pl.Float64, "measure": pl.String, "validation": pl.Float64,
-                 "best_epoch": pl.Int32}
+SWEEP_RESULTS = {
+    "parameter": pl.String,
+    "value": pl.Float64,
+    "measure": pl.String,
+    "validation": pl.Float64,
+    "best_epoch": pl.Int32,
+}
 
 
 @dataclass(frozen=True)
@@ -58,15 +70,19 @@ class SweepConfig:
 PROFILES: dict[str, SweepConfig] = {
     # 7 trainings per unit at the demo profile's size (the defaults rate 0.8, T 2, k 20 shared)
     "demo": SweepConfig(rate=(0.4, 0.8, 1.0), blocks=(0, 1, 2), top_k=(10, 20, 40)),
-    "paper": SweepConfig(rate=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0), blocks=(0, 1, 2, 3, 4),
-                         top_k=(10, 20, 30, 40, 50, 60, 70)),
+    "paper": SweepConfig(
+        rate=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0), blocks=(0, 1, 2, 3, 4), top_k=(10, 20, 30, 40, 50, 60, 70)
+    ),
 }
 
 
 def sweep_settings(base: ModelConfig, sweep: SweepConfig) -> list[tuple[str, float, ModelConfig]]:
     """(parameter, value, model config) for every grid point, the other parameters at `base`."""
-    return [(name, float(value), dataclasses.replace(base, **{name: value}))
-            for name in PARAMETERS for value in getattr(sweep, name)]
+    return [
+        (name, float(value), dataclasses.replace(base, **{name: value}))
+        for name in PARAMETERS
+        for value in getattr(sweep, name)
+    ]
 
 
 def _setting_name(model: ModelConfig) -> str:
@@ -104,36 +120,50 @@ def run_sweep(
         from concurrent.futures import ProcessPoolExecutor
         from multiprocessing import get_context
 
-        with ProcessPoolExecutor(min(workers, len(distinct)), mp_context=get_context("spawn"),
-                                 initializer=_start_worker, initargs=job) as pool:
+        with ProcessPoolExecutor(
+            min(workers, len(distinct)), mp_context=get_context("spawn"), initializer=_start_worker, initargs=job
+        ) as pool:
             futures = {key: pool.submit(_setting_in_worker, model) for key, model in distinct.items()}
             trained = {key: future.result() for key, future in futures.items()}
-    rows = [(name, value, measure, score, epoch) for name, value, model in settings
-            for measure, score, epoch in trained[_setting_name(model)]]
+    rows = [
+        (name, value, measure, score, epoch)
+        for name, value, model in settings
+        for measure, score, epoch in trained[_setting_name(model)]
+    ]
     return pl.DataFrame(rows, schema=SWEEP_RESULTS, orient="row")
 
 
 _WORKER: dict[str, object] = {}  # what `_setting_in_worker` trains on (set once per process)
 
 
-def _start_worker(data: GHRMData, train: list[str], validation: list[str], config: GHRMConfig,
-                  measures: tuple[str, ...], root: str) -> None:
+def _start_worker(
+    data: GHRMData, train: list[str], validation: list[str], config: GHRMConfig, measures: tuple[str, ...], root: str
+) -> None:
     # every setting scores the same validation candidates after each epoch: batched (and collated) once
     inputs = rerank_inputs(data, validation, config.training.rerank_depth, config.training.eval_batch_size)
-    _WORKER.update(data=data, train=train, validation=validation, inputs=inputs, config=config, measures=measures,
-                   root=Path(root))
+    _WORKER.update(
+        data=data, train=train, validation=validation, inputs=inputs, config=config, measures=measures, root=Path(root)
+    )
 
 
 def _setting_in_worker(model: ModelConfig) -> list[tuple[str, float, int]]:
     w = _WORKER
     config = dataclasses.replace(w["config"], model=model)
     with torch_threads(config.training.threads):
-        return _validate_one(w["data"], config, w["train"], w["validation"], w["inputs"], w["measures"],
-                             w["root"] / _setting_name(model))
+        return _validate_one(
+            w["data"], config, w["train"], w["validation"], w["inputs"], w["measures"], w["root"] / _setting_name(model)
+        )
 
 
-def _validate_one(data: GHRMData, config: GHRMConfig, train: Sequence[str], queries: Sequence[str],
-                  validation: RerankInputs, measures: Sequence[str], folder: Path) -> list[tuple[str, float, int]]:
+def _validate_one(
+    data: GHRMData,
+    config: GHRMConfig,
+    train: Sequence[str],
+    queries: Sequence[str],
+    validation: RerankInputs,
+    measures: Sequence[str],
+    folder: Path,
+) -> list[tuple[str, float, int]]:
     """Train one setting and score the validation `queries` (`validation`: their candidates, batched) with the
     chosen epoch's weights."""
     model, result = train_ghrm(data, config, "ghrm", train, queries, folder, validation)
@@ -146,9 +176,11 @@ def _validate_one(data: GHRMData, config: GHRMConfig, train: Sequence[str], quer
 
 def sweep_means(results: pl.DataFrame) -> pl.DataFrame:
     """Mean validation value per (parameter, value, measure) over the units' rows, sorted by value."""
-    return (results.group_by("parameter", "value", "measure")
-            .agg(pl.col("validation").mean().alias("mean"), pl.len().alias("units"))
-            .sort("parameter", "measure", "value"))
+    return (
+        results.group_by("parameter", "value", "measure")
+        .agg(pl.col("validation").mean().alias("mean"), pl.len().alias("units"))
+        .sort("parameter", "measure", "value")
+    )
 
 
 def choose(results: pl.DataFrame, measure: str) -> dict[str, float]:
@@ -156,8 +188,11 @@ def choose(results: pl.DataFrame, measure: str) -> dict[str, float]:
     means = sweep_means(results).filter(pl.col("measure") == measure)
     if means.height == 0:
         raise ValueError(f"choose: no results for {measure!r} (have {results['measure'].unique().to_list()})")
-    best = means.sort(["parameter", "mean", "value"], descending=[False, True, False]).group_by("parameter",
-                                                                                                maintain_order=True).first()
+    best = (
+        means.sort(["parameter", "mean", "value"], descending=[False, True, False])
+        .group_by("parameter", maintain_order=True)
+        .first()
+    )
     return {p: v for p, v in best.select("parameter", "value").iter_rows()}
 
 
@@ -178,8 +213,15 @@ def sweep_figure(results: pl.DataFrame, chosen: dict[str, float], measures: Sequ
             ax.plot(part["value"].to_list(), part["mean"].to_list(), marker="o", label=measure)
             at = part.filter(pl.col("value") == chosen[parameter]) if parameter in chosen else part.clear()
             if at.height:
-                ax.plot(at["value"].to_list(), at["mean"].to_list(), marker="o", markersize=12, fillstyle="none",
-                        color="black", linestyle="none")
+                ax.plot(
+                    at["value"].to_list(),
+                    at["mean"].to_list(),
+                    marker="o",
+                    markersize=12,
+                    fillstyle="none",
+                    color="black",
+                    linestyle="none",
+                )
         ax.set_xlabel(PARAMETERS[parameter])
         ax.set_ylabel("validation (mean of units)")
         ax.legend()
@@ -191,6 +233,8 @@ def sweep_caption(results: pl.DataFrame, chosen: dict[str, float], measure: str,
     """What `sweep_figure` shows, in a sentence."""
     keys = [c for c in ("fold", "seed") if c in results.columns]
     units = results.select(keys).unique().height if keys else 1
-    return (f"GHRM sweeps (Figures 3-5): validation {', '.join(measures)}, mean of {units} training unit(s); "
-            f"ringed: the value chosen by {measure} ({', '.join(f'{k}={v:g}' for k, v in chosen.items())}). "
-            "Test queries are never scored.")
+    return (
+        f"GHRM sweeps (Figures 3-5): validation {', '.join(measures)}, mean of {units} training unit(s); "
+        f"ringed: the value chosen by {measure} ({', '.join(f'{k}={v:g}' for k, v in chosen.items())}). "
+        "Test queries are never scored."
+    )

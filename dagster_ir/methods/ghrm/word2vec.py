@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
 from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
 from dagster_ir.storage.atomic import atomic_path
@@ -28,7 +27,10 @@ from dagster_ir.storage.atomic import atomic_path
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
 
-gensim_models = lazy_module("gensim.models")  # imports SciPy
+if TYPE_CHECKING:
+    import gensim.models as gensim_models
+else:
+    gensim_models = lazy_module("gensim.models")  # imports SciPy
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dagster_ir.methods.model1.bitext import (
     symmetrise,
     training_pairs,
 )
+from dagster_ir.methods.model1.bm25 import TokenBm25Config, bm25_rerank, bm25_scores, query_idf_sums
 from dagster_ir.methods.model1.em import EMConfig, EMIteration, EMResult, train_em
 from dagster_ir.methods.model1.index import (
     CollectionStats,
@@ -30,37 +31,6 @@ from dagster_ir.methods.model1.index import (
     collection_stats,
     index_collection,
 )
-from dagster_ir.methods.model1.scoring import Model1Scorer, ScoringConfig, explanation_markdown
-from dagster_ir.methods.model1.table import (
-    PruneConfig,
-    TranslationTable,
-    prune,
-    read_giza,
-    row_sums,
-    write_giza,
-    with_self_prob,
-    write_parquet,
-)
-from dagster_ir.methods.model1.tuning import TUNING_COLUMNS, Tuned, TuningGrid, tune_model1
-from dagster_ir.methods.model1.train import (
-    PROFILES,
-    Model1Config,
-    Model1Training,
-    collection_vocabulary,
-    train_model1,
-)
-from dagster_ir.methods.model1.vocabulary import (
-    KINDS,
-    WORDPIECES,
-    WORDS,
-    Ragged,
-    Vocabulary,
-    build_vocabulary,
-    stop_words,
-    word_vocabulary,
-    wordpiece_vocabulary,
-)
-from dagster_ir.methods.model1.bm25 import TokenBm25Config, bm25_rerank, bm25_scores, query_idf_sums
 from dagster_ir.methods.model1.runs import (
     BERT_RUN,
     BERT_SHORT_RUN,
@@ -73,6 +43,36 @@ from dagster_ir.methods.model1.runs import (
     fuse_with_bm25,
     fused_name,
     normalised_bm25,
+)
+from dagster_ir.methods.model1.scoring import Model1Scorer, ScoringConfig, explanation_markdown
+from dagster_ir.methods.model1.table import (
+    PruneConfig,
+    TranslationTable,
+    prune,
+    read_giza,
+    row_sums,
+    with_self_prob,
+    write_giza,
+    write_parquet,
+)
+from dagster_ir.methods.model1.train import (
+    PROFILES,
+    Model1Config,
+    Model1Training,
+    collection_vocabulary,
+    train_model1,
+)
+from dagster_ir.methods.model1.tuning import TUNING_COLUMNS, Tuned, TuningGrid, tune_model1
+from dagster_ir.methods.model1.vocabulary import (
+    KINDS,
+    WORDPIECES,
+    WORDS,
+    Ragged,
+    Vocabulary,
+    build_vocabulary,
+    stop_words,
+    word_vocabulary,
+    wordpiece_vocabulary,
 )
 
 __all__ = [

@@ -33,7 +33,6 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from dagster_ir.methods.model1.index import CollectionStats
-from dagster_ir.methods.model1.vocabulary import ragged_arange
 from dagster_ir.methods.model1.neural import (
     LOSS_REDUCTIONS,
     PAPER_NEGATIVES,
@@ -41,6 +40,7 @@ from dagster_ir.methods.model1.neural import (
     Model1LayerConfig,
     NeuralTexts,
 )
+from dagster_ir.methods.model1.vocabulary import ragged_arange
 from dagster_ir.negatives import NegativeConfig
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.storage.atomic import atomic_path
@@ -63,9 +63,17 @@ class BertModel1Config:
     margin: float = 1.0
     rerank_batch_size: int = 16
     dev_depth: int = 20
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        lr=2e-5, weight_decay=1e-7, epochs=1, batch_size=16, warmup_ratio=0.1, seed=0,
-        lr_groups=((HEAD_PREFIX, 2e-3),)))
+    train: TrainConfig = field(
+        default_factory=lambda: TrainConfig(
+            lr=2e-5,
+            weight_decay=1e-7,
+            epochs=1,
+            batch_size=16,
+            warmup_ratio=0.1,
+            seed=0,
+            lr_groups=((HEAD_PREFIX, 2e-3),),
+        )
+    )
     negatives: NegativeConfig = field(default_factory=lambda: PAPER_NEGATIVES)
     loss_reduction: str = "sum"
 
@@ -85,10 +93,23 @@ PROFILES: dict[str, BertModel1Config] = {
     # 24 steps of 8 (48 before issue #20: BERT-Model1 and BERT-vanilla were together the demo's third
     # largest cost, and below BM25 at either budget; `max_steps: 48` in the launchpad gives it back).
     "demo": BertModel1Config(
-        layer=Model1LayerConfig(proj_dim=64, hidden_dim=64, self_prob=None), max_query_length=16,
-        chunk_length=64, max_chunks=2, rerank_batch_size=32, dev_depth=5,
-        train=TrainConfig(lr=1e-4, weight_decay=1e-7, epochs=1, batch_size=8, max_steps=24, warmup_ratio=0.1,
-                          seed=0, lr_groups=((HEAD_PREFIX, 1e-3),))),
+        layer=Model1LayerConfig(proj_dim=64, hidden_dim=64, self_prob=None),
+        max_query_length=16,
+        chunk_length=64,
+        max_chunks=2,
+        rerank_batch_size=32,
+        dev_depth=5,
+        train=TrainConfig(
+            lr=1e-4,
+            weight_decay=1e-7,
+            epochs=1,
+            batch_size=8,
+            max_steps=24,
+            warmup_ratio=0.1,
+            seed=0,
+            lr_groups=((HEAD_PREFIX, 1e-3),),
+        ),
+    ),
     "paper": BertModel1Config(backbone="bert-base-uncased"),
 }
 
@@ -120,8 +141,9 @@ class BertModel1(torch.nn.Module):
         encoder = AutoModel.from_pretrained(path, use_safetensors=True, add_pooling_layer=False)
         probs = torch.as_tensor(stats.collection_probs(config.layer.unseen_prob))
         if probs.numel() != encoder.config.vocab_size:
-            raise ValueError(f"collection statistics cover {probs.numel()} tokens, the backbone has "
-                             f"{encoder.config.vocab_size}")
+            raise ValueError(
+                f"collection statistics cover {probs.numel()} tokens, the backbone has {encoder.config.vocab_size}"
+            )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.train.seed)
             return cls(encoder, AutoTokenizer.from_pretrained(path), probs, config)
@@ -139,17 +161,36 @@ class BertModel1(torch.nn.Module):
         q_rows, d_rows = texts.queries.rows(query_ids), texts.docs.rows(doc_ids)
         q_lists = [queries.row(r)[: self.config.max_query_length] for r in q_rows]
         d_lists = [docs.row(r)[: self.config.doc_tokens] for r in d_rows]
-        inputs = chunk_inputs(q_lists, d_lists, self.config.chunk_length, self.config.max_chunks,
-                              cls_id=self.tokenizer.cls_token_id, sep_id=self.tokenizer.sep_token_id,
-                              pad_id=self.tokenizer.pad_token_id)
+        inputs = chunk_inputs(
+            q_lists,
+            d_lists,
+            self.config.chunk_length,
+            self.config.max_chunks,
+            cls_id=self.tokenizer.cls_token_id,
+            sep_id=self.tokenizer.sep_token_id,
+            pad_id=self.tokenizer.pad_token_id,
+        )
         return {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
 
-    def forward(self, input_ids, attention_mask, token_type_ids, sequence_pair, q_ids, q_mask, q_positions,
-                d_ids, d_mask, d_sequence, d_position) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids,
+        attention_mask,
+        token_type_ids,
+        sequence_pair,
+        q_ids,
+        q_mask,
+        q_positions,
+        d_ids,
+        d_mask,
+        d_sequence,
+        d_position,
+    ) -> torch.Tensor:
         """log P(Q|D) / |Q| per pair; see `chunk_inputs` for the inputs."""
         types = token_type_ids if self.uses_token_types else None
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=types).last_hidden_state  # (S, L, H)
+        hidden = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types
+        ).last_hidden_state  # (S, L, H)
         n_pairs = q_ids.shape[0]
         query_vectors = hidden[:, q_positions]  # (S, Lq, H): positions 1..Lq of every sequence
         summed = torch.zeros((n_pairs, *query_vectors.shape[1:]), dtype=hidden.dtype, device=hidden.device)
@@ -185,8 +226,14 @@ class BertModel1(torch.nn.Module):
         if kind != cls.kind:
             raise ValueError(f"{folder / SETTINGS_FILE}: a BERT-{kind} model, not BERT-{cls.kind}")
         negatives = NegativeConfig(**values["negatives"]) if "negatives" in values else PAPER_NEGATIVES
-        config = BertModel1Config(**{**values, "layer": Model1LayerConfig(**values["layer"]),
-                                     "train": TrainConfig(**values["train"]), "negatives": negatives})
+        config = BertModel1Config(
+            **{
+                **values,
+                "layer": Model1LayerConfig(**values["layer"]),
+                "train": TrainConfig(**values["train"]),
+                "negatives": negatives,
+            }
+        )
         encoder = AutoModel.from_pretrained(folder, use_safetensors=True, add_pooling_layer=False)
         model = cls(encoder, AutoTokenizer.from_pretrained(folder), torch.zeros(encoder.config.vocab_size), config)
         load_model(model.layer, str(folder / LAYER_FILE))
@@ -204,12 +251,25 @@ class BertVanilla(BertModel1):
     def _head(self, hidden_size: int, collection_probs: torch.Tensor) -> torch.nn.Module:
         return torch.nn.Linear(hidden_size, 1)
 
-    def forward(self, input_ids, attention_mask, token_type_ids, sequence_pair, q_ids, q_mask, q_positions,
-                d_ids, d_mask, d_sequence, d_position) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids,
+        attention_mask,
+        token_type_ids,
+        sequence_pair,
+        q_ids,
+        q_mask,
+        q_positions,
+        d_ids,
+        d_mask,
+        d_sequence,
+        d_position,
+    ) -> torch.Tensor:
         """The score of each pair from the mean [CLS] vector of its chunks (inputs as `chunk_inputs`)."""
         types = token_type_ids if self.uses_token_types else None
-        cls = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                           token_type_ids=types).last_hidden_state[:, 0]  # (S, H)
+        cls = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types).last_hidden_state[
+            :, 0
+        ]  # (S, H)
         n_pairs = q_ids.shape[0]
         summed = torch.zeros((n_pairs, cls.shape[1]), dtype=cls.dtype, device=cls.device)
         summed.index_add_(0, sequence_pair, cls)
@@ -218,8 +278,14 @@ class BertVanilla(BertModel1):
 
 
 def chunk_inputs(
-    queries: Sequence[np.ndarray], docs: Sequence[np.ndarray], chunk_length: int, max_chunks: int,
-    *, cls_id: int, sep_id: int, pad_id: int,
+    queries: Sequence[np.ndarray],
+    docs: Sequence[np.ndarray],
+    chunk_length: int,
+    max_chunks: int,
+    *,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
 ) -> dict[str, np.ndarray]:
     """Encoder inputs and gather indices for pairs (query ids, document ids), documents in chunks.
 
@@ -232,8 +298,9 @@ def chunk_inputs(
     q_len = np.array([len(q) for q in queries], dtype=np.int64)
     room = chunk_length - q_len - 3
     if (room < 1).any():
-        raise ValueError(f"chunk_length {chunk_length} leaves no room for the document after a query of "
-                         f"{int(q_len.max())} tokens")
+        raise ValueError(
+            f"chunk_length {chunk_length} leaves no room for the document after a query of {int(q_len.max())} tokens"
+        )
     d_len = np.minimum(np.array([len(d) for d in docs], dtype=np.int64), room * max_chunks)
     n_chunks = np.maximum(1, -(-d_len // room))
     sequence_pair = np.repeat(np.arange(len(queries)), n_chunks)
@@ -252,18 +319,26 @@ def chunk_inputs(
     attention_mask = (np.arange(width)[None, :] < seq_len[:, None]).astype(np.int64)
     q_width = max(int(q_len.max(initial=0)), 1)
     q_ids, q_mask = _pad([np.asarray(q, dtype=np.int64) for q in queries], q_width)
-    d_ids, d_mask = _pad([np.asarray(d[:n], dtype=np.int64) for d, n in zip(docs, d_len, strict=True)],
-                         max(int(d_len.max(initial=0)), 1))
+    d_ids, d_mask = _pad(
+        [np.asarray(d[:n], dtype=np.int64) for d, n in zip(docs, d_len, strict=True)], max(int(d_len.max(initial=0)), 1)
+    )
     # document token k of pair b sits in chunk k // room, at position |q| + 2 + k % room of its sequence
     k = np.arange(d_ids.shape[1])[None, :]
     first_sequence = np.concatenate([[0], np.cumsum(n_chunks)[:-1]])
     d_sequence = np.where(d_mask > 0, first_sequence[:, None] + k // room[:, None], 0)
     d_position = np.where(d_mask > 0, q_len[:, None] + 2 + k % room[:, None], 0)
     return {
-        "input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_types,
-        "sequence_pair": sequence_pair, "q_ids": q_ids, "q_mask": q_mask,
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "token_type_ids": token_types,
+        "sequence_pair": sequence_pair,
+        "q_ids": q_ids,
+        "q_mask": q_mask,
         "q_positions": np.arange(1, q_width + 1, dtype=np.int64),
-        "d_ids": d_ids, "d_mask": d_mask, "d_sequence": d_sequence, "d_position": d_position,
+        "d_ids": d_ids,
+        "d_mask": d_mask,
+        "d_sequence": d_sequence,
+        "d_position": d_position,
     }
 
 

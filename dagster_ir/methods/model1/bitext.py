@@ -122,9 +122,7 @@ def iter_bitext(
             yield bitext
 
 
-def _pair_texts(
-    pairs: pl.DataFrame, queries: pl.DataFrame, corpus: pl.DataFrame | pl.LazyFrame
-) -> pl.DataFrame:
+def _pair_texts(pairs: pl.DataFrame, queries: pl.DataFrame, corpus: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """pairs + query_text + doc_text (title and text); a pair whose document is missing is an error."""
     docs = (
         corpus.lazy()
@@ -136,8 +134,9 @@ def _pair_texts(
     texts = texts.join(docs, on="doc_id", how="left", maintain_order="left")
     missing = texts.filter(pl.col("doc_text").is_null())
     if missing.height:
-        raise ValueError(f"parallel corpus: relevant document {missing['doc_id'][0]!r} is not in the corpus "
-                         f"({missing.height} pairs)")
+        raise ValueError(
+            f"parallel corpus: relevant document {missing['doc_id'][0]!r} is not in the corpus ({missing.height} pairs)"
+        )
     return texts
 
 

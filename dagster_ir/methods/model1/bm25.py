@@ -32,8 +32,13 @@ def query_idf_sums(query_tokens: Ragged, stats: CollectionStats) -> np.ndarray:
     return np.bincount(query_tokens.row_index(), weights=idf[query_tokens.ids], minlength=len(query_tokens))
 
 
-def bm25_scores(query: np.ndarray, rows: np.ndarray, index: ForwardIndex, stats: CollectionStats,
-                config: TokenBm25Config = TokenBm25Config()) -> np.ndarray:
+def bm25_scores(
+    query: np.ndarray,
+    rows: np.ndarray,
+    index: ForwardIndex,
+    stats: CollectionStats,
+    config: TokenBm25Config = TokenBm25Config(),
+) -> np.ndarray:
     """BM25 of the documents at `rows` of the index for the query token ids `query`."""
     if query.size == 0:
         return np.zeros(rows.size)
@@ -44,18 +49,34 @@ def bm25_scores(query: np.ndarray, rows: np.ndarray, index: ForwardIndex, stats:
     return (tf / (tf + norm[:, None])) @ (idf * multiplicity)
 
 
-def bm25_rerank(run: pl.DataFrame, queries: pl.DataFrame, vocabulary: Vocabulary, index: ForwardIndex,
-                stats: CollectionStats, run_name: str, config: TokenBm25Config = TokenBm25Config()) -> pl.DataFrame:
+def bm25_rerank(
+    run: pl.DataFrame,
+    queries: pl.DataFrame,
+    vocabulary: Vocabulary,
+    index: ForwardIndex,
+    stats: CollectionStats,
+    run_name: str,
+    config: TokenBm25Config = TokenBm25Config(),
+) -> pl.DataFrame:
     """BM25 over `vocabulary` for every (query, doc) of `run`; a RUN frame named `run_name`."""
     pairs = run.select("query_id", "doc_id").unique(maintain_order=True).sort("query_id", maintain_order=True)
-    texts = pairs.select("query_id").unique(maintain_order=True).join(queries, on="query_id", how="left",
-                                                                      maintain_order="left")
+    texts = (
+        pairs.select("query_id")
+        .unique(maintain_order=True)
+        .join(queries, on="query_id", how="left", maintain_order="left")
+    )
     tokens = vocabulary.encode(texts["text"].fill_null("").to_list())
     rows = index.rows_of(pairs["doc_id"])
     bounds = np.append(np.flatnonzero(np.diff(pairs["query_id"].rle_id().to_numpy(), prepend=-1)), pairs.height)
-    scores = np.concatenate([
-        bm25_scores(tokens.row(i), rows[a:b], index, stats, config)
-        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
-    ]) if pairs.height else np.zeros(0)
+    scores = (
+        np.concatenate(
+            [
+                bm25_scores(tokens.row(i), rows[a:b], index, stats, config)
+                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+            ]
+        )
+        if pairs.height
+        else np.zeros(0)
+    )
     scored = pairs.with_columns(score=pl.Series(scores, dtype=pl.Float64), run_name=pl.lit(run_name))
     return rank_run(scored).select(list(RUN)).cast(RUN)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,7 +29,10 @@ from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.model1.bitext import Bitext
 from dagster_ir.methods.model1.vocabulary import Ragged, ragged_arange
 
-sp = lazy_module("scipy.sparse")
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,12 @@ def train_em(
     The result is V x V: with `config.null_word` the NULL word's row is trained and then discarded.
     """
     if config.null_word:
-        with_null = train_em(lambda: (with_null_source(b, vocab_size) for b in bitext()), vocab_size + 1,
-                             replace(config, null_word=False), on_iteration=on_iteration)
+        with_null = train_em(
+            lambda: (with_null_source(b, vocab_size) for b in bitext()),
+            vocab_size + 1,
+            replace(config, null_word=False),
+            on_iteration=on_iteration,
+        )
         return EMResult(with_null.matrix[:vocab_size, :vocab_size].tocsr(), with_null.history)
     keys = _cooccurring_keys(bitext(), vocab_size, config.block_entries)
     if keys.size == 0:
@@ -100,14 +108,13 @@ def train_em(
         )
         totals = np.bincount(sources, weights=counts, minlength=vocab_size)
         t = counts / totals[sources]
-        record = EMIteration(iteration, log_likelihood / max(n_targets, 1), n_pairs, n_alignments,
-                             time.perf_counter() - started)
+        record = EMIteration(
+            iteration, log_likelihood / max(n_targets, 1), n_pairs, n_alignments, time.perf_counter() - started
+        )
         history.append(record)
         if on_iteration is not None:
             on_iteration(record)
-    matrix = sp.csr_matrix(
-        (t, (sources, keys % vocab_size)), shape=(vocab_size, vocab_size), dtype=np.float64
-    )
+    matrix = sp.csr_matrix((t, (sources, keys % vocab_size)), shape=(vocab_size, vocab_size), dtype=np.float64)
     return EMResult(matrix, history)
 
 

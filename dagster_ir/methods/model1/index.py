@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -18,7 +19,10 @@ from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.model1.bitext import document_text
 from dagster_ir.methods.model1.vocabulary import Ragged, Vocabulary
 
-sp = lazy_module("scipy.sparse")
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,11 @@ def index_collection(
         doc_freq += np.bincount(bag.indices, minlength=n)
         n_docs += batch.height
         n_tokens += tokens.ids.size
-        chosen = np.arange(batch.height) if keep is None else np.flatnonzero(
-            batch["doc_id"].is_in(keep.implode()).to_numpy())
+        chosen = (
+            np.arange(batch.height)
+            if keep is None
+            else np.flatnonzero(batch["doc_id"].is_in(keep.implode()).to_numpy())
+        )
         ids.append(batch["doc_id"].gather(chosen))
         if max_length is None:
             matrices.append(bag[chosen])
@@ -136,6 +143,7 @@ def collection_stats(
     corpus: pl.DataFrame | pl.LazyFrame, vocabulary: Vocabulary, *, batch_size: int = 10_000
 ) -> CollectionStats:
     """Statistics of every document of a CORPUS frame, without keeping a forward index."""
-    _, stats = index_collection(corpus, vocabulary, keep=pl.Series("doc_id", [], dtype=pl.String),
-                                batch_size=batch_size)
+    _, stats = index_collection(
+        corpus, vocabulary, keep=pl.Series("doc_id", [], dtype=pl.String), batch_size=batch_size
+    )
     return stats

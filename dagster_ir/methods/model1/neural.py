@@ -109,9 +109,18 @@ class NeuralModel1Config:
     margin: float = 1.0
     rerank_batch_size: int = 64
     dev_depth: int = 20  # dev candidates per query for choosing the epoch
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        lr=3e-3, weight_decay=1e-7, epochs=32, batch_size=32, warmup_ratio=0.1, schedule="constant",
-        epoch_decay=0.9, seed=0))
+    train: TrainConfig = field(
+        default_factory=lambda: TrainConfig(
+            lr=3e-3,
+            weight_decay=1e-7,
+            epochs=32,
+            batch_size=32,
+            warmup_ratio=0.1,
+            schedule="constant",
+            epoch_decay=0.9,
+            seed=0,
+        )
+    )
     export_threshold: float = 1e-3
     export_targets: str = "collection"
     export_block_pairs: int = 2_000_000
@@ -131,10 +140,22 @@ PROFILES: dict[str, NeuralModel1Config] = {
     # A few dozen steps on 2 CPU cores: a higher rate than the paper's 3e-3 so that T moves at all,
     # short documents, a higher export threshold to keep the demo table small, lambda 0.1 (Eq. 3).
     "demo": NeuralModel1Config(
-        layer=Model1LayerConfig(proj_dim=32, hidden_dim=32), max_query_length=16, max_doc_length=128,
-        dev_depth=10, export_threshold=5e-3, export_targets="queries",
-        train=TrainConfig(lr=1e-2, weight_decay=1e-7, epochs=3, batch_size=32, warmup_ratio=0.1,
-                          schedule="constant", epoch_decay=0.9, seed=0),
+        layer=Model1LayerConfig(proj_dim=32, hidden_dim=32),
+        max_query_length=16,
+        max_doc_length=128,
+        dev_depth=10,
+        export_threshold=5e-3,
+        export_targets="queries",
+        train=TrainConfig(
+            lr=1e-2,
+            weight_decay=1e-7,
+            epochs=3,
+            batch_size=32,
+            warmup_ratio=0.1,
+            schedule="constant",
+            epoch_decay=0.9,
+            seed=0,
+        ),
     ),
     "paper": NeuralModel1Config(backbone="bert-base-uncased", layer=Model1LayerConfig(lam=0.0)),
 }
@@ -262,8 +283,11 @@ class NeuralModel1(torch.nn.Module):
         folder = Path(folder)
         with atomic_path(folder, directory=True) as tmp:
             save_model(self, str(tmp / MODEL_FILE))
-            settings = {"config": _config_dict(self.config), "vocab_size": self.embed_q.num_embeddings,
-                        "embedding_dim": self.embed_q.embedding_dim}
+            settings = {
+                "config": _config_dict(self.config),
+                "vocab_size": self.embed_q.num_embeddings,
+                "embedding_dim": self.embed_q.embedding_dim,
+            }
             (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
         return folder
 
@@ -285,8 +309,14 @@ def _config_dict(config: NeuralModel1Config) -> dict:
 def config_from_dict(values: dict) -> NeuralModel1Config:
     """The inverse of `dataclasses.asdict` for NeuralModel1Config."""
     negatives = NegativeConfig(**values["negatives"]) if "negatives" in values else PAPER_NEGATIVES
-    return NeuralModel1Config(**{**values, "layer": Model1LayerConfig(**values["layer"]),
-                                 "train": TrainConfig(**values["train"]), "negatives": negatives})
+    return NeuralModel1Config(
+        **{
+            **values,
+            "layer": Model1LayerConfig(**values["layer"]),
+            "train": TrainConfig(**values["train"]),
+            "negatives": negatives,
+        }
+    )
 
 
 def _read_settings(path: Path) -> dict:
@@ -318,8 +348,9 @@ class TokenizedTexts:
     ) -> TokenizedTexts:
         """The documents `doc_ids` of a CORPUS frame (title, newline, text, as the index sees them)."""
         wanted = pl.DataFrame({"doc_id": doc_ids.unique()})
-        docs = (corpus.lazy().join(wanted.lazy(), on="doc_id", how="semi")
-                .select("doc_id", text=document_text()).collect())
+        docs = (
+            corpus.lazy().join(wanted.lazy(), on="doc_id", how="semi").select("doc_id", text=document_text()).collect()
+        )
         missing = wanted.join(docs, on="doc_id", how="anti")
         if missing.height:
             raise KeyError(f"document {missing['doc_id'][0]!r} is not in the corpus ({missing.height} missing)")
@@ -364,8 +395,9 @@ def epoch_triples(negatives: pl.DataFrame, rng: np.random.Generator) -> list[tup
     counts = np.diff(np.append(starts, ids.size))
     picked = starts + (rng.random(starts.size) * counts).astype(np.int64)
     chosen = rows[picked]
-    return list(zip(chosen["query_id"].to_list(), chosen["pos_doc_id"].to_list(), chosen["neg_doc_id"].to_list(),
-                    strict=True))
+    return list(
+        zip(chosen["query_id"].to_list(), chosen["pos_doc_id"].to_list(), chosen["neg_doc_id"].to_list(), strict=True)
+    )
 
 
 def margin_loss(positive: torch.Tensor, negative: torch.Tensor, margin: float) -> torch.Tensor:
@@ -375,6 +407,7 @@ def margin_loss(positive: torch.Tensor, negative: torch.Tensor, margin: float) -
 
 def make_epoch_batches(negatives: pl.DataFrame, batch_size: int) -> Callable[[int, np.random.Generator], list]:
     """`make_batches` for the shared loop: each epoch, one triple per query, shuffled, in batches."""
+
     def make(epoch: int, rng: np.random.Generator) -> list[list[tuple[str, str, str]]]:
         triples = epoch_triples(negatives, rng)
         order = rng.permutation(len(triples))
@@ -403,6 +436,7 @@ def pairwise_loss(texts: NeuralTexts, margin: float, scale: float = 1.0):
 
     Works for any model with `encode_pairs(texts, query_ids, doc_ids) -> dict` and `forward(**dict)`.
     """
+
     def loss_fn(model: torch.nn.Module, batch: list[tuple[str, str, str]]):
         queries = [q for q, _, _ in batch]
         docs = [p for _, p, _ in batch] + [n for _, _, n in batch]
@@ -435,8 +469,9 @@ def rerank(
 ) -> pl.DataFrame:
     """Every (query, doc) of `run` scored by `model` and ranked; a RUN frame named `run_name`."""
     pairs = run.select("query_id", "doc_id").unique(maintain_order=True)
-    scored = pairs.with_columns(score=pl.Series(score_pairs(model, texts, pairs, batch_size)),
-                                run_name=pl.lit(run_name))
+    scored = pairs.with_columns(
+        score=pl.Series(score_pairs(model, texts, pairs, batch_size)), run_name=pl.lit(run_name)
+    )
     return rank_run(scored).select(list(RUN)).cast(RUN)
 
 
@@ -472,13 +507,27 @@ def train_ranker(
     # the shared loop averages micro-batch losses over the global batch: times its size, the sum
     scale = float(config.train.batch_size) if config.loss_reduction == "sum" else 1.0
     loss = pairwise_loss(texts, config.margin, scale)
-    return train(model, make_epoch_batches(negatives, config.train.batch_size), loss,
-                 config.train, checkpoint_dir, on_log=on_log, evaluate=evaluate)
+    return train(
+        model,
+        make_epoch_batches(negatives, config.train.batch_size),
+        loss,
+        config.train,
+        checkpoint_dir,
+        on_log=on_log,
+        evaluate=evaluate,
+    )
 
 
 @torch.inference_mode()
-def export_table(model: NeuralModel1, vocabulary: Vocabulary, sources: np.ndarray, targets: np.ndarray,
-                 *, threshold: float | None = None, block_pairs: int | None = None) -> TranslationTable:
+def export_table(
+    model: NeuralModel1,
+    vocabulary: Vocabulary,
+    sources: np.ndarray,
+    targets: np.ndarray,
+    *,
+    threshold: float | None = None,
+    block_pairs: int | None = None,
+) -> TranslationTable:
     """T(q|d) for every source d in `sources` and target q in `targets`, kept where T >= threshold.
 
     Evaluated in blocks of source tokens (at most `block_pairs` pairs at once); the self-translation
@@ -496,20 +545,23 @@ def export_table(model: NeuralModel1, vocabulary: Vocabulary, sources: np.ndarra
     rows, cols, vals = [], [], []
     for start in range(0, sources.size, step):
         source_ids = torch.as_tensor(sources[start : start + step], device=device)
-        t = model.layer.translation(x_q, x_d_all[start : start + step].unsqueeze(0),
-                                    target_ids.unsqueeze(0), source_ids.unsqueeze(0))[0].T  # (block, targets)
+        t = model.layer.translation(
+            x_q, x_d_all[start : start + step].unsqueeze(0), target_ids.unsqueeze(0), source_ids.unsqueeze(0)
+        )[0].T  # (block, targets)
         keep = (t >= threshold).nonzero().cpu().numpy()
         rows.append(sources[start + keep[:, 0]])
         cols.append(targets[keep[:, 1]])
         vals.append(t[keep[:, 0], keep[:, 1]].float().cpu().numpy())
     n = len(vocabulary)
-    matrix = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n),
-                           dtype=np.float32)
+    matrix = sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n), dtype=np.float32
+    )
     return TranslationTable(vocabulary, matrix)
 
 
-def export_vocabulary(config: NeuralModel1Config, corpus_stats: CollectionStats, queries: pl.DataFrame,
-                      vocabulary: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+def export_vocabulary(
+    config: NeuralModel1Config, corpus_stats: CollectionStats, queries: pl.DataFrame, vocabulary: Vocabulary
+) -> tuple[np.ndarray, np.ndarray]:
     """(sources, targets) of the export: word pieces of the corpus, and those of the collection or queries."""
     sources = np.flatnonzero(corpus_stats.doc_freq > 0)
     query_tokens = np.unique(vocabulary.encode(queries["text"].to_list()).ids)

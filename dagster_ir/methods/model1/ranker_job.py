@@ -35,14 +35,28 @@ def kind_of(model) -> str:
     raise TypeError(f"ranker_job: no job for a {type(model).__name__}")
 
 
-def job_inputs(model, folder: str | os.PathLike[str], *, queries: pl.DataFrame, corpus: pl.DataFrame | pl.LazyFrame,
-               doc_ids: pl.Series, negatives: pl.DataFrame, dev_run: pl.DataFrame | None, qrels: pl.DataFrame | None,
-               checkpoint_dir: str | os.PathLike[str], output: str | os.PathLike[str]) -> tuple[dict, dict]:
+def job_inputs(
+    model,
+    folder: str | os.PathLike[str],
+    *,
+    queries: pl.DataFrame,
+    corpus: pl.DataFrame | pl.LazyFrame,
+    doc_ids: pl.Series,
+    negatives: pl.DataFrame,
+    dev_run: pl.DataFrame | None,
+    qrels: pl.DataFrame | None,
+    checkpoint_dir: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+) -> tuple[dict, dict]:
     """(values, frames) of a job training `model`; its initial weights are saved into `folder/init`."""
     init = model.save(Path(folder) / "init")
     wanted = doc_ids.unique().to_frame("doc_id").lazy()
-    frames = {"queries": queries.select("query_id", "text"), "corpus": corpus.lazy().join(wanted, on="doc_id", how="semi"),
-              "doc_ids": doc_ids.to_frame("doc_id"), "negatives": negatives}
+    frames = {
+        "queries": queries.select("query_id", "text"),
+        "corpus": corpus.lazy().join(wanted, on="doc_id", how="semi"),
+        "doc_ids": doc_ids.to_frame("doc_id"),
+        "negatives": negatives,
+    }
     if dev_run is not None and qrels is not None:
         frames.update(dev_run=dev_run, qrels=qrels)
     values = {"kind": kind_of(model), "init": str(init), "checkpoint_dir": str(checkpoint_dir), "output": str(output)}
@@ -54,11 +68,14 @@ def train_ranker_job(job: Job) -> dict:
     values = job.values
     model = KINDS[values["kind"]].load(values["init"])
     vocabulary = wordpiece_vocabulary(model.config.backbone)
-    texts = nn.NeuralTexts(nn.TokenizedTexts.of_queries(job.frame("queries"), vocabulary),
-                           nn.TokenizedTexts.of_documents(job.lazy("corpus"), job.frame("doc_ids")["doc_id"], vocabulary))
+    texts = nn.NeuralTexts(
+        nn.TokenizedTexts.of_queries(job.frame("queries"), vocabulary),
+        nn.TokenizedTexts.of_documents(job.lazy("corpus"), job.frame("doc_ids")["doc_id"], vocabulary),
+    )
     dev = (job.frame("dev_run"), job.frame("qrels")) if (job.folder / "dev_run.parquet").is_file() else (None, None)
-    result = nn.train_ranker(model, texts, job.frame("negatives"), values["checkpoint_dir"], dev_run=dev[0],
-                             qrels=dev[1], on_log=job.on_log)
+    result = nn.train_ranker(
+        model, texts, job.frame("negatives"), values["checkpoint_dir"], dev_run=dev[0], qrels=dev[1], on_log=job.on_log
+    )
     on_rank_zero(model.save, values["output"])
     return {"train": dataclasses.asdict(result)}
 

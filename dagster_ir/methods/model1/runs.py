@@ -44,7 +44,7 @@ PAPER_PAIRS: dict[str, str] = {
 
 
 def fused_name(feature: str, base: str = "bm25") -> str:
-    """"bm25+model1(wp)" for the fusion of `base` with `feature`."""
+    """ "bm25+model1(wp)" for the fusion of `base` with `feature`."""
     return f"{base}+{feature}"
 
 
@@ -76,8 +76,10 @@ def candidates(runs: pl.DataFrame, run_name: str, query_ids: pl.Series, depth: i
     validate(runs, RUN, "candidate runs")
     run = runs.filter((pl.col("run_name") == run_name) & pl.col("query_id").is_in(query_ids.implode()))
     if run.height == 0:
-        raise ValueError(f"no rows of run {run_name!r} for the {query_ids.len()} queries asked for "
-                         f"(runs: {runs['run_name'].unique().sort().to_list()})")
+        raise ValueError(
+            f"no rows of run {run_name!r} for the {query_ids.len()} queries asked for "
+            f"(runs: {runs['run_name'].unique().sort().to_list()})"
+        )
     return run.filter(pl.col("rank") <= depth)
 
 

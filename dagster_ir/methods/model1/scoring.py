@@ -11,6 +11,7 @@ with the multiplicity of each query token and divided by the query length.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -21,7 +22,10 @@ from dagster_ir.methods.model1.table import TranslationTable
 from dagster_ir.retrieval.trec import rank_run
 from dagster_ir.schemas import QUERIES, RUN, validate
 
-sp = lazy_module("scipy.sparse")
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)
@@ -158,8 +162,12 @@ def _groups(sorted_keys: pl.Series):
 def explanation_markdown(query: str, document: str, explained: pl.DataFrame, *, doc_chars: int = 160) -> str:
     """A Markdown block for one explained pair: the query, the start of the document, one row per query token."""
     text = " ".join(document.split())
-    lines = [f"**{query}** - {text[:doc_chars]}{'...' if len(text) > doc_chars else ''}", "",
-             "| query token | contribution | top document tokens (weight) |", "|---|---:|---|"]
+    lines = [
+        f"**{query}** - {text[:doc_chars]}{'...' if len(text) > doc_chars else ''}",
+        "",
+        "| query token | contribution | top document tokens (weight) |",
+        "|---|---:|---|",
+    ]
     for row in explained.iter_rows(named=True):
         tops = ", ".join(f"{t} ({w:.2g})" for t, w in zip(row["doc_tokens"], row["doc_weights"], strict=True))
         lines.append(f"| {row['query_token']} | {row['contribution']:.3f} | {tops or '-'} |")

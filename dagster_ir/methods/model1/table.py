@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -20,7 +21,10 @@ from dagster_ir.methods.model1.vocabulary import Vocabulary
 from dagster_ir.schemas import MODEL1_TABLE, validate
 from dagster_ir.storage.atomic import atomic_path
 
-sp = lazy_module("scipy.sparse")
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True)
@@ -91,12 +95,15 @@ class TranslationTable:
         unknown = rows.filter(pl.col("src").is_null() | pl.col("tgt").is_null())
         if unknown.height:
             row = unknown.row(0, named=True)
-            raise ValueError(f"Model 1 table: token pair ({row['src_token']!r}, {row['tgt_token']!r}) is not "
-                             f"in the {vocabulary.kind} vocabulary ({unknown.height} such rows)")
+            raise ValueError(
+                f"Model 1 table: token pair ({row['src_token']!r}, {row['tgt_token']!r}) is not "
+                f"in the {vocabulary.kind} vocabulary ({unknown.height} such rows)"
+            )
         n = len(vocabulary)
         matrix = sp.csr_matrix(
             (rows["prob"].to_numpy(), (rows["src"].to_numpy(), rows["tgt"].to_numpy())),
-            shape=(n, n), dtype=np.float32,
+            shape=(n, n),
+            dtype=np.float32,
         )
         return cls(vocabulary, matrix)
 
@@ -114,8 +121,7 @@ def prune(matrix: sp.spmatrix, config: PruneConfig) -> sp.csr_matrix:
         sums = np.bincount(rows, weights=vals, minlength=matrix.shape[0])
         vals = vals / sums[rows]
     else:
-        rows, cols, vals = _with_self_translation(rows, cols, vals, present, config.self_prob,
-                                                  matrix.shape[0])
+        rows, cols, vals = _with_self_translation(rows, cols, vals, present, config.self_prob, matrix.shape[0])
     return sp.csr_matrix((vals.astype(np.float32), (rows, cols)), shape=matrix.shape)
 
 
@@ -126,8 +132,9 @@ def with_self_prob(table: TranslationTable, self_prob: float) -> TranslationTabl
     coo = sp.coo_matrix(table.matrix)
     rows, cols, vals = coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data.astype(np.float64)
     rows, cols, vals = _with_self_translation(rows, cols, vals, np.unique(rows), self_prob, table.matrix.shape[0])
-    return TranslationTable(table.vocabulary, sp.csr_matrix((vals.astype(np.float32), (rows, cols)),
-                                                            shape=table.matrix.shape))
+    return TranslationTable(
+        table.vocabulary, sp.csr_matrix((vals.astype(np.float32), (rows, cols)), shape=table.matrix.shape)
+    )
 
 
 def _rank_in_row(rows: np.ndarray, vals: np.ndarray) -> np.ndarray:
@@ -150,8 +157,7 @@ def _with_self_translation(
     self_vals = np.where(other_mass[present] > 0, self_prob, 1.0)
     if self_prob == 1.0:  # nothing else may keep mass
         rows, cols, vals = rows[:0], cols[:0], vals[:0]
-    return (np.concatenate([rows, present]), np.concatenate([cols, present]),
-            np.concatenate([vals, self_vals]))
+    return (np.concatenate([rows, present]), np.concatenate([cols, present]), np.concatenate([vals, self_vals]))
 
 
 def row_sums(frame: pl.DataFrame) -> pl.DataFrame:
@@ -183,8 +189,14 @@ def write_giza(table: TranslationTable, path: str | os.PathLike[str]) -> Path:
 def read_giza(path: str | os.PathLike[str]) -> pl.DataFrame:
     """Read a GIZA-style text table back as a MODEL1_TABLE frame; a bad file is named in the error."""
     try:
-        frame = pl.read_csv(path, separator=" ", has_header=False, quote_char=None,
-                            new_columns=list(MODEL1_TABLE), schema_overrides=MODEL1_TABLE)
+        frame = pl.read_csv(
+            path,
+            separator=" ",
+            has_header=False,
+            quote_char=None,
+            new_columns=list(MODEL1_TABLE),
+            schema_overrides=MODEL1_TABLE,
+        )
     except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as error:
         raise ValueError(f"{path}: not a GIZA-style table (src_token tgt_token prob): {error}") from error
     if frame.width != 3 or frame.null_count().sum_horizontal().item():

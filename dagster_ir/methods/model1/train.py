@@ -53,10 +53,15 @@ class Model1Training:
 
 
 def collection_vocabulary(
-    kind: str, corpus: pl.DataFrame | pl.LazyFrame, queries: pl.DataFrame, *, backbone: str = "",
+    kind: str,
+    corpus: pl.DataFrame | pl.LazyFrame,
+    queries: pl.DataFrame,
+    *,
+    backbone: str = "",
     batch_size: int = 50_000,
 ) -> Vocabulary:
     """The vocabulary of `kind` over the collection's documents and queries (words are counted)."""
+
     def texts() -> Iterator[list[str]]:
         docs = corpus.lazy().select(text=document_text())
         total = docs.select(pl.len()).collect().item()
@@ -84,8 +89,9 @@ def train_model1(
         n_bitext_pairs = sum(len(block) for block in blocks)
         result = train_em(lambda: blocks, len(vocabulary), config.em)
     table = TranslationTable(vocabulary, prune(result.matrix, config.prune))
-    return Model1Training(table, result.history, pairs.height, n_bitext_pairs, int(result.matrix.nnz),
-                          time.perf_counter() - started)
+    return Model1Training(
+        table, result.history, pairs.height, n_bitext_pairs, int(result.matrix.nnz), time.perf_counter() - started
+    )
 
 
 class _SpooledBitext:
@@ -100,8 +106,13 @@ class _SpooledBitext:
                 self._blocks.append(block)
             else:
                 path = directory / f"bitext-{i:06d}.npz"
-                np.savez(path, src_ids=block.source.ids, src_offsets=block.source.offsets,
-                         tgt_ids=block.target.ids, tgt_offsets=block.target.offsets)
+                np.savez(
+                    path,
+                    src_ids=block.source.ids,
+                    src_offsets=block.source.offsets,
+                    tgt_ids=block.target.ids,
+                    tgt_offsets=block.target.offsets,
+                )
                 self._files.append(path)
 
     def __iter__(self) -> Iterator[Bitext]:
@@ -110,8 +121,9 @@ class _SpooledBitext:
             return
         for path in self._files:
             with np.load(path, allow_pickle=False) as arrays:
-                yield Bitext(Ragged(arrays["src_ids"], arrays["src_offsets"]),
-                             Ragged(arrays["tgt_ids"], arrays["tgt_offsets"]))
+                yield Bitext(
+                    Ragged(arrays["src_ids"], arrays["src_offsets"]), Ragged(arrays["tgt_ids"], arrays["tgt_offsets"])
+                )
 
 
 @contextmanager

@@ -23,8 +23,14 @@ from dagster_ir.methods.model1.index import CollectionStats, ForwardIndex
 from dagster_ir.methods.model1.scoring import Model1Scorer, ScoringConfig
 from dagster_ir.methods.model1.table import TranslationTable, with_self_prob
 
-TUNING_COLUMNS = {"vocabulary": pl.String, "lam": pl.Float64, "self_prob": pl.Float64, "measure": pl.String,
-                  "score": pl.Float64, "chosen": pl.Boolean}
+TUNING_COLUMNS = {
+    "vocabulary": pl.String,
+    "lam": pl.Float64,
+    "self_prob": pl.Float64,
+    "measure": pl.String,
+    "score": pl.Float64,
+    "chosen": pl.Boolean,
+}
 
 
 @dataclass(frozen=True)
@@ -77,8 +83,15 @@ def tune_model1(
         for self_prob in grid.self_probs:
             scorer = Model1Scorer(tables[self_prob], index, stats, replace(base, lam=lam))
             values = evaluate_run(scorer.rerank(run, queries, "model1"), judged, [grid.measure])
-            rows.append({"vocabulary": table.vocabulary.kind, "lam": lam, "self_prob": self_prob,
-                         "measure": grid.measure, "score": float(values["value"].mean()) if values.height else 0.0})
+            rows.append(
+                {
+                    "vocabulary": table.vocabulary.kind,
+                    "lam": lam,
+                    "self_prob": self_prob,
+                    "measure": grid.measure,
+                    "score": float(values["value"].mean()) if values.height else 0.0,
+                }
+            )
     best = max(range(len(rows)), key=lambda i: (rows[i]["score"], -i))
     frame = pl.DataFrame(rows).with_columns(chosen=pl.Series([i == best for i in range(len(rows))]))
     lam, self_prob = rows[best]["lam"], rows[best]["self_prob"]

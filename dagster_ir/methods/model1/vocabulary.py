@@ -123,9 +123,7 @@ class Vocabulary:
     @cached_property
     def token_frame(self) -> pl.DataFrame:
         """(token, id) for every token of the vocabulary."""
-        return pl.DataFrame(
-            {"token": list(self.tokens), "id": np.arange(len(self.tokens), dtype=np.int32)}
-        )
+        return pl.DataFrame({"token": list(self.tokens), "id": np.arange(len(self.tokens), dtype=np.int32)})
 
     @cached_property
     def _tokenizer(self):
@@ -161,8 +159,7 @@ class Vocabulary:
         """Write the vocabulary to `directory` (a JSON header and, for words, one token a line)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        header = {"kind": self.kind, "unk_id": self.unk_id, "backbone": self.backbone,
-                  "size": len(self.tokens)}
+        header = {"kind": self.kind, "unk_id": self.unk_id, "backbone": self.backbone, "size": len(self.tokens)}
         if self.kind == WORDS:
             with atomic_path(directory / _TOKENS_FILE) as tmp:
                 tmp.write_text("\n".join(self.tokens) + "\n", encoding="utf-8")
@@ -199,8 +196,10 @@ def word_vocabulary(texts: Iterable[Sequence[str]], *, min_count: int = 1) -> Vo
     counts: pl.DataFrame | None = None
     for batch in texts:
         batch_counts = _word_tokens(pl.Series(list(batch), dtype=pl.String)).group_by("token").len()
-        counts = batch_counts if counts is None else (
-            pl.concat([counts, batch_counts]).group_by("token").agg(pl.col("len").sum())
+        counts = (
+            batch_counts
+            if counts is None
+            else (pl.concat([counts, batch_counts]).group_by("token").agg(pl.col("len").sum()))
         )
     if counts is None or counts.height == 0:
         raise ValueError("word_vocabulary: no words in the texts")

@@ -14,20 +14,6 @@ n negatives:
 Loss = LCE + `mlm_weight` * anchor-aware MLM; each stage starts from the previous stage's folder.
 """
 
-from dagster_ir.methods.php.config import (
-    D4_RULES,
-    FILL_NEGATIVES,
-    GROUP_ORDER,
-    IGNORE,
-    MLM_HEAD_FILE,
-    PHP_FILE,
-    PROFILES,
-    STAGE_ORDER,
-    STAGES,
-    PhpConfig,
-    ablation_config,
-    run_key,
-)
 from dagster_ir.methods.php.baseline_training import (
     BaselineInputs,
     baseline_loss,
@@ -41,6 +27,20 @@ from dagster_ir.methods.php.baselines import (
     METHODS,
     BaselineConfig,
     build_baseline_examples,
+)
+from dagster_ir.methods.php.config import (
+    D4_RULES,
+    FILL_NEGATIVES,
+    GROUP_ORDER,
+    IGNORE,
+    MLM_HEAD_FILE,
+    PHP_FILE,
+    PROFILES,
+    STAGE_ORDER,
+    STAGES,
+    PhpConfig,
+    ablation_config,
+    run_key,
 )
 from dagster_ir.methods.php.examples import ExampleCounts, apply_d4_rule, build_php_examples, stage_groups
 from dagster_ir.methods.php.masking import PhpInputs, anchor_token_flags, mask_tokens

@@ -54,11 +54,18 @@ class BaselineInputs:
         self.model, self.config = model, config
         texts = pl.concat([examples["queries"].explode(), examples["docs"].explode()]).unique().sort().to_list()
         # cut at the budget while tokenising: encode_pair never reads further (whole articles are long)
-        ids = model.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=model.max_length,
-                              verbose=False)["input_ids"] if texts else []
+        ids = (
+            model.tokenizer(
+                texts, add_special_tokens=False, truncation=True, max_length=model.max_length, verbose=False
+            )["input_ids"]
+            if texts
+            else []
+        )
         tokens = dict(zip(texts, ids, strict=True))
-        self.examples = [[(tokens[q], tokens[d]) for q, d in zip(qs, ds, strict=True)]
-                         for qs, ds in examples.select("queries", "docs").iter_rows()]
+        self.examples = [
+            [(tokens[q], tokens[d]) for q, d in zip(qs, ds, strict=True)]
+            for qs, ds in examples.select("queries", "docs").iter_rows()
+        ]
         self.mask_id, self.vocab_size = model.tokenizer.mask_token_id, len(model.tokenizer)
 
     def __len__(self) -> int:
@@ -75,9 +82,16 @@ class BaselineInputs:
                 continue
             special = np.zeros(len(ids), dtype=bool)
             special[[0, pair.token_type_ids.index(1) - 1, len(ids) - 1]] = True
-            masked, label = mask_tokens(ids, special, np.zeros(len(ids), dtype=bool), rng,
-                                        anchor_prob=self.config.mask_prob, other_prob=self.config.mask_prob,
-                                        mask_id=self.mask_id, vocab_size=self.vocab_size)
+            masked, label = mask_tokens(
+                ids,
+                special,
+                np.zeros(len(ids), dtype=bool),
+                rng,
+                anchor_prob=self.config.mask_prob,
+                other_prob=self.config.mask_prob,
+                mask_id=self.mask_id,
+                vocab_size=self.vocab_size,
+            )
             pairs.append(Pair(masked.tolist(), pair.token_type_ids))
             labels.append(label)
         return pairs, labels
@@ -110,8 +124,9 @@ def pretrain_baseline(
         raise ValueError(f"unknown pre-training baseline {method!r}: choose from {METHODS}")
     examples = examples.filter(pl.col("method") == method)
     if config.max_examples is not None and examples.height > config.max_examples:
-        chosen = np.sort(np.random.default_rng(config.train.seed).choice(examples.height, config.max_examples,
-                                                                          replace=False))
+        chosen = np.sort(
+            np.random.default_rng(config.train.seed).choice(examples.height, config.max_examples, replace=False)
+        )
         examples = examples[chosen]
     init = init or backbone_path(config.backbone)
     train_config = baseline_train_config(config)

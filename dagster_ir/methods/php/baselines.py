@@ -71,7 +71,8 @@ BASELINE_EXAMPLES = {
     "docs": pl.List(pl.String),  # one document per candidate, the preferred one first
 }
 STOP_WORDS = frozenset(
-    "a an and are as at be by for from has he in is it its of on or that the to was were will with".split())
+    "a an and are as at be by for from has he in is it its of on or that the to was were will with".split()
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+")
 _TIE_DRAWS = 10  # PROP: pairs of word sets drawn per article before giving up on a preference
@@ -94,11 +95,14 @@ class BaselineConfig:
         if self.max_examples is not None and self.max_examples < 1:
             raise ValueError(f"BaselineConfig.max_examples must be >= 1 or None, got {self.max_examples}")
         if self.mu <= 0 or self.query_length_mean <= 0:
-            raise ValueError(f"BaselineConfig.mu and query_length_mean must be > 0, got {self.mu}, "
-                             f"{self.query_length_mean}")
+            raise ValueError(
+                f"BaselineConfig.mu and query_length_mean must be > 0, got {self.mu}, {self.query_length_mean}"
+            )
         unknown = set(self.harp_objectives) - set(HARP_OBJECTIVES)
         if unknown or not self.harp_objectives:
-            raise ValueError(f"BaselineConfig.harp_objectives: choose from {HARP_OBJECTIVES}, got {self.harp_objectives}")
+            raise ValueError(
+                f"BaselineConfig.harp_objectives: choose from {HARP_OBJECTIVES}, got {self.harp_objectives}"
+            )
 
 
 def sentences(text: str) -> list[str]:
@@ -111,9 +115,13 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
 
 
-def build_baseline_examples(method: str | Sequence[str], segments: pl.DataFrame | pl.LazyFrame,
-                            links: pl.DataFrame | pl.LazyFrame, config: BaselineConfig,
-                            exclude_articles: Iterable[str] = ()) -> pl.DataFrame:
+def build_baseline_examples(
+    method: str | Sequence[str],
+    segments: pl.DataFrame | pl.LazyFrame,
+    links: pl.DataFrame | pl.LazyFrame,
+    config: BaselineConfig,
+    exclude_articles: Iterable[str] = (),
+) -> pl.DataFrame:
     """BASELINE_EXAMPLES of one method (or several, concatenated in that order) over the dump's segments
     and links, without `exclude_articles`.
 
@@ -130,8 +138,12 @@ def build_baseline_examples(method: str | Sequence[str], segments: pl.DataFrame 
     excluded = pl.Series(sorted(set(exclude_articles)), dtype=pl.String).implode()
     segments = segments.filter(~pl.col("article_id").is_in(excluded))
     articles = segments.select("article_id").unique()
-    links = links.filter(pl.col("target_id").is_not_null() & (pl.col("target_id") != pl.col("src_id"))
-                         & ~pl.col("src_id").is_in(excluded) & ~pl.col("target_id").is_in(excluded))
+    links = links.filter(
+        pl.col("target_id").is_not_null()
+        & (pl.col("target_id") != pl.col("src_id"))
+        & ~pl.col("src_id").is_in(excluded)
+        & ~pl.col("target_id").is_in(excluded)
+    )
     links = links.join(articles.rename({"article_id": "target_id"}), on="target_id", how="semi")
     dump = _Dump(segments, articles, links, config)
     generators = {"ict": _ict, "wlp": _wlp, "prop": _prop, "harp": _harp}
@@ -230,7 +242,7 @@ def _ict(dump: _Dump) -> list[tuple]:
         if len(parts) < 2:
             continue
         i = int(_rng(config, "ict", article, segment).integers(len(parts)))
-        drawn.append((article, segment, parts[i], " ".join(parts[:i] + parts[i + 1:])))
+        drawn.append((article, segment, parts[i], " ".join(parts[:i] + parts[i + 1 :])))
     pool = [(article, context) for article, _, _, context in drawn]
     rows = []
     for article, segment, query, context in drawn:
@@ -242,9 +254,9 @@ def _ict(dump: _Dump) -> list[tuple]:
 
 def _wlp(dump: _Dump) -> list[tuple]:
     config = dump.config
-    linking = (dump.links.select("src_id", "src_segment", "target_id")
-               .join(dump.segments.select(src_id="article_id", src_segment="segment_no"),
-                     on=["src_id", "src_segment"], how="semi"))
+    linking = dump.links.select("src_id", "src_segment", "target_id").join(
+        dump.segments.select(src_id="article_id", src_segment="segment_no"), on=["src_id", "src_segment"], how="semi"
+    )
     leads = dump.segments.filter((pl.col("segment_no") == 1) & pl.col("text").str.contains(r"\S"))
     with_lead = linking.join(leads.select(target_id="article_id"), on="target_id", how="semi")
     targets = dump.choose(with_lead, ["target_id"], "wlp")
@@ -253,11 +265,20 @@ def _wlp(dump: _Dump) -> list[tuple]:
     for src, seg, target in chosen.sort("target_id", "src_id", "src_segment").iter_rows():
         sources.setdefault(target, []).append((src, seg))
     cap = config.max_examples
-    pool_keys = dump.choose(linking.rename({"src_id": "article_id", "src_segment": "segment_no"}), _SEGMENT,
-                            "wlp-pool", None if cap is None else 8 * cap)
-    wanted = pl.concat([pool_keys, chosen.select(article_id="src_id", segment_no="src_segment"),
-                        targets.select(article_id="target_id", segment_no=pl.lit(1, pl.Int32))],
-                       how="vertical_relaxed")
+    pool_keys = dump.choose(
+        linking.rename({"src_id": "article_id", "src_segment": "segment_no"}),
+        _SEGMENT,
+        "wlp-pool",
+        None if cap is None else 8 * cap,
+    )
+    wanted = pl.concat(
+        [
+            pool_keys,
+            chosen.select(article_id="src_id", segment_no="src_segment"),
+            targets.select(article_id="target_id", segment_no=pl.lit(1, pl.Int32)),
+        ],
+        how="vertical_relaxed",
+    )
     text_of = {(a, s): t for a, s, t in dump.texts(wanted).iter_rows()}
     pool = [(src, text_of[(src, seg)]) for src, seg in pool_keys.iter_rows()]
     rows = []
@@ -270,8 +291,15 @@ def _wlp(dump: _Dump) -> list[tuple]:
         src, seg = srcs[int(rng.integers(len(srcs)))]
         negatives = _others(pool, {target, *(s for s, _ in srcs)}, config.n_negatives, rng)
         if negatives:
-            rows.append(("wlp", "wlp", f"{src}/{seg}->{target}", [query] * (1 + len(negatives)),
-                         [text_of[(src, seg)], *negatives]))
+            rows.append(
+                (
+                    "wlp",
+                    "wlp",
+                    f"{src}/{seg}->{target}",
+                    [query] * (1 + len(negatives)),
+                    [text_of[(src, seg)], *negatives],
+                )
+            )
     return rows
 
 
@@ -326,8 +354,9 @@ class _LanguageModels:
             if tokens and rng.random() < own:
                 word = tokens[int(rng.integers(len(tokens)))]
             else:
-                word = self.vocabulary[min(int(np.searchsorted(self.cumulative, rng.random(), side="right")),
-                                           len(self.vocabulary) - 1)]
+                word = self.vocabulary[
+                    min(int(np.searchsorted(self.cumulative, rng.random(), side="right")), len(self.vocabulary) - 1)
+                ]
             chosen.setdefault(word)
             if len(chosen) == size:
                 break
@@ -340,8 +369,11 @@ class _LanguageModels:
 
 def _articles(segments: pl.DataFrame) -> dict[str, str]:
     """Article texts, lead first (segments in order), as PHP's documents."""
-    frame = segments.sort("article_id", "segment_no").group_by("article_id", maintain_order=True).agg(
-        pl.col("text").str.join(" "))
+    frame = (
+        segments.sort("article_id", "segment_no")
+        .group_by("article_id", maintain_order=True)
+        .agg(pl.col("text").str.join(" "))
+    )
     return dict(frame.iter_rows())
 
 
@@ -367,16 +399,23 @@ def _prop(dump: _Dump) -> list[tuple]:
 
 def _harp(dump: _Dump) -> list[tuple]:
     config = dump.config
-    anchors = (dump.links.with_columns(anchor=pl.col("anchor_text").str.strip_chars()).filter(pl.col("anchor") != "")
-               .select("src_id", "target_id", "anchor"))
+    anchors = (
+        dump.links.with_columns(anchor=pl.col("anchor_text").str.strip_chars())
+        .filter(pl.col("anchor") != "")
+        .select("src_id", "target_id", "anchor")
+    )
     rows = []
     if "rqp" in config.harp_objectives:
         targets = dump.choose(anchors, ["target_id"], "harp-rqp")
         documents = dump.documents(targets["target_id"])
         models = _LanguageModels(documents, config.mu, dump.background())
         chosen = _collect(anchors.join(targets.lazy(), on="target_id", how="semi").unique())
-        for target, texts in (chosen.sort("target_id", "src_id", "anchor").group_by("target_id", maintain_order=True)
-                              .agg("anchor").iter_rows()):
+        for target, texts in (
+            chosen.sort("target_id", "src_id", "anchor")
+            .group_by("target_id", maintain_order=True)
+            .agg("anchor")
+            .iter_rows()
+        ):
             rng = _rng(config, "harp-rqp", target)
             distinct = sorted(set(texts))
             anchor = distinct[int(rng.integers(len(distinct)))]
@@ -388,8 +427,12 @@ def _harp(dump: _Dump) -> list[tuple]:
         pairs = dump.choose(held, ["src_id", "target_id"], "harp-rdp")
         chosen = _collect(held.join(pairs.lazy(), on=["src_id", "target_id"], how="semi").unique())
         documents = dump.documents(pl.concat([pairs["src_id"], pairs["target_id"]]).unique())
-        for src, target, texts in (chosen.sort("src_id", "target_id", "anchor")
-                                   .group_by("src_id", "target_id", maintain_order=True).agg("anchor").iter_rows()):
+        for src, target, texts in (
+            chosen.sort("src_id", "target_id", "anchor")
+            .group_by("src_id", "target_id", maintain_order=True)
+            .agg("anchor")
+            .iter_rows()
+        ):
             anchor = texts[int(_rng(config, "harp-rdp", src, target).integers(len(texts)))]
             rows.append(("harp", "rdp", f"{src}->{target}", [anchor, anchor], [documents[target], documents[src]]))
     return rows

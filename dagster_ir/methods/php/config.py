@@ -91,14 +91,14 @@ def ablation_config(base: PhpConfig, name: str) -> PhpConfig:
             return replace(base, anchor_mask_prob=float(name.removeprefix("anchor-")))
         except ValueError:
             pass
-    raise ValueError(f"unknown PHP ablation {name!r}: use '<stage>-only' ({', '.join(STAGE_ORDER)}), "
-                     "'no-mlm', 'anchor-<ratio>' or 'negatives-<n>'")
-
+    raise ValueError(
+        f"unknown PHP ablation {name!r}: use '<stage>-only' ({', '.join(STAGE_ORDER)}), "
+        "'no-mlm', 'anchor-<ratio>' or 'negatives-<n>'"
+    )
 
 
 def seed_of(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "little")
-
 
 
 def run_key(*parts: object) -> str:

@@ -105,11 +105,15 @@ def build_php_examples(
     excluded = pl.Series(sorted(set(exclude_articles)), dtype=pl.String)
     keep = ~pl.col("article_id").is_in(excluded.implode()) & ~pl.col("linked_id").is_in(excluded.implode())
     kept = ruled.filter(keep)
-    lower_groups = GROUP_ORDER[max(GROUP_ORDER.index(g) for g in negative_groups) + 1:]
+    lower_groups = GROUP_ORDER[max(GROUP_ORDER.index(g) for g in negative_groups) + 1 :]
     salt = seed_of(config.train.seed, stage) % (1 << 63)
-    ruled_rows, kept_rows, positive_rows = _collect(ruled.select(
-        pl.len().alias("rows"), keep.sum().alias("kept"),
-        (keep & pl.col("group").is_in(positive_groups)).sum().alias("positives"))).row(0)
+    ruled_rows, kept_rows, positive_rows = _collect(
+        ruled.select(
+            pl.len().alias("rows"),
+            keep.sum().alias("kept"),
+            (keep & pl.col("group").is_in(positive_groups)).sum().alias("positives"),
+        )
+    ).row(0)
     positives = kept.filter(pl.col("group").is_in(positive_groups)).select(*_SEG, pos_id="linked_id")
     scope = _Scope(kept, negative_groups, lower_groups, config.fill_negatives)
     cap = config.max_examples
@@ -118,8 +122,9 @@ def build_php_examples(
         considered, passed_over, binding = chosen.height, None, False
     else:
         cap_salt = seed_of(config.train.seed, stage, "max_examples") % (1 << 63)
-        chosen, considered, passed_over, binding = _choose(positives, positive_rows, cap, cap_salt, scope,
-                                                           config.n_negatives)
+        chosen, considered, passed_over, binding = _choose(
+            positives, positive_rows, cap, cap_salt, scope, config.n_negatives
+        )
     frame, from_source = _examples(scope, chosen.select(_EXAMPLE), config.n_negatives, salt)
     frame = frame.with_columns(stage=pl.lit(stage)).select(list(PHP_EXAMPLES))
     frame = frame.cast(PHP_EXAMPLES).sort("article_id", "segment_no", "pos_id")  # type: ignore[arg-type]
@@ -169,14 +174,18 @@ class _Scope:
         the few rows left. The `unique` copies the rows kept: a plain filter's result would keep the
         string buffers of every scanned morsel it took a row from (Polars' string views)."""
         segments = keys.select(_SEG).unique()
-        near = _collect(self.kept.filter(pl.col("group").is_in(groups) & _among(segments, "article_id")
-                                         & _among(segments, "segment_no")).unique())
+        near = _collect(
+            self.kept.filter(
+                pl.col("group").is_in(groups) & _among(segments, "article_id") & _among(segments, "segment_no")
+            ).unique()
+        )
         return near.join(segments, on=_SEG, how="semi")
 
     def linked(self, articles: pl.DataFrame) -> pl.DataFrame:
         """(article_id, candidate) of every article d of `articles` links to (in any group)."""
-        return _collect(self.kept.filter(_among(articles, "article_id"))
-                        .select("article_id", candidate="linked_id").unique())
+        return _collect(
+            self.kept.filter(_among(articles, "article_id")).select("article_id", candidate="linked_id").unique()
+        )
 
     def universe(self) -> pl.DataFrame:
         """The articles of the groups (as d or as d_i), sorted, with their position (O(articles))."""
@@ -220,19 +229,26 @@ def _eligible(scope: _Scope, keys: pl.DataFrame, n: int) -> pl.Series:
     flags = keys.join(has, on=_SEG, how="left", maintain_order="left").with_columns(pl.col("ok").fill_null(False))
     if scope.fill == "lower+random" and not flags["ok"].all():
         rest = flags.filter(~pl.col("ok")).select("article_id").unique()
-        closed = scope.linked(rest).group_by("article_id").agg(
-            closed=pl.len() + (~(pl.col("candidate") == pl.col("article_id")).any()).cast(pl.UInt32))
+        closed = (
+            scope.linked(rest)
+            .group_by("article_id")
+            .agg(closed=pl.len() + (~(pl.col("candidate") == pl.col("article_id")).any()).cast(pl.UInt32))
+        )
         size = scope.universe().height
-        flags = flags.join(closed, on="article_id", how="left", maintain_order="left").with_columns(
-            ok=pl.col("ok") | (pl.col("closed").fill_null(1) < size)).drop("closed")
+        flags = (
+            flags.join(closed, on="article_id", how="left", maintain_order="left")
+            .with_columns(ok=pl.col("ok") | (pl.col("closed").fill_null(1) < size))
+            .drop("closed")
+        )
     return flags["ok"]
 
 
 _PASS_KEYS = 1 << 20  # keys one pass of `_choose` may hold (or 8 x max_examples, if more)
 
 
-def _choose(positives: pl.LazyFrame, rows: int, cap: int, salt: int, scope: _Scope,
-            n: int) -> tuple[pl.DataFrame, int, int | None, bool]:
+def _choose(
+    positives: pl.LazyFrame, rows: int, cap: int, salt: int, scope: _Scope, n: int
+) -> tuple[pl.DataFrame, int, int | None, bool]:
     """The `cap` keys with an example of smallest (hash of (d, s, positive), key), by streaming passes over
     consecutive ranges of the hash. A pass holds the keys of its range (at most about
     max(8 cap, `_PASS_KEYS`), 1 M); between passes only the keys with an example are kept (and the range
@@ -319,8 +335,9 @@ def _random_candidates(scope: _Scope, wanting: pl.DataFrame, n: int, salt: int) 
     )
 
 
-def apply_d4_rule(groups: pl.DataFrame | pl.LazyFrame, rule: str,
-                  link_graph: pl.DataFrame | pl.LazyFrame | None) -> tuple[pl.DataFrame | pl.LazyFrame, int]:
+def apply_d4_rule(
+    groups: pl.DataFrame | pl.LazyFrame, rule: str, link_graph: pl.DataFrame | pl.LazyFrame | None
+) -> tuple[pl.DataFrame | pl.LazyFrame, int]:
     """`groups` under a D4 rule: "cover" keeps them; "literal" drops D4 rows whose link is bidirectional.
 
     A LazyFrame stays lazy (the rows dropped are counted by a query)."""

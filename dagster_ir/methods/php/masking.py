@@ -74,15 +74,23 @@ class _Query:
 class PhpInputs:
     """Tokenised queries (segments with anchor flags) and documents (articles, lead first) of a stage's examples."""
 
-    def __init__(self, examples: pl.DataFrame, segments: pl.DataFrame | pl.LazyFrame, links: pl.DataFrame | pl.LazyFrame,
-                 model: CrossEncoder, config: PhpConfig) -> None:
+    def __init__(
+        self,
+        examples: pl.DataFrame,
+        segments: pl.DataFrame | pl.LazyFrame,
+        links: pl.DataFrame | pl.LazyFrame,
+        model: CrossEncoder,
+        config: PhpConfig,
+    ) -> None:
         validate(examples, PHP_EXAMPLES, "php_examples")
         validate(segments, SEGMENTS, "segments")
         validate(links, LINKS, "wiki_links")
         self.model = model
         self.config = config
-        self.examples = [(a, s, [p, *n]) for a, s, p, n in
-                         examples.select("article_id", "segment_no", "pos_id", "neg_ids").iter_rows()]
+        self.examples = [
+            (a, s, [p, *n])
+            for a, s, p, n in examples.select("article_id", "segment_no", "pos_id", "neg_ids").iter_rows()
+        ]
         self.queries = self._tokenize_queries(examples, segments, links)
         self.docs = self._tokenize_documents(examples, segments)
         tokenizer = model.tokenizer
@@ -93,21 +101,33 @@ class PhpInputs:
 
     def _tokenize_queries(self, examples, segments, links) -> dict[tuple[str, int], _Query]:
         keys = examples.select("article_id", "segment_no").unique()
-        texts = segments.lazy().join(keys.lazy(), on=["article_id", "segment_no"], how="semi").select(
-            "article_id", "segment_no", "text").collect()
+        texts = (
+            segments.lazy()
+            .join(keys.lazy(), on=["article_id", "segment_no"], how="semi")
+            .select("article_id", "segment_no", "text")
+            .collect()
+        )
         _require(keys, texts, ["article_id", "segment_no"], "segments of the examples")
         encoded = self.model.tokenizer(texts["text"].to_list(), add_special_tokens=False, return_offsets_mapping=True)
-        spans = (links.lazy().join(keys.lazy(), left_on=["src_id", "src_segment"], right_on=["article_id", "segment_no"],
-                                   how="semi").filter(pl.col("target_id").is_not_null())
-                 .group_by("src_id", "src_segment", "target_id")
-                 .agg(pl.struct("anchor_start", "anchor_end")).collect())
+        spans = (
+            links.lazy()
+            .join(keys.lazy(), left_on=["src_id", "src_segment"], right_on=["article_id", "segment_no"], how="semi")
+            .filter(pl.col("target_id").is_not_null())
+            .group_by("src_id", "src_segment", "target_id")
+            .agg(pl.struct("anchor_start", "anchor_end"))
+            .collect()
+        )
         by_segment: dict[tuple[str, int], dict[str, list[tuple[int, int]]]] = {}
         for src, seg, target, pairs in spans.iter_rows():
             by_segment.setdefault((src, seg), {})[target] = [(p["anchor_start"], p["anchor_end"]) for p in pairs]
         limit = self.model.max_query_length
         queries = {}
-        for (article, segment), ids, offsets in zip(texts.select("article_id", "segment_no").iter_rows(),
-                                                    encoded["input_ids"], encoded["offset_mapping"], strict=True):
+        for (article, segment), ids, offsets in zip(
+            texts.select("article_id", "segment_no").iter_rows(),
+            encoded["input_ids"],
+            encoded["offset_mapping"],
+            strict=True,
+        ):
             targets = by_segment.get((article, segment), {})
             anchors = {t: anchor_token_flags(offsets, s)[:limit] for t, s in targets.items()}
             queries[(article, segment)] = _Query(np.asarray(ids[:limit], dtype=np.int32), anchors)
@@ -118,10 +138,14 @@ class PhpInputs:
         ids = pl.concat([examples["pos_id"], examples["neg_ids"].explode()]).unique().to_frame("article_id")
         room = self.model.max_length - 3
         texts = (
-            segments.lazy().join(ids.lazy(), on="article_id", how="semi")
-            .unique(["article_id", "segment_no"]).sort("article_id", "segment_no")
+            segments.lazy()
+            .join(ids.lazy(), on="article_id", how="semi")
+            .unique(["article_id", "segment_no"])
+            .sort("article_id", "segment_no")
             .filter((pl.col("n_words").cum_sum() - pl.col("n_words")).over("article_id") < room)
-            .group_by("article_id").agg(text=pl.col("text").str.join(" ")).collect()
+            .group_by("article_id")
+            .agg(text=pl.col("text").str.join(" "))
+            .collect()
         )
         _require(ids, texts, ["article_id"], "linked articles (their segments)")
         tokens = [np.asarray(t[:room], dtype=np.int32) for t in self.model.tokenize(texts["text"].to_list())]
@@ -144,9 +168,16 @@ class PhpInputs:
             anchor = np.zeros(len(ids), dtype=bool)
             if doc in query.anchors:
                 anchor[1 : 1 + len(query.ids)] = query.anchors[doc]
-            masked, label = mask_tokens(ids, special, anchor, rng, anchor_prob=self.config.anchor_mask_prob,
-                                        other_prob=self.config.mask_prob, mask_id=self.mask_id,
-                                        vocab_size=self.vocab_size)
+            masked, label = mask_tokens(
+                ids,
+                special,
+                anchor,
+                rng,
+                anchor_prob=self.config.anchor_mask_prob,
+                other_prob=self.config.mask_prob,
+                mask_id=self.mask_id,
+                vocab_size=self.vocab_size,
+            )
             pairs.append(Pair(masked.tolist(), pair.token_type_ids))
             labels.append(label)
         return pairs, labels

@@ -61,20 +61,27 @@ class PhpModel(torch.nn.Module):
         """Scorer from `path` (backbone or stage folder); MLM head from the folder's head file, a BERT
         checkpoint's `cls.predictions`, or new (seeded, with a warning) - none when mlm_weight is 0.
         `mlm_head_source` says which."""
-        scorer = CrossEncoder.from_pretrained(path, max_length=config.max_length,
-                                              max_query_length=config.max_query_length, seed=seed)
+        scorer = CrossEncoder.from_pretrained(
+            path, max_length=config.max_length, max_query_length=config.max_query_length, seed=seed
+        )
         if config.mlm_weight == 0:
             return cls(scorer, None)
         hidden = scorer.model.config.hidden_size
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            head = MlmHead(hidden, scorer.model.get_input_embeddings().weight.shape[0],
-                           eps=getattr(scorer.model.config, "layer_norm_eps", 1e-12))
+            head = MlmHead(
+                hidden,
+                scorer.model.get_input_embeddings().weight.shape[0],
+                eps=getattr(scorer.model.config, "layer_norm_eps", 1e-12),
+            )
         source = _load_head_weights(head, backbone_path(path))
         if source is None:
             source = f"new (seed {seed})"
-            warnings.warn(f"{path}: no MLM head weights (no {MLM_HEAD_FILE}, no cls.predictions in its "
-                          f"model.safetensors): the MLM head starts at random (seed {seed})", stacklevel=2)
+            warnings.warn(
+                f"{path}: no MLM head weights (no {MLM_HEAD_FILE}, no cls.predictions in its "
+                f"model.safetensors): the MLM head starts at random (seed {seed})",
+                stacklevel=2,
+            )
         model = cls(scorer, head)
         model.mlm_head_source = source
         return model
@@ -100,8 +107,10 @@ class PhpModel(torch.nn.Module):
         with atomic_path(folder, directory=True) as tmp:
             self.scorer.write_into(tmp)
             if self.mlm_head is not None:
-                save_file({k: v.detach().cpu().contiguous() for k, v in self.mlm_head.state_dict().items()},
-                          str(tmp / MLM_HEAD_FILE))
+                save_file(
+                    {k: v.detach().cpu().contiguous() for k, v in self.mlm_head.state_dict().items()},
+                    str(tmp / MLM_HEAD_FILE),
+                )
             (tmp / PHP_FILE).write_text(json.dumps(info or {}, indent=1, default=str), encoding="utf-8")
         return folder
 
@@ -140,8 +149,13 @@ def _hub_file(name: str) -> Path | None:
     return Path(resolved) if resolved else None
 
 
-def php_loss(config: PhpConfig, inputs: PhpInputs, epoch_seed: Callable[[int], int],
-             ranking: Callable[[torch.Tensor], torch.Tensor] = lce_loss, name: str = "lce"):
+def php_loss(
+    config: PhpConfig,
+    inputs: PhpInputs,
+    epoch_seed: Callable[[int], int],
+    ranking: Callable[[torch.Tensor], torch.Tensor] = lce_loss,
+    name: str = "lce",
+):
     """loss_fn for `train`: a micro-batch of example indices -> ranking (LCE) + mlm_weight * MLM.
 
     `ranking` maps the (examples, 1 + negatives) scores to a loss, logged as `name`; the pre-training
@@ -170,4 +184,3 @@ def php_loss(config: PhpConfig, inputs: PhpInputs, epoch_seed: Callable[[int], i
         return rank + config.mlm_weight * mlm, logs
 
     return loss_fn
-

@@ -34,9 +34,14 @@ CHAIN = f"{__name__}:chain_job"
 BASELINE = f"{__name__}:baseline_job"
 
 
-def chain_inputs(config: PhpConfig, examples: pl.DataFrame, segments: pl.DataFrame | pl.LazyFrame,
-                 links: pl.DataFrame | pl.LazyFrame, out_dir: str | os.PathLike[str],
-                 checkpoint_dir: str | os.PathLike[str]) -> tuple[dict, dict]:
+def chain_inputs(
+    config: PhpConfig,
+    examples: pl.DataFrame,
+    segments: pl.DataFrame | pl.LazyFrame,
+    links: pl.DataFrame | pl.LazyFrame,
+    out_dir: str | os.PathLike[str],
+    checkpoint_dir: str | os.PathLike[str],
+) -> tuple[dict, dict]:
     """(values, frames) of a job pre-training `config.stages` in order (see the module docstring)."""
     examples = examples.filter(pl.col("stage").is_in(list(config.stages)))
     frames = {"examples": examples, **text_frames(examples, segments, links)}
@@ -44,17 +49,38 @@ def chain_inputs(config: PhpConfig, examples: pl.DataFrame, segments: pl.DataFra
     return values, frames
 
 
-def baseline_inputs(method: str, config: PhpConfig, examples: pl.DataFrame, out_dir: str | os.PathLike[str],
-                    checkpoint_dir: str | os.PathLike[str], max_steps: int | None) -> tuple[dict, dict]:
+def baseline_inputs(
+    method: str,
+    config: PhpConfig,
+    examples: pl.DataFrame,
+    out_dir: str | os.PathLike[str],
+    checkpoint_dir: str | os.PathLike[str],
+    max_steps: int | None,
+) -> tuple[dict, dict]:
     """(values, frames) of a job pre-training the Table 3 baseline `method` on its examples."""
-    values = {"method": method, "config": config_to_json(config), "out_dir": str(out_dir),
-              "checkpoint_dir": str(checkpoint_dir), "max_steps": max_steps}
+    values = {
+        "method": method,
+        "config": config_to_json(config),
+        "out_dir": str(out_dir),
+        "checkpoint_dir": str(checkpoint_dir),
+        "max_steps": max_steps,
+    }
     return values, {"examples": examples.filter(pl.col("method") == method)}
 
 
 def _returned(results: list[StageResult]) -> dict:
-    return {"results": [{"stage": r.stage, "path": str(r.path), "init": r.init, "examples": r.examples,
-                         "train": dataclasses.asdict(r.train) if r.train is not None else None} for r in results]}
+    return {
+        "results": [
+            {
+                "stage": r.stage,
+                "path": str(r.path),
+                "init": r.init,
+                "examples": r.examples,
+                "train": dataclasses.asdict(r.train) if r.train is not None else None,
+            }
+            for r in results
+        ]
+    }
 
 
 def chain_job(job: Job) -> dict:
@@ -62,21 +88,42 @@ def chain_job(job: Job) -> dict:
     values = job.values
     log = job.on_log
     on_log = None if log is None else (lambda stage, step, logs: log(step, {**logs, "stage": stage}))
-    results = pretrain_chain(config_from_json(PhpConfig, values["config"]), job.frame("examples"), job.lazy("segments"),
-                             job.lazy("links"), values["out_dir"], values["checkpoint_dir"], on_log=on_log)
+    results = pretrain_chain(
+        config_from_json(PhpConfig, values["config"]),
+        job.frame("examples"),
+        job.lazy("segments"),
+        job.lazy("links"),
+        values["out_dir"],
+        values["checkpoint_dir"],
+        on_log=on_log,
+    )
     return _returned(results)
 
 
 def baseline_job(job: Job) -> dict:
     """One process's part of a baseline job."""
     values = job.values
-    result = pretrain_baseline(values["method"], job.frame("examples"), config_from_json(PhpConfig, values["config"]),
-                               values["out_dir"], values["checkpoint_dir"], max_steps=values["max_steps"],
-                               on_log=job.on_log)
+    result = pretrain_baseline(
+        values["method"],
+        job.frame("examples"),
+        config_from_json(PhpConfig, values["config"]),
+        values["out_dir"],
+        values["checkpoint_dir"],
+        max_steps=values["max_steps"],
+        on_log=job.on_log,
+    )
     return _returned([result])
 
 
 def read_results(result: dict) -> list[StageResult]:
     """The `StageResult`s of a job's result."""
-    return [StageResult(r["stage"], Path(r["path"]), r["init"], r["examples"],
-                        TrainResult(**r["train"]) if r["train"] is not None else None) for r in result["results"]]
+    return [
+        StageResult(
+            r["stage"],
+            Path(r["path"]),
+            r["init"],
+            r["examples"],
+            TrainResult(**r["train"]) if r["train"] is not None else None,
+        )
+        for r in result["results"]
+    ]

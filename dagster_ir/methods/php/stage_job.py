@@ -32,9 +32,18 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 
 
-def write_job(folder: str | os.PathLike[str], *, stage: str, init: str, examples: pl.DataFrame,
-              segments: pl.DataFrame | pl.LazyFrame, links: pl.DataFrame | pl.LazyFrame, config: PhpConfig,
-              out_dir: str | os.PathLike[str], checkpoint_dir: str | os.PathLike[str]) -> Path:
+def write_job(
+    folder: str | os.PathLike[str],
+    *,
+    stage: str,
+    init: str,
+    examples: pl.DataFrame,
+    segments: pl.DataFrame | pl.LazyFrame,
+    links: pl.DataFrame | pl.LazyFrame,
+    config: PhpConfig,
+    out_dir: str | os.PathLike[str],
+    checkpoint_dir: str | os.PathLike[str],
+) -> Path:
     """Write a stage's job (see the module docstring)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -43,21 +52,29 @@ def write_job(folder: str | os.PathLike[str], *, stage: str, init: str, examples
     examples.write_parquet(folder / "examples.parquet")
     for name, frame in text_frames(examples, segments, links).items():
         frame.sink_parquet(folder / f"{name}.parquet")
-    job = {"stage": stage, "init": init, "config": config_to_json(config), "out_dir": str(out_dir),
-           "checkpoint_dir": str(checkpoint_dir)}
+    job = {
+        "stage": stage,
+        "init": init,
+        "config": config_to_json(config),
+        "out_dir": str(out_dir),
+        "checkpoint_dir": str(checkpoint_dir),
+    }
     write_text_atomic(folder / JOB_FILE, json.dumps(job, indent=1))
     return folder
 
 
-def text_frames(examples: pl.DataFrame, segments: pl.DataFrame | pl.LazyFrame,
-                links: pl.DataFrame | pl.LazyFrame) -> dict[str, pl.LazyFrame]:
+def text_frames(
+    examples: pl.DataFrame, segments: pl.DataFrame | pl.LazyFrame, links: pl.DataFrame | pl.LazyFrame
+) -> dict[str, pl.LazyFrame]:
     """The segments and links `examples` read: "segments" of their query, positive and negative
     articles, "links" out of their query articles."""
     articles = pl.concat([examples["article_id"], examples["pos_id"], examples["neg_ids"].explode()]).unique()
     wanted = articles.drop_nulls().to_frame("article_id").lazy()
     sources = examples["article_id"].unique().to_frame("src_id").lazy()
-    return {"segments": segments.lazy().join(wanted, on="article_id", how="semi"),
-            "links": links.lazy().join(sources, on="src_id", how="semi")}
+    return {
+        "segments": segments.lazy().join(wanted, on="article_id", how="semi"),
+        "links": links.lazy().join(sources, on="src_id", how="semi"),
+    }
 
 
 def read_result(folder: str | os.PathLike[str]) -> StageResult:
@@ -83,12 +100,25 @@ def run_job(folder: str | os.PathLike[str]) -> None:
     job = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
     config = config_from_json(PhpConfig, job["config"])
     init_distributed(config.train.device)
-    result = pretrain_stage(job["stage"], job["init"], pl.read_parquet(folder / "examples.parquet"),
-                            pl.scan_parquet(folder / "segments.parquet"), pl.scan_parquet(folder / "links.parquet"),
-                            config, job["out_dir"], job["checkpoint_dir"], on_log=metrics_logger())
+    result = pretrain_stage(
+        job["stage"],
+        job["init"],
+        pl.read_parquet(folder / "examples.parquet"),
+        pl.scan_parquet(folder / "segments.parquet"),
+        pl.scan_parquet(folder / "links.parquet"),
+        config,
+        job["out_dir"],
+        job["checkpoint_dir"],
+        on_log=metrics_logger(),
+    )
     if world()[0] == 0:
-        values = {"stage": result.stage, "path": str(result.path), "init": result.init, "examples": result.examples,
-                  "train": dataclasses.asdict(result.train) if result.train is not None else None}
+        values = {
+            "stage": result.stage,
+            "path": str(result.path),
+            "init": result.init,
+            "examples": result.examples,
+            "train": dataclasses.asdict(result.train) if result.train is not None else None,
+        }
         write_text_atomic(folder / RESULT_FILE, json.dumps(values))
     if torch.distributed.is_initialized():
         torch.distributed.barrier()

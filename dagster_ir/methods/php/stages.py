@@ -93,9 +93,17 @@ def pretrain_chain(
     init, results = backbone_path(config.backbone), []
     for stage in config.stages:
         log = None if on_log is None else (lambda step, logs, stage=stage: on_log(stage, step, logs))
-        result = pretrain_stage(stage, init, examples, segments, links, config, Path(out_dir) / stage,
-                                Path(checkpoint_dir) / stage, on_log=log)
+        result = pretrain_stage(
+            stage,
+            init,
+            examples,
+            segments,
+            links,
+            config,
+            Path(out_dir) / stage,
+            Path(checkpoint_dir) / stage,
+            on_log=log,
+        )
         results.append(result)
         init = str(result.path)
     return results
-

@@ -5,17 +5,17 @@ import pytest
 
 from dagster_ir.collections.config import (
     TOP_LEVEL_KEYS,
-    collection_versions,
-    inputs_identity,
-    run_import_versions,
-    settings_versions,
     CollectionConfigError,
     CranfieldSpec,
     IrdsSpec,
     LocalSpec,
     WikiCarSpec,
+    collection_versions,
+    inputs_identity,
     load_collection,
     load_collections_config,
+    run_import_versions,
+    settings_versions,
 )
 from dagster_ir.collections.splits import SplitConfig
 from dagster_ir.collections.wikicar import WikiCarConfig
@@ -92,12 +92,21 @@ def test_default_without_a_file_is_wiki_car_alone(tmp_path, monkeypatch):
         (CRAN + "    split: {tets: 0.2}\n", "collections.x.split.tets: unknown field"),
         (CRAN + "    split: {seed: '1'}\n", "collections.x.split.seed: wrong type"),
         (CRAN + "    split: {test: 0.5}\n", "collections.x.split: SplitConfig: fractions must sum to 1"),
-        ("collections:\n  x:\n    kind: wiki-car\n    skip_headings: notes\n", "collections.x.skip_headings: expected a list"),
+        (
+            "collections:\n  x:\n    kind: wiki-car\n    skip_headings: notes\n",
+            "collections.x.skip_headings: expected a list",
+        ),
         ("collections:\n  a b:\n    kind: wiki-car\n", "collections.a b: a collection name holds only"),
         ("collections: [\n", "not valid YAML"),
         (CRAN + "    assets: [neural_baselines]\n", "collections.x.assets: expected a mapping of asset names"),
-        (CRAN + "    assets: {neural_baselines: [knrm]}\n", "collections.x.assets.neural_baselines: expected a mapping"),
-        (CRAN + "run:\n  x: {a: a.trec}\n", "run: unknown top-level key (allowed: collections, runs, executor, schedules)"),
+        (
+            CRAN + "    assets: {neural_baselines: [knrm]}\n",
+            "collections.x.assets.neural_baselines: expected a mapping",
+        ),
+        (
+            CRAN + "run:\n  x: {a: a.trec}\n",
+            "run: unknown top-level key (allowed: collections, runs, executor, schedules)",
+        ),
     ],
 )
 def test_bad_config_names_file_and_field(tmp_path, text, where):
@@ -132,8 +141,10 @@ def test_load_local_spec(tmp_path):
     (tmp_path / "docs.tsv").write_text("d1\tx\n")
     (tmp_path / "topics.tsv").write_text("1\tq\n")
     (tmp_path / "qrels.txt").write_text("1 0 d1 1\n")
-    path = write_config(tmp_path, "collections:\n  mine:\n    kind: local\n    corpus: docs.tsv\n"
-                                  "    topics: topics.tsv\n    qrels: qrels.txt\n")
+    path = write_config(
+        tmp_path,
+        "collections:\n  mine:\n    kind: local\n    corpus: docs.tsv\n    topics: topics.tsv\n    qrels: qrels.txt\n",
+    )
     corpus, queries, qrels = load_collection(load_collections_config(path)["mine"])
     assert pl.concat(list(corpus)).rows() == [("d1", "", "x")]
     assert queries.rows() == [("1", "q")] and qrels.rows() == [("1", "d1", 1)]
@@ -145,12 +156,23 @@ def test_load_irds_spec_goes_through_ir_datasets(tmp_path, monkeypatch):
     from ir_datasets.formats import GenericDoc, GenericQuery, TrecQrel
 
     class Fake:
-        def has_docs(self): return True
-        def has_queries(self): return True
-        def has_qrels(self): return True
-        def docs_iter(self): return iter([GenericDoc("d", "x")])
-        def queries_iter(self): return iter([GenericQuery("1", "q")])
-        def qrels_iter(self): return iter([TrecQrel("1", "d", 1, "0")])
+        def has_docs(self):
+            return True
+
+        def has_queries(self):
+            return True
+
+        def has_qrels(self):
+            return True
+
+        def docs_iter(self):
+            return iter([GenericDoc("d", "x")])
+
+        def queries_iter(self):
+            return iter([GenericQuery("1", "q")])
+
+        def qrels_iter(self):
+            return iter([TrecQrel("1", "d", 1, "0")])
 
     seen = []
     monkeypatch.setattr(ir_datasets, "load", lambda dataset_id: seen.append(dataset_id) or Fake())

@@ -103,7 +103,13 @@ def test_counts(ours):
     assert (corpus.height, queries.height, qrels.height) == (1400, 225, 1837)
     assert queries["query_id"].to_list() == [str(i) for i in range(1, 226)]
     assert set(qrels["query_id"]) == set(queries["query_id"])
-    assert qrels["relevance"].value_counts().sort("relevance").rows() == [(-1, 225), (1, 128), (2, 387), (3, 734), (4, 363)]
+    assert qrels["relevance"].value_counts().sort("relevance").rows() == [
+        (-1, 225),
+        (1, 128),
+        (2, 387),
+        (3, 734),
+        (4, 363),
+    ]
 
 
 @needs_data

@@ -53,7 +53,10 @@ def test_msmarco_document_text_is_url_title_body(monkeypatch, ir_datasets):
     from ir_datasets.datasets.msmarco_document import MsMarcoDocument
     from ir_datasets.formats import GenericQuery, TrecQrel
 
-    docs = [MsMarcoDocument("D1", "http://a.org/", "A title", "the body"), MsMarcoDocument("D2", "http://b.org/", "", "b")]
+    docs = [
+        MsMarcoDocument("D1", "http://a.org/", "A title", "the body"),
+        MsMarcoDocument("D2", "http://b.org/", "", "b"),
+    ]
     dataset = FakeDataset(docs, [GenericQuery("q1", "what is a")], [TrecQrel("q1", "D1", 1, "0")])
     serve(monkeypatch, ir_datasets, "msmarco-document/dev", dataset)
     corpus, queries, qrels = load_irds("msmarco-document/dev")
@@ -80,7 +83,12 @@ def test_cranfield_text_is_title_then_text(monkeypatch, ir_datasets):
     from ir_datasets.formats import GenericQuery, TrecQrel
 
     doc = CranfieldDoc("1", "wing flow .", "wing flow .\n  an experiment", "smith", "j. ae.")
-    serve(monkeypatch, ir_datasets, "cranfield", FakeDataset([doc], [GenericQuery("1", "q")], [TrecQrel("1", "1", -1, "0")]))
+    serve(
+        monkeypatch,
+        ir_datasets,
+        "cranfield",
+        FakeDataset([doc], [GenericQuery("1", "q")], [TrecQrel("1", "1", -1, "0")]),
+    )
     corpus, _, qrels = load_irds("cranfield")
     assert pl.concat(list(corpus)).rows() == [("1", "wing flow .", "wing flow . wing flow .\n  an experiment")]
     assert qrels["relevance"].to_list() == [-1]
@@ -90,8 +98,12 @@ def test_trec_topics_use_the_title(monkeypatch, ir_datasets):
     from ir_datasets.formats import GenericDoc, TrecQrel, TrecQuery
 
     topics = [TrecQuery("301", "International Organized Crime", "Identify ...", "A relevant ...")]
-    serve(monkeypatch, ir_datasets, "disks45/nocr/trec-robust-2004",
-          FakeDataset([GenericDoc("d", "x")], topics, [TrecQrel("301", "d", 1, "0")]))
+    serve(
+        monkeypatch,
+        ir_datasets,
+        "disks45/nocr/trec-robust-2004",
+        FakeDataset([GenericDoc("d", "x")], topics, [TrecQrel("301", "d", 1, "0")]),
+    )
     _, queries, _ = load_irds("disks45/nocr/trec-robust-2004")
     assert queries.rows() == [("301", "International Organized Crime")]
 
@@ -118,7 +130,9 @@ def test_docs_are_streamed_in_batches_lazily(monkeypatch, ir_datasets):
 def test_missing_part_is_an_error(monkeypatch, ir_datasets):
     from ir_datasets.formats import GenericDoc, GenericQuery
 
-    serve(monkeypatch, ir_datasets, "msmarco-passage", FakeDataset([GenericDoc("1", "x")], [GenericQuery("1", "q")], None))
+    serve(
+        monkeypatch, ir_datasets, "msmarco-passage", FakeDataset([GenericDoc("1", "x")], [GenericQuery("1", "q")], None)
+    )
     with pytest.raises(IrdsError, match="'msmarco-passage' has no qrels"):
         load_irds("msmarco-passage")
 

@@ -35,14 +35,17 @@ def test_an_unknown_query_is_an_error_naming_file_line_and_id(tmp_path):
 def test_an_unknown_document_is_an_error_naming_its_line(tmp_path):
     path, qrels = _qrels(tmp_path, "1 0 d1 1\n2 0 nosuchdoc 1\n")
     lazy_corpus = pl.LazyFrame({"doc_id": DOCS, "text": ["a", "b", "c"]})  # as the corpus asset streams it
-    with pytest.raises(UnknownIdError, match=r"qrels.txt:2: qrels names unknown document id 'nosuchdoc', not in the corpus"):
+    with pytest.raises(
+        UnknownIdError, match=r"qrels.txt:2: qrels names unknown document id 'nosuchdoc', not in the corpus"
+    ):
         check_known_ids(qrels, query_ids=QUERIES, doc_ids=lazy_corpus, source=path, what="qrels")
 
 
 def test_drop_removes_and_counts_the_rows(tmp_path):
     path, qrels = _qrels(tmp_path, "1 0 d1 1\n41 0 d1 1\n2 0 nosuchdoc 1\n3 0 d3 1\n")
-    checked, found = check_known_ids(qrels, query_ids=QUERIES, doc_ids=DOCS, source=path, what="qrels",
-                                     on_unknown="drop")
+    checked, found = check_known_ids(
+        qrels, query_ids=QUERIES, doc_ids=DOCS, source=path, what="qrels", on_unknown="drop"
+    )
     assert checked.rows() == [("1", "d1", 1), ("3", "d3", 1)]
     assert (found.rows_dropped, found.unknown_queries, found.unknown_documents) == (2, 1, 1)
 
@@ -56,8 +59,10 @@ def test_runs_are_checked_the_same_way(tmp_path):
 
 def test_on_unknown_is_read_per_collection(tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text("collections:\n  a:\n    kind: irds\n    dataset: x\n    on_unknown: drop\n"
-                      "  b:\n    kind: irds\n    dataset: y\n")
+    config.write_text(
+        "collections:\n  a:\n    kind: irds\n    dataset: x\n    on_unknown: drop\n"
+        "  b:\n    kind: irds\n    dataset: y\n"
+    )
     specs = load_collections_config(config)
     assert specs["a"].on_unknown == "drop" and specs["b"].on_unknown == "error"
     config.write_text("collections:\n  a:\n    kind: irds\n    dataset: x\n    on_unknown: ignore\n")
@@ -67,8 +72,13 @@ def test_on_unknown_is_read_per_collection(tmp_path):
 
 def test_cranfield_names_only_known_ids(shared_cranfield):
     corpus, queries, qrels = read_cranfield(shared_cranfield)
-    _, found = check_known_ids(qrels, query_ids=queries["query_id"], doc_ids=corpus["doc_id"],
-                               source=shared_cranfield / "cranqrel", what="qrels")
+    _, found = check_known_ids(
+        qrels,
+        query_ids=queries["query_id"],
+        doc_ids=corpus["doc_id"],
+        source=shared_cranfield / "cranqrel",
+        what="qrels",
+    )
     assert found.rows_dropped == 0
 
 

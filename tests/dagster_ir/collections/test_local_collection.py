@@ -51,11 +51,14 @@ def jsonl(*records) -> str:
 
 def test_jsonl_corpus_accepts_each_key_variant(tmp_path):
     path = tmp_path / "corpus.jsonl"
-    path.write_text(jsonl(
-        {"doc_id": "a", "title": "T", "text": "x"},
-        {"docno": "b", "contents": "y", "extra": 1},
-        {"_id": 7, "body": "z"},
-    ) + "\n")
+    path.write_text(
+        jsonl(
+            {"doc_id": "a", "title": "T", "text": "x"},
+            {"docno": "b", "contents": "y", "extra": 1},
+            {"_id": 7, "body": "z"},
+        )
+        + "\n"
+    )
     frame = read_corpus(path)
     assert frame.rows() == [("a", "T", "x"), ("b", "", "y"), ("7", "", "z")]
     assert frame.schema == CORPUS
@@ -87,8 +90,12 @@ def test_tsv_corpus_two_and_three_columns_bom_and_crlf(tmp_path):
     ("name", "text", "line", "fragment"),
     [
         ("c.jsonl", jsonl({"doc_id": "a", "text": "x"}) + "{oops\n", 2, "invalid JSON"),
-        ("c.jsonl", jsonl({"doc_id": "a", "text": "x"}, {"key": "b", "text": "y"}), 2,
-         "none of the keys ['doc_id', 'docno', '_id', 'id']"),
+        (
+            "c.jsonl",
+            jsonl({"doc_id": "a", "text": "x"}, {"key": "b", "text": "y"}),
+            2,
+            "none of the keys ['doc_id', 'docno', '_id', 'id']",
+        ),
         ("c.jsonl", jsonl({"doc_id": "a"}), 1, "none of the keys ['text', 'contents', 'body']"),
         ("c.jsonl", jsonl({"doc_id": "a", "text": None}), 1, "text must be a string"),
         ("c.jsonl", jsonl({"doc_id": "", "text": "x"}), 1, "empty document id"),
@@ -97,8 +104,12 @@ def test_tsv_corpus_two_and_three_columns_bom_and_crlf(tmp_path):
         ("c.tsv", "d1\n", 1, "found 1 columns"),
         ("c.tsv", "d1\tx\n\n\tx\n", 3, "empty document id"),
         ("c.tsv", "d1\tx\nd2\ty\n\nd1\tz\n", 4, "duplicate document id 'd1'; first at line 1"),
-        ("c.jsonl", jsonl({"doc_id": "a", "text": "x"}, {"docno": 7, "text": "y"}, {"_id": "7", "text": "z"}), 3,
-         "duplicate document id '7'; first at line 2"),
+        (
+            "c.jsonl",
+            jsonl({"doc_id": "a", "text": "x"}, {"docno": 7, "text": "y"}, {"_id": "7", "text": "z"}),
+            3,
+            "duplicate document id '7'; first at line 2",
+        ),
     ],
 )
 def test_bad_corpus_names_file_and_line(tmp_path, name, text, line, fragment):
@@ -161,7 +172,11 @@ def test_trec_topic_missing_the_chosen_field_names_its_top_line(tmp_path):
         ("<top>\n<num> 1\n<title> a\n</top>\nstray\n", 5, "text outside"),
         ("<top>\n<num> 1\n<title> a\n<top>\n", 4, "inside the topic opened at line 1"),
         ("</top>\n", 1, "without `<top>`"),
-        ("<top>\n<num> 1\n<title> a\n</top>\n<top>\n<num> 1\n<title> b\n</top>\n", 5, "duplicate query id '1'; first at line 1"),
+        (
+            "<top>\n<num> 1\n<title> a\n</top>\n<top>\n<num> 1\n<title> b\n</top>\n",
+            5,
+            "duplicate query id '1'; first at line 1",
+        ),
     ],
 )
 def test_bad_trec_topics(tmp_path, text, line, fragment):
@@ -218,11 +233,15 @@ def write_pyserini(folder):
 def write_beir(folder):
     """A collection as BEIR ships it: corpus.jsonl, queries.jsonl, qrels/test.tsv with its header."""
     (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text(jsonl(
-        {"_id": "d1", "title": "Wings", "text": "wing lift", "metadata": {}},
-        {"_id": "d2", "title": "", "text": "drag"},
-    ))
-    (folder / "queries.jsonl").write_text(jsonl({"_id": "q1", "text": "wing", "metadata": {}}, {"_id": "q2", "text": "drag"}))
+    (folder / "corpus.jsonl").write_text(
+        jsonl(
+            {"_id": "d1", "title": "Wings", "text": "wing lift", "metadata": {}},
+            {"_id": "d2", "title": "", "text": "drag"},
+        )
+    )
+    (folder / "queries.jsonl").write_text(
+        jsonl({"_id": "q1", "text": "wing", "metadata": {}}, {"_id": "q2", "text": "drag"})
+    )
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\n")
     return folder
 
@@ -234,7 +253,8 @@ def test_a_pyserini_collection_loads_and_says_so(tmp_path):
     assert queries.rows() == [("q1", "wing"), ("q2", "drag")]
     assert qrels.rows() == [("q1", "d1", 1), ("q2", "2", 2)]
     assert detect_layout(folder / "docs.jsonl", folder / "topics.tsv", folder / "qrels.txt") == (
-        "corpus: Pyserini JSONL (id, contents); topics: TSV topics (qid, text); qrels: TREC qrels (qid iter docid rel)")
+        "corpus: Pyserini JSONL (id, contents); topics: TSV topics (qid, text); qrels: TREC qrels (qid iter docid rel)"
+    )
 
 
 def test_a_beir_collection_loads_through_the_config_and_says_so(tmp_path):
@@ -244,8 +264,10 @@ def test_a_beir_collection_loads_through_the_config_and_says_so(tmp_path):
     assert pl.concat(list(corpus)).rows() == [("d1", "Wings", "wing lift"), ("d2", "", "drag")]
     assert queries.rows() == [("q1", "wing"), ("q2", "drag")] and queries.schema == QUERIES
     assert qrels.rows() == [("q1", "d1", 1), ("q2", "d2", 2)] and qrels.schema == QRELS
-    assert collection_layout(spec) == ("corpus: BEIR JSONL (_id, title, text); topics: JSONL queries (BEIR: _id, text); "
-                                       "qrels: BEIR qrels TSV (query-id, corpus-id, score)")
+    assert collection_layout(spec) == (
+        "corpus: BEIR JSONL (_id, title, text); topics: JSONL queries (BEIR: _id, text); "
+        "qrels: BEIR qrels TSV (query-id, corpus-id, score)"
+    )
 
 
 def test_jsonl_is_recognised_by_content_whatever_the_name(tmp_path):
@@ -295,7 +317,11 @@ def test_bad_beir_qrels_name_file_and_line(tmp_path, text, line, fragment):
     ("text", "line", "fragment"),
     [
         (jsonl({"_id": "q1", "text": "a"}) + "{nope\n", 2, "invalid JSON"),
-        (jsonl({"_id": "q1", "text": "a"}, {"name": "q2", "text": "b"}), 2, "none of the keys ['_id', 'id', 'query_id', 'qid']"),
+        (
+            jsonl({"_id": "q1", "text": "a"}, {"name": "q2", "text": "b"}),
+            2,
+            "none of the keys ['_id', 'id', 'query_id', 'qid']",
+        ),
         (jsonl({"_id": "q1", "text": 3}), 1, "query text must be a string"),
         (jsonl({"_id": "q1", "text": "a"}, {"_id": "q1", "text": "b"}), 2, "duplicate query id 'q1'; first at line 1"),
     ],

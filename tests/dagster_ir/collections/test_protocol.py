@@ -68,9 +68,13 @@ def test_each_query_is_validation_in_one_rotation_and_trains_the_others():
 
 
 def test_fixed_split_roles_are_the_named_splits():
-    splits = pl.DataFrame({"query_id": ["a", "b", "c", "d", "e", "f"],
-                           "split": ["train/model", "dev", "test", "train/fusion", "train/model", "test"],
-                           "fold": [0, 1, 2, 3, 4, 0]}).cast({"fold": pl.Int32})
+    splits = pl.DataFrame(
+        {
+            "query_id": ["a", "b", "c", "d", "e", "f"],
+            "split": ["train/model", "dev", "test", "train/fusion", "train/model", "test"],
+            "fold": [0, 1, 2, 3, 4, 0],
+        }
+    ).cast({"fold": pl.Int32})
     roles = unit_queries(splits, TrainingUnit("w", "fixed", None, 5, 1))
     assert (roles.train, roles.validation, roles.fusion, roles.test) == (["a", "e"], ["b"], ["d"], ["c", "f"])
     assert roles.of("test") == ["c", "f"]
@@ -81,11 +85,19 @@ def test_fixed_split_roles_are_the_named_splits():
 
 
 def test_unit_keys_per_protocol_and_seed():
-    assert [u.key for u in training_units("wiki-car", Protocol("fixed", (0, 2)), 5)] == ["wiki-car/seed-0",
-                                                                                         "wiki-car/seed-2"]
+    assert [u.key for u in training_units("wiki-car", Protocol("fixed", (0, 2)), 5)] == [
+        "wiki-car/seed-0",
+        "wiki-car/seed-2",
+    ]
     keys = [u.key for u in training_units("cran", Protocol("cv", (0, 1)), 3)]
-    assert keys == ["cran/fold-0/seed-0", "cran/fold-0/seed-1", "cran/fold-1/seed-0", "cran/fold-1/seed-1",
-                    "cran/fold-2/seed-0", "cran/fold-2/seed-1"]
+    assert keys == [
+        "cran/fold-0/seed-0",
+        "cran/fold-0/seed-1",
+        "cran/fold-1/seed-0",
+        "cran/fold-1/seed-1",
+        "cran/fold-2/seed-0",
+        "cran/fold-2/seed-1",
+    ]
     with pytest.raises(ValueError, match="at least 3 folds"):
         training_units("c", Protocol("cv"), 2)
 
@@ -95,17 +107,23 @@ def test_a_unit_refuses_splits_with_more_folds_than_it_rotates():
         unit_queries(_splits(20, folds=5), TrainingUnit("c", "cv", 0, 3, 0))
 
 
-@pytest.mark.parametrize(("kind", "seeds", "message"), [("loo", (0,), "kind"), ("cv", (), "at least one"),
-                                                        ("cv", (1, 1), "twice"), ("cv", (-1,), "non-negative")])
+@pytest.mark.parametrize(
+    ("kind", "seeds", "message"),
+    [("loo", (0,), "kind"), ("cv", (), "at least one"), ("cv", (1, 1), "twice"), ("cv", (-1,), "non-negative")],
+)
 def test_bad_protocols_are_refused(kind, seeds, message):
     with pytest.raises(ValueError, match=message):
         Protocol(kind, seeds)
 
 
 def test_collections_yaml_sets_protocol_and_seeds_with_defaults_per_kind(tmp_path):
-    document = {"collections": {"wiki-car": {"kind": "wiki-car"},
-                                "cran": {"kind": "cranfield", "path": "c", "seeds": [0, 1, 2], "split": {"folds": 4}},
-                                "small": {"kind": "local", "corpus": "d", "topics": "t", "qrels": "q", "protocol": "fixed"}}}
+    document = {
+        "collections": {
+            "wiki-car": {"kind": "wiki-car"},
+            "cran": {"kind": "cranfield", "path": "c", "seeds": [0, 1, 2], "split": {"folds": 4}},
+            "small": {"kind": "local", "corpus": "d", "topics": "t", "qrels": "q", "protocol": "fixed"},
+        }
+    }
     specs = parse_collections_config(document, source=tmp_path / "x.yaml")
     assert specs["wiki-car"].protocol == Protocol("fixed", (0,))
     assert specs["cran"].protocol == Protocol("cv", (0, 1, 2))
@@ -113,8 +131,15 @@ def test_collections_yaml_sets_protocol_and_seeds_with_defaults_per_kind(tmp_pat
     assert len(units_of(specs["cran"])) == 12 and units_of(specs["small"])[0].key == "small/seed-0"
 
 
-@pytest.mark.parametrize(("entry", "field"), [({"protocol": "kfold"}, "protocol"), ({"seeds": 3}, "seeds"),
-                                              ({"seeds": [0, True]}, "seeds"), ({"seeds": [2, 2]}, "seeds")])
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"protocol": "kfold"}, "protocol"),
+        ({"seeds": 3}, "seeds"),
+        ({"seeds": [0, True]}, "seeds"),
+        ({"seeds": [2, 2]}, "seeds"),
+    ],
+)
 def test_bad_protocol_fields_name_the_file_and_field(tmp_path, entry, field):
     document = {"collections": {"cran": {"kind": "cranfield", "path": "c", **entry}}}
     with pytest.raises(CollectionConfigError, match=rf"x\.yaml: collections\.cran\.{field}"):

@@ -5,7 +5,9 @@ from dagster_ir.collections.config import CollectionConfigError, load_run_import
 
 def test_run_imports_resolve_relative_to_the_file(tmp_path):
     config = tmp_path / "dagster-ir.yaml"
-    config.write_text("collections: {cranfield: {kind: cranfield, path: x}}\nruns:\n  cranfield:\n    ance: runs/a.trec\n")
+    config.write_text(
+        "collections: {cranfield: {kind: cranfield, path: x}}\nruns:\n  cranfield:\n    ance: runs/a.trec\n"
+    )
     assert load_run_imports(config) == {"cranfield": {"ance": (tmp_path / "runs" / "a.trec").resolve()}}
 
 

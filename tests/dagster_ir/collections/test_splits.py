@@ -132,5 +132,7 @@ def test_a_split_that_selects_no_query_is_an_error():
     splits = pl.DataFrame({"query_id": ["a", "b", "c"], "split": ["test", "dev", "test"], "fold": [0, 1, 2]})
     assert split_query_ids(splits, "test", where="x").to_list() == ["a", "c"]
     assert split_query_ids(splits, "all", where="x").to_list() == ["a", "b", "c"]
-    with pytest.raises(ValueError, match=r"reranked_runs: no queries in split 'tset' \(splits with queries: \['dev', 'test'\]"):
+    with pytest.raises(
+        ValueError, match=r"reranked_runs: no queries in split 'tset' \(splits with queries: \['dev', 'test'\]"
+    ):
         split_query_ids(splits, "tset", where="reranked_runs")

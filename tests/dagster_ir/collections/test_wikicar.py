@@ -6,9 +6,7 @@ from dagster_ir.schemas import CORPUS, QRELS, QUERIES, SEGMENTS, SchemaError, va
 
 
 def segments(rows: list[tuple[str, str, int, str, str]]) -> pl.DataFrame:
-    return pl.DataFrame(
-        [(a, t, n, s, x, len(x.split())) for a, t, n, s, x in rows], schema=SEGMENTS, orient="row"
-    )
+    return pl.DataFrame([(a, t, n, s, x, len(x.split())) for a, t, n, s, x in rows], schema=SEGMENTS, orient="row")
 
 
 SEGMENTS_ROWS = [

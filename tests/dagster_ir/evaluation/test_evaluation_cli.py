@@ -36,9 +36,23 @@ def table_rows(output: str) -> dict[str, list[str]]:
 
 def test_report_from_trec_files_prints_the_values_ir_measures_computes(trec_files, tmp_path, capsys):
     argv = [
-        "--qrels", str(trec_files["qrels.txt"]), "--run", str(trec_files["bm25.run"]),
-        "--run", f"ce={trec_files['rerank.run']}", "--baseline", "bm25", "--measures", "MRR@10", "AP",
-        "--resamples", "200", "--plot-measure", "MRR@10", "--out", str(tmp_path / "report"),
+        "--qrels",
+        str(trec_files["qrels.txt"]),
+        "--run",
+        str(trec_files["bm25.run"]),
+        "--run",
+        f"ce={trec_files['rerank.run']}",
+        "--baseline",
+        "bm25",
+        "--measures",
+        "MRR@10",
+        "AP",
+        "--resamples",
+        "200",
+        "--plot-measure",
+        "MRR@10",
+        "--out",
+        str(tmp_path / "report"),
     ]
     assert main_report(argv) == 0
     rows = table_rows(capsys.readouterr().out)
@@ -48,7 +62,11 @@ def test_report_from_trec_files_prints_the_values_ir_measures_computes(trec_file
     assert [cell.strip("*†") for cell in rows["ce"]] == [f"{direct[m]:.4f}" for m in measures]
     written = sorted(p.relative_to(tmp_path / "report").as_posix() for p in (tmp_path / "report").rglob("*.*"))
     assert written == [
-        "figures/01_difference_RR_10_ce.png", "figures/recall_curves.png", "report.html", "report.md", "report.txt"
+        "figures/01_difference_RR_10_ce.png",
+        "figures/recall_curves.png",
+        "report.html",
+        "report.md",
+        "report.txt",
     ]
 
 

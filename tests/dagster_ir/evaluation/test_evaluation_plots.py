@@ -12,10 +12,18 @@ def per_query(rows: list[tuple[str, str, float]], measure: str = "AP") -> pl.Dat
     return pl.DataFrame([(r, q, measure, v) for r, q, v in rows], schema=PER_QUERY_EVAL, orient="row")
 
 
-TABLE = per_query([
-    ("base", "q1", 0.5), ("base", "q2", 0.2), ("base", "q3", 0.4), ("base", "q4", 0.1),
-    ("run", "q1", 0.7), ("run", "q2", 0.2), ("run", "q3", 0.1), ("run", "q4", 0.2),
-])  # differences: +0.2, 0, -0.3, +0.1
+TABLE = per_query(
+    [
+        ("base", "q1", 0.5),
+        ("base", "q2", 0.2),
+        ("base", "q3", 0.4),
+        ("base", "q4", 0.1),
+        ("run", "q1", 0.7),
+        ("run", "q2", 0.2),
+        ("run", "q3", 0.1),
+        ("run", "q4", 0.2),
+    ]
+)  # differences: +0.2, 0, -0.3, +0.1
 
 
 def test_difference_plot_draws_the_sorted_per_query_differences():
@@ -41,8 +49,9 @@ def test_difference_plot_colours_each_sign_and_spans_one_unit_per_query():
     np.testing.assert_allclose(worse.get_data().edges, [2.5, 3.5])
     assert all(p.get_data().baseline == 0 and p.get_fill() for p in ax.patches)
     only_worse = per_query([("base", "q1", 0.5), ("run", "q1", 0.2)])
-    assert [p.get_facecolor() for p in per_query_difference_plot(only_worse, "run", "base", "AP").axes[0].patches] \
-        == [to_rgba("#c92a2a")]
+    assert [p.get_facecolor() for p in per_query_difference_plot(only_worse, "run", "base", "AP").axes[0].patches] == [
+        to_rgba("#c92a2a")
+    ]
 
 
 def test_difference_plot_looks_like_one_bar_per_query():
@@ -59,8 +68,9 @@ def test_difference_plot_looks_like_one_bar_per_query():
     ax = bars.axes[0]
     for patch in list(ax.patches):
         patch.remove()
-    ax.bar(np.arange(4), [0.2, 0.1, 0.0, -0.3], width=1.0, linewidth=0,
-           color=["#2b8a3e", "#2b8a3e", "#868e96", "#c92a2a"])
+    ax.bar(
+        np.arange(4), [0.2, 0.1, 0.0, -0.3], width=1.0, linewidth=0, color=["#2b8a3e", "#2b8a3e", "#868e96", "#c92a2a"]
+    )
     different = np.abs(pixels(mine) - pixels(bars)).max(axis=2) > 0.03
     assert different.mean() < 0.002  # at most anti-aliased edge pixels
 

@@ -149,10 +149,12 @@ def test_measures_select_and_order_the_columns():
 
 def test_write_report_writes_every_file_atomically(tmp_path):
     qrels = parse_qrels_text("q1 0 a 1\nq2 0 b 1\n")[0]
-    run = pl.concat([
-        parse_run_text("q1 Q0 a 1 2 r1\nq1 Q0 z 2 1 r1\nq2 Q0 z 1 2 r1\nq2 Q0 b 2 1 r1\n")[0],
-        parse_run_text("q1 Q0 z 1 2 r2/x\nq1 Q0 a 2 1 r2/x\nq2 Q0 b 1 2 r2/x\n")[0],
-    ])
+    run = pl.concat(
+        [
+            parse_run_text("q1 Q0 a 1 2 r1\nq1 Q0 z 2 1 r1\nq2 Q0 z 1 2 r1\nq2 Q0 b 2 1 r1\n")[0],
+            parse_run_text("q1 Q0 z 1 2 r2/x\nq1 Q0 a 2 1 r2/x\nq2 Q0 b 1 2 r2/x\n")[0],
+        ]
+    )
     curve = ReportFigure.from_figure("recall curves", "Recall.", recall_curve_plot(recall_curve(run, qrels)))
     report = build_report(evaluate_run(run, qrels, ["AP"]), "r1", config=FAST, extra_figures=[curve])
     files = write_report(report, tmp_path / "out")
@@ -184,8 +186,11 @@ def test_report_book_holds_sections_with_their_own_baselines(tmp_path):
     from dagster_ir.evaluation import ReportBook, build_report, write_report
     from dagster_ir.schemas import PER_QUERY_EVAL
 
-    rows = [(run, f"q{i}", "nDCG@10", value + 0.01 * i) for i in range(6)
-            for run, value in (("bm25", 0.2), ("bert", 0.4), ("php", 0.5))]
+    rows = [
+        (run, f"q{i}", "nDCG@10", value + 0.01 * i)
+        for i in range(6)
+        for run, value in (("bm25", 0.2), ("bert", 0.4), ("php", 0.5))
+    ]
     per_query = pl.DataFrame(rows, schema=list(PER_QUERY_EVAL), orient="row").cast(PER_QUERY_EVAL)
     first = build_report(per_query.filter(pl.col("run_name") != "php"), "bm25", title="First stage")
     second = build_report(per_query.filter(pl.col("run_name") != "bm25"), "php", title="PHP")

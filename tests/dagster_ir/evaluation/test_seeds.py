@@ -7,23 +7,37 @@ import pytest
 
 from dagster_ir.evaluation import average_seeds, evaluate_seeds, seed_spread
 
-QRELS = pl.DataFrame({"query_id": ["q1", "q2"], "doc_id": ["d1", "d2"], "relevance": [1, 1]}, schema_overrides={"relevance": pl.Int32})
+QRELS = pl.DataFrame(
+    {"query_id": ["q1", "q2"], "doc_id": ["d1", "d2"], "relevance": [1, 1]}, schema_overrides={"relevance": pl.Int32}
+)
 
 
 def _run(name, seed, ranking):
     """ranking: query -> doc ids in rank order."""
     rows = [(q, d, float(10 - r), r + 1, name, seed) for q, docs in ranking.items() for r, d in enumerate(docs)]
-    return pl.DataFrame(rows, schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64,
-                                      "rank": pl.Int64, "run_name": pl.String, "seed": pl.Int64}, orient="row")
+    return pl.DataFrame(
+        rows,
+        schema={
+            "query_id": pl.String,
+            "doc_id": pl.String,
+            "score": pl.Float64,
+            "rank": pl.Int64,
+            "run_name": pl.String,
+            "seed": pl.Int64,
+        },
+        orient="row",
+    )
 
 
 def test_seed_averaged_values_and_spread_by_hand():
     # seed 0: q1 relevant at 1 (RR 1), q2 at 2 (RR 1/2); seed 1: q1 at 2 (1/2), q2 at 1 (1). bm25 has no seed.
-    runs = pl.concat([
-        _run("m", 0, {"q1": ["d1", "x"], "q2": ["x", "d2"]}),
-        _run("m", 1, {"q1": ["x", "d1"], "q2": ["d2", "x"]}),
-        _run("bm25", None, {"q1": ["x", "y", "d1"], "q2": ["d2"]}),
-    ])
+    runs = pl.concat(
+        [
+            _run("m", 0, {"q1": ["d1", "x"], "q2": ["x", "d2"]}),
+            _run("m", 1, {"q1": ["x", "d1"], "q2": ["d2", "x"]}),
+            _run("bm25", None, {"q1": ["x", "y", "d1"], "q2": ["d2"]}),
+        ]
+    )
     per_seed = evaluate_seeds(runs, QRELS, ["RR@10"])
     assert per_seed.height == 6
     mean = average_seeds(per_seed).sort("run_name", "query_id")
@@ -35,9 +49,13 @@ def test_seed_averaged_values_and_spread_by_hand():
 
 
 def test_spread_is_the_sample_sd_of_per_seed_means():
-    runs = pl.concat([_run("m", 0, {"q1": ["d1"], "q2": ["d2"]}),       # mean RR 1
-                      _run("m", 1, {"q1": ["x", "d1"], "q2": ["d2"]}),  # mean RR 0.75
-                      _run("m", 2, {"q1": ["x", "d1"], "q2": ["x", "d2"]})])  # mean RR 0.5
+    runs = pl.concat(
+        [
+            _run("m", 0, {"q1": ["d1"], "q2": ["d2"]}),  # mean RR 1
+            _run("m", 1, {"q1": ["x", "d1"], "q2": ["d2"]}),  # mean RR 0.75
+            _run("m", 2, {"q1": ["x", "d1"], "q2": ["x", "d2"]}),
+        ]
+    )  # mean RR 0.5
     row = seed_spread(evaluate_seeds(runs, QRELS, ["RR@10"])).row(0, named=True)
     assert (row["seeds"], row["mean"], row["min"], row["max"]) == (3, 0.75, 0.5, 1.0)
     assert row["sd"] == pytest.approx(math.sqrt(((0.25**2) * 2) / 2))
@@ -62,10 +80,13 @@ def test_significance_runs_on_seed_averaged_per_query_values():
 
     from dagster_ir.evaluation import compare_to_baseline
 
-    qrels = pl.DataFrame({"query_id": [f"q{i}" for i in range(6)], "doc_id": ["d"] * 6, "relevance": [1] * 6},
-                         schema_overrides={"relevance": pl.Int32})
+    qrels = pl.DataFrame(
+        {"query_id": [f"q{i}" for i in range(6)], "doc_id": ["d"] * 6, "relevance": [1] * 6},
+        schema_overrides={"relevance": pl.Int32},
+    )
     depth = {0: [1, 2, 1, 3, 1, 2], 1: [2, 1, 1, 1, 2, 1], 2: [1, 1, 4, 1, 1, 1]}  # rank of d per query, per seed
     bm25 = [3, 2, 5, 2, 4, 3]
+
     def ranking(ranks):
         return {f"q{i}": [f"x{j}" for j in range(r - 1)] + ["d"] for i, r in enumerate(ranks)}
 

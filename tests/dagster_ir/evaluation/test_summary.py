@@ -33,8 +33,7 @@ def per_query(seeds=(None,)) -> pl.DataFrame:
 def book(seeds=(None,)) -> ReportBook:
     table = per_query(seeds)
     averaged = table.group_by("run_name", "query_id", "measure", maintain_order=True).agg(pl.col("value").mean())
-    first = build_report(averaged, "bm25", ["nDCG@10"], "Section one", "Against bm25.", FAST,
-                         spread=seed_spread(table))
+    first = build_report(averaged, "bm25", ["nDCG@10"], "Section one", "Against bm25.", FAST, spread=seed_spread(table))
     second = build_report(averaged.filter(pl.col("query_id") != "q0"), "better", ["nDCG@10"], "Section two", "", FAST)
     return ReportBook.of("Methods on x", [first, second])
 
@@ -75,8 +74,10 @@ def test_format_summary_text_and_markdown(tmp_path):
         ("{oops", "not valid JSON"),
         ('{"title": "x"}', "sections: expected a list of sections"),
         ('{"sections": [{"tables": []}]}', "sections[0].title: expected a string"),
-        ('{"sections": [{"title": "t", "tables": [{"header": ["Run", "A"], "rows": [["r", ["1", "2"]]]}]}]}',
-         "sections[0].tables[0].rows[0]: expected [label, 1 cells]"),
+        (
+            '{"sections": [{"title": "t", "tables": [{"header": ["Run", "A"], "rows": [["r", ["1", "2"]]]}]}]}',
+            "sections[0].tables[0].rows[0]: expected [label, 1 cells]",
+        ),
     ],
 )
 def test_a_bad_summary_names_the_file_and_field(tmp_path, content, fragment):

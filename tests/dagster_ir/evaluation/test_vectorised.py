@@ -37,13 +37,17 @@ def random_runs(seed: int, n_queries: int = 40, shuffle: bool = False) -> tuple[
             depth = int(rng.integers(0, 61))
             scores = rng.choice([0.5, 1.0, 1.5, 2.0, 2.25, 3.0], depth) * (1 + (q % 3))
             run_rows += [(run_name, f"q{q}", pool[i], float(s)) for i, s in zip(rng.permutation(80)[:depth], scores)]
-    run = pl.DataFrame(run_rows, schema={"run_name": pl.String, "query_id": pl.String, "doc_id": pl.String,
-                                         "score": pl.Float64}, orient="row")
+    run = pl.DataFrame(
+        run_rows,
+        schema={"run_name": pl.String, "query_id": pl.String, "doc_id": pl.String, "score": pl.Float64},
+        orient="row",
+    )
     if shuffle:
         run = run.sample(fraction=1.0, shuffle=True, seed=seed)
     run = run.with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("run_name", "query_id"))
-    qrels = pl.DataFrame(qrels_rows, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32},
-                         orient="row")
+    qrels = pl.DataFrame(
+        qrels_rows, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row"
+    )
     return run.select("query_id", "doc_id", "score", "rank", "run_name"), qrels
 
 
@@ -70,16 +74,28 @@ def test_ir_measures_directly_on_distinct_scores_agrees() -> None:
     run = run.with_columns(score=pl.Series(np.random.default_rng(0).permutation(run.height), dtype=pl.Float64))
     run = run.filter(pl.col("run_name") == "a")
     ours = evaluate_run(run, qrels, DEFAULT_MEASURES)
-    direct = ir_measures.iter_calc([ir_measures.parse_measure(m) for m in DEFAULT_MEASURES],
-                                   qrels.to_pandas(), run.select("query_id", "doc_id", "score").to_pandas())
+    direct = ir_measures.iter_calc(
+        [ir_measures.parse_measure(m) for m in DEFAULT_MEASURES],
+        qrels.to_pandas(),
+        run.select("query_id", "doc_id", "score").to_pandas(),
+    )
     expected = {(m.query_id, str(m.measure)): m.value for m in direct}
     got = {(q, m): v for _, q, m, v in ours.iter_rows()}
     assert got == expected
 
 
 def test_other_measures_and_parameters_go_to_ir_measures() -> None:
-    for name in ["nDCG(judged_only=True)@10", "P(judged_only=True)@5", "Judged@10", "ERR@10", "SetP", "Rprec",
-                 "nDCG(dcg='exp-log2')@10", "NumRet", "nDCG"]:
+    for name in [
+        "nDCG(judged_only=True)@10",
+        "P(judged_only=True)@5",
+        "Judged@10",
+        "ERR@10",
+        "SetP",
+        "Rprec",
+        "nDCG(dcg='exp-log2')@10",
+        "NumRet",
+        "nDCG",
+    ]:
         assert vectorised_measures([ir_measures.parse_measure(name)]) is None, name
     run, qrels = random_runs(4)
     mixed = evaluate_run(run, qrels, ["nDCG@10", "Rprec"])  # Rprec sends both to ir_measures
@@ -89,12 +105,26 @@ def test_other_measures_and_parameters_go_to_ir_measures() -> None:
 
 def test_hand_computed_values_with_ties_and_negative_relevance() -> None:
     # trec_eval order of q: c (3.0), b and a tied at 2.0 -> b first (doc id descending), then z.
-    run = pl.DataFrame({"query_id": ["q"] * 4, "doc_id": ["a", "b", "c", "z"], "score": [2.0, 2.0, 3.0, 1.0],
-                        "rank": [1, 2, 3, 4], "run_name": ["r"] * 4},
-                       schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64,
-                               "rank": pl.Int32, "run_name": pl.String})
-    qrels = pl.DataFrame({"query_id": ["q"] * 3, "doc_id": ["a", "b", "z"], "relevance": [2, -1, 1]},
-                         schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32})
+    run = pl.DataFrame(
+        {
+            "query_id": ["q"] * 4,
+            "doc_id": ["a", "b", "c", "z"],
+            "score": [2.0, 2.0, 3.0, 1.0],
+            "rank": [1, 2, 3, 4],
+            "run_name": ["r"] * 4,
+        },
+        schema={
+            "query_id": pl.String,
+            "doc_id": pl.String,
+            "score": pl.Float64,
+            "rank": pl.Int32,
+            "run_name": pl.String,
+        },
+    )
+    qrels = pl.DataFrame(
+        {"query_id": ["q"] * 3, "doc_id": ["a", "b", "z"], "relevance": [2, -1, 1]},
+        schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32},
+    )
     values = dict(evaluate_run(run, qrels, ["RR", "AP", "P@3", "nDCG@2"]).select("measure", "value").iter_rows())
     assert values["RR"] == 1 / 3  # a at position 3
     assert values["AP"] == (1 / 3 + 2 / 4) / 2

@@ -50,9 +50,14 @@ def synthetic_candidates(n_queries=30, seed=0):
     for q in range(n_queries):
         for d in range(10):
             relevant = d < 2
-            rows.append({"query_id": f"q{q}", "doc_id": f"d{q}_{d}",
-                         "a": (1.0 if relevant else 0.0) + rng.normal(0, 0.1),
-                         "b": rng.normal(0, 5.0)})
+            rows.append(
+                {
+                    "query_id": f"q{q}",
+                    "doc_id": f"d{q}_{d}",
+                    "a": (1.0 if relevant else 0.0) + rng.normal(0, 0.1),
+                    "b": rng.normal(0, 5.0),
+                }
+            )
             qrels.append({"query_id": f"q{q}", "doc_id": f"d{q}_{d}", "relevance": int(relevant)})
     return pl.DataFrame(rows), pl.DataFrame(qrels, schema=QRELS_SCHEMA)
 
@@ -73,16 +78,23 @@ def test_fusion_learns_the_separating_weights():
 @pytest.mark.parametrize("measure", ["RR@10", "RR", "nDCG@10", "nDCG@3", "nDCG", "P@5", "R@5", "AP"])
 def test_direct_measures_match_ir_measures(measure):
     rng = np.random.default_rng(3)
-    rows = [{"query_id": f"q{q}", "doc_id": f"d{d}", "x": float(rng.integers(0, 4))}  # ties on purpose
-            for q in range(8) for d in range(12)]
+    rows = [
+        {"query_id": f"q{q}", "doc_id": f"d{d}", "x": float(rng.integers(0, 4))}  # ties on purpose
+        for q in range(8)
+        for d in range(12)
+    ]
     candidates = pl.DataFrame(rows)
-    qrels = pl.DataFrame([{"query_id": f"q{q}", "doc_id": f"d{d}", "relevance": int(rng.integers(0, 3))}
-                          for q in range(8) for d in range(0, 16, 2)], schema=QRELS_SCHEMA)
+    qrels = pl.DataFrame(
+        [
+            {"query_id": f"q{q}", "doc_id": f"d{d}", "relevance": int(rng.integers(0, 3))}
+            for q in range(8)
+            for d in range(0, 16, 2)
+        ],
+        schema=QRELS_SCHEMA,
+    )
     objective = RankingObjective(candidates, ["x"], qrels, measure)
-    run = candidates.select("query_id", "doc_id", score=pl.col("x"), rank=pl.lit(0, pl.Int32),
-                            run_name=pl.lit("r"))
-    judged = qrels.filter(pl.col("query_id").is_in(
-        qrels.filter(pl.col("relevance") >= 1)["query_id"].implode()))
+    run = candidates.select("query_id", "doc_id", score=pl.col("x"), rank=pl.lit(0, pl.Int32), run_name=pl.lit("r"))
+    judged = qrels.filter(pl.col("query_id").is_in(qrels.filter(pl.col("relevance") >= 1)["query_id"].implode()))
     expected = aggregate(evaluate_run(run, judged, [measure]))["mean"][0]
     assert objective(np.array([1.0])) == pytest.approx(expected, abs=1e-9)
 

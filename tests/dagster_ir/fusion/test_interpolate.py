@@ -49,8 +49,12 @@ def test_weight_zero_is_the_model_and_half_blends_normalised_scores() -> None:
 
 def test_the_weight_is_chosen_on_validation_queries_only() -> None:
     # validation query v: the model is right (relevant doc last in BM25); test query t: BM25 is right
-    bm25 = run_of([("v", "x", 3.0), ("v", "y", 2.0), ("v", "z", 1.0), ("t", "x", 3.0), ("t", "y", 2.0), ("t", "z", 1.0)], "bm25")
-    model = run_of([("v", "z", 3.0), ("v", "y", 2.0), ("v", "x", 1.0), ("t", "z", 3.0), ("t", "y", 2.0), ("t", "x", 1.0)], "m")
+    bm25 = run_of(
+        [("v", "x", 3.0), ("v", "y", 2.0), ("v", "z", 1.0), ("t", "x", 3.0), ("t", "y", 2.0), ("t", "z", 1.0)], "bm25"
+    )
+    model = run_of(
+        [("v", "z", 3.0), ("v", "y", 2.0), ("v", "x", 1.0), ("t", "z", 3.0), ("t", "y", 2.0), ("t", "x", 1.0)], "m"
+    )
     qrels = qrels_of([("v", "z", 1), ("t", "x", 1)])
     validation, test = model.filter(pl.col("query_id") == "v"), model.filter(pl.col("query_id") == "t")
     run, choice = interpolated_run(validation, test, bm25, qrels, "m+bm25", "nDCG@10")

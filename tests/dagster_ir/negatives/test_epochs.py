@@ -10,14 +10,17 @@ from dagster_ir.schemas import QRELS, RUN
 
 QUERIES = [f"q{i}" for i in range(10)]
 # A ten-query pooled run: 30 candidates each, the label at rank 1.
-RUN_ROWS = pl.DataFrame([(q, f"{q}d{r}", float(-r), r, "dense") for q in QUERIES for r in range(1, 31)],
-                        schema=RUN, orient="row")
+RUN_ROWS = pl.DataFrame(
+    [(q, f"{q}d{r}", float(-r), r, "dense") for q in QUERIES for r in range(1, 31)], schema=RUN, orient="row"
+)
 LABELS = pl.DataFrame([(q, f"{q}d1", 1) for q in QUERIES], schema=QRELS, orient="row")
 CONFIG = NegativeConfig("random", depth=30, n_per_positive=2, seed=7)
 
 
 def draw(config: NegativeConfig) -> list[tuple[str, str]]:
-    return list(sample_negatives(RUN_ROWS, LABELS, QUERIES, config).negatives.select("query_id", "neg_doc_id").iter_rows())
+    return list(
+        sample_negatives(RUN_ROWS, LABELS, QUERIES, config).negatives.select("query_id", "neg_doc_id").iter_rows()
+    )
 
 
 def test_each_epoch_draws_other_negatives_and_the_same_seed_the_same_ones() -> None:

@@ -48,7 +48,8 @@ def test_at_most_m_labels_top_or_seeded_random() -> None:
     assert top.qrels["doc_id"].to_list() == ["d2", "d4"]  # the two highest ranked
     chosen = {
         seed: simulate_sparse_labels(BM25, DENSE_QRELS, ["q1"], PoolingConfig(pool_depth=10, seed=seed))
-        .qrels["doc_id"].to_list()
+        .qrels["doc_id"]
+        .to_list()
         for seed in range(30)
     }
     assert all(len(docs) == 1 and docs[0] in {"d2", "d4", "d7"} for docs in chosen.values())

@@ -27,9 +27,7 @@ def qrels_of(rows: list[tuple[str, str, int]]) -> pl.DataFrame:
 
 
 # q1 ranks d1..d10; q2 ranks e1, e2; q5 is answered and judged but not requested.
-RUN_ROWS = run_of(
-    [("q1", f"d{r}", r) for r in range(1, 11)] + [("q2", "e1", 1), ("q2", "e2", 2), ("q5", "f1", 1)]
-)
+RUN_ROWS = run_of([("q1", f"d{r}", r) for r in range(1, 11)] + [("q2", "e1", 1), ("q2", "e2", 2), ("q5", "f1", 1)])
 QRELS_TRAIN = qrels_of([
     ("q1", "d2", 1), ("q1", "d5", 2), ("q1", "d99", 1),  # positives of q1 (d99 is not in the run)
     ("q1", "d3", 0),                                     # judged non-relevant: stays a candidate
@@ -61,7 +59,7 @@ def test_hard_negatives_are_the_top_non_positives() -> None:
 def test_random_negatives_are_drawn_from_the_pool_without_replacement() -> None:
     config = NegativeConfig(strategy="random", depth=6, n_per_positive=3)
     negatives = sample_negatives(RUN_ROWS, QRELS_TRAIN, QUERY_IDS, config).negatives
-    for (query, positive), rows in negatives.group_by("query_id", "pos_doc_id"):
+    for (query, _), rows in negatives.group_by("query_id", "pos_doc_id"):
         if query == "q1":
             assert len(set(rows["neg_doc_id"])) == 3  # distinct
             pairs = zip(rows["neg_doc_id"], rows["neg_rank"], strict=True)

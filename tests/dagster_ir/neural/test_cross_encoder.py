@@ -114,8 +114,8 @@ def _bi_encoder(model, texts):
 
 
 def test_the_bundled_bi_encoder_starts_as_a_cosine_cross_encoder_that_ranks_like_it(tiny):
-    from dagster_ir.neural.cross_encoder import default_head
     from dagster_ir.neural.backbone import backbone_path
+    from dagster_ir.neural.cross_encoder import default_head
 
     assert default_head(backbone_path("")) == "cosine" and default_head(tiny) == "cls"
     model = CrossEncoder.from_pretrained("", max_length=128).eval()
@@ -177,14 +177,25 @@ def test_bucketed_scores_and_gradients_equal_one_padded_pass(tiny, head):
     from dagster_ir.neural.cross_encoder import bucketed_scores, length_buckets
 
     def loss_and_grads(bucketed: bool):
-        model = CrossEncoder.from_pretrained(tiny, max_length=64, max_query_length=8, head=head, seed=3,
-                                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model = CrossEncoder.from_pretrained(
+            tiny,
+            max_length=64,
+            max_query_length=8,
+            head=head,
+            seed=3,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
         generator = torch.Generator().manual_seed(0)
-        pairs = [model.encode_pair(torch.randint(1000, 2000, (q,), generator=generator).tolist(),
-                                   torch.randint(1000, 2000, (d,), generator=generator).tolist())
-                 for q, d in [(3, 50), (5, 4), (2, 45), (6, 6), (4, 52), (3, 2)]]  # 3 examples of 1 + 1
+        pairs = [
+            model.encode_pair(
+                torch.randint(1000, 2000, (q,), generator=generator).tolist(),
+                torch.randint(1000, 2000, (d,), generator=generator).tolist(),
+            )
+            for q, d in [(3, 50), (5, 4), (2, 45), (6, 6), (4, 52), (3, 2)]
+        ]  # 3 examples of 1 + 1
         assert len(length_buckets([len(p) for p in pairs])) == 2  # the lengths do vary: two passes
-        scores = (bucketed_scores(model, model, pairs) if bucketed else model(**model.collate(pairs)))
+        scores = bucketed_scores(model, model, pairs) if bucketed else model(**model.collate(pairs))
         loss = lce_loss(scores.view(3, 2))
         loss.backward()
         return scores.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
@@ -203,17 +214,28 @@ def test_the_cls_head_computes_the_last_layer_for_cls_only_with_the_models_score
     must give the same scores and the same gradients (training runs this path)."""
     from dagster_ir.neural.cross_encoder import cls_only_supported
 
-    model = CrossEncoder.from_pretrained(tiny, max_length=32, max_query_length=6, head="cls", seed=1,
-                                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
+    model = CrossEncoder.from_pretrained(
+        tiny,
+        max_length=32,
+        max_query_length=6,
+        head="cls",
+        seed=1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    ).train()
     assert cls_only_supported(model.model)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():  # weights far from the tiny model's near-zero start, so that scores differ by pair
         for parameter in model.model.parameters():
             if parameter.ndim == 2:
                 parameter.normal_(0.0, 0.3, generator=generator)
-    pairs = [model.encode_pair(torch.randint(1000, 2000, (q,), generator=generator).tolist(),
-                               torch.randint(1000, 2000, (d,), generator=generator).tolist())
-             for q, d in [(3, 20), (5, 4), (2, 11)]]
+    pairs = [
+        model.encode_pair(
+            torch.randint(1000, 2000, (q,), generator=generator).tolist(),
+            torch.randint(1000, 2000, (d,), generator=generator).tolist(),
+        )
+        for q, d in [(3, 20), (5, 4), (2, 11)]
+    ]
     batch = model.collate(pairs)
     ours = model(**batch)
     (ours * torch.tensor([1.0, -2.0, 0.5])).sum().backward()

@@ -8,10 +8,13 @@ from dagster_ir.neural.training import TrainResult
 
 def _run(rows, name="bm25"):
     return pl.DataFrame(rows, schema=["query_id", "doc_id", "rank", "score"], orient="row").with_columns(
-        pl.col("rank").cast(pl.Int32), run_name=pl.lit(name))
+        pl.col("rank").cast(pl.Int32), run_name=pl.lit(name)
+    )
 
 
-CANDIDATES = _run([("q1", "a", 1, 3.0), ("q1", "b", 2, 2.0), ("q1", "c", 3, 1.0), ("q2", "a", 1, 5.0), ("q2", "d", 2, 4.0)])
+CANDIDATES = _run(
+    [("q1", "a", 1, 3.0), ("q1", "b", 2, 2.0), ("q1", "c", 3, 1.0), ("q2", "a", 1, 5.0), ("q2", "d", 2, 4.0)]
+)
 RERANKED = _run([("q1", "b", 1, 0.9), ("q1", "a", 2, 0.1), ("q2", "d", 1, 0.7), ("q2", "a", 2, 0.2)], "dev")
 SETTINGS = dict(candidate="bm25", depth=2, bf16=False)
 
@@ -22,7 +25,9 @@ def test_a_kept_dev_run_reads_back_for_the_same_candidates(tmp_path):
     candidates = CANDIDATES.select(list(RUN))
     save_dev_run(tmp_path, RERANKED.select(list(RUN)), **SETTINGS)
     back = load_dev_run(tmp_path, candidates, **SETTINGS)
-    assert back is not None and back.sort("query_id", "rank").equals(RERANKED.select(list(RUN)).sort("query_id", "rank"))
+    assert back is not None and back.sort("query_id", "rank").equals(
+        RERANKED.select(list(RUN)).sort("query_id", "rank")
+    )
     # another depth, candidate run, precision or text: the reranking would differ, so it is not used
     assert load_dev_run(tmp_path, candidates, **{**SETTINGS, "depth": 3}) is None
     assert load_dev_run(tmp_path, candidates, **{**SETTINGS, "candidate": "ql"}) is None
@@ -36,8 +41,15 @@ def test_a_kept_dev_run_reads_back_for_the_same_candidates(tmp_path):
 
 
 def _tuned(dev_scores, best_epoch, kept_start, start_score=0.5):
-    train = TrainResult(loss_curve=[1.0], log_curves={}, dev_scores=dev_scores, best_epoch=best_epoch, steps=1,
-                        seconds=1.0, examples_per_s=1.0)
+    train = TrainResult(
+        loss_curve=[1.0],
+        log_curves={},
+        dev_scores=dev_scores,
+        best_epoch=best_epoch,
+        steps=1,
+        seconds=1.0,
+        examples_per_s=1.0,
+    )
     return FineTuned(train, examples=1, start_score=start_score, kept_start=kept_start)
 
 

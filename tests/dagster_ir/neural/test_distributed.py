@@ -23,8 +23,13 @@ def tiny(tmp_path_factory):
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "OMP_NUM_THREADS": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 def _args(tiny: str, run: Path, *extra: str) -> list[str]:
@@ -33,8 +38,14 @@ def _args(tiny: str, run: Path, *extra: str) -> list[str]:
 
 def _train(config: LaunchConfig, tiny: str, run: Path, *extra: str):
     lines: list[str] = []
-    result = launch(torchrun_command(config, SCRIPT, _args(tiny, run, *extra)), run / "metrics.jsonl",
-                    relaunches=config.relaunches, env=_env(), on_output=lines.append, timeout=400)
+    result = launch(
+        torchrun_command(config, SCRIPT, _args(tiny, run, *extra)),
+        run / "metrics.jsonl",
+        relaunches=config.relaunches,
+        env=_env(),
+        on_output=lines.append,
+        timeout=400,
+    )
     assert result.ok, "\n".join(lines[-60:])
     out = run / "out"
     return result, json.loads((out / "result.json").read_text()), load_file(str(out / "weights.safetensors"))
@@ -79,15 +90,28 @@ def test_two_nodes_rendezvous_and_a_relaunch_after_torchrun_fails(tiny, uninterr
     left torchrun fails when the worker is lost, and `launch` starts both nodes again."""
     import threading
 
-    config = LaunchConfig(nnodes="2", nproc_per_node=1, rdzv_endpoint=f"127.0.0.1:{_free_port()}",
-                          rdzv_id="test-two-nodes", max_restarts=0, relaunches=1, monitor_interval=0.5)
+    config = LaunchConfig(
+        nnodes="2",
+        nproc_per_node=1,
+        rdzv_endpoint=f"127.0.0.1:{_free_port()}",
+        rdzv_id="test-two-nodes",
+        max_restarts=0,
+        relaunches=1,
+        monitor_interval=0.5,
+    )
     extra = ("--lose-worker-at", "6", "--marker", str(tmp_path / "lost"))
     outcomes: dict[int, object] = {}
 
     def node(index: int) -> None:
         lines: list[str] = []
-        result = launch(torchrun_command(config, SCRIPT, _args(tiny, tmp_path, *extra)), tmp_path / f"metrics-{index}.jsonl",
-                        relaunches=config.relaunches, env=_env(), on_output=lines.append, timeout=400)
+        result = launch(
+            torchrun_command(config, SCRIPT, _args(tiny, tmp_path, *extra)),
+            tmp_path / f"metrics-{index}.jsonl",
+            relaunches=config.relaunches,
+            env=_env(),
+            on_output=lines.append,
+            timeout=400,
+        )
         outcomes[index] = (result, lines)
 
     threads = [threading.Thread(target=node, args=(i,)) for i in range(2)]
@@ -106,18 +130,40 @@ def test_two_nodes_rendezvous_and_a_relaunch_after_torchrun_fails(tiny, uninterr
 
 def test_torchrun_command_for_one_host_and_for_several_nodes():
     alone = torchrun_command(LaunchConfig(nproc_per_node=2), "pkg.train", ["--x", "1"], python="py")
-    assert alone == ["py", "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=1",
-                     "--monitor-interval=1.0", "--standalone", "-m", "pkg.train", "--x", "1"]
-    nodes = torchrun_command(LaunchConfig(nnodes="2:4", nproc_per_node=8, rdzv_endpoint="head:29400", rdzv_id="job-7"),
-                             "pkg.train", [], python="py")
+    assert alone == [
+        "py",
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        "--max-restarts=1",
+        "--monitor-interval=1.0",
+        "--standalone",
+        "-m",
+        "pkg.train",
+        "--x",
+        "1",
+    ]
+    nodes = torchrun_command(
+        LaunchConfig(nnodes="2:4", nproc_per_node=8, rdzv_endpoint="head:29400", rdzv_id="job-7"),
+        "pkg.train",
+        [],
+        python="py",
+    )
     assert "--nnodes=2:4" in nodes and "--rdzv-endpoint=head:29400" in nodes and "--rdzv-id=job-7" in nodes
     assert "--rdzv-backend=c10d" in nodes and "--standalone" not in nodes
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"nnodes": "two"}, "nnodes"), ({"nnodes": "4:2"}, "MIN > MAX"), ({"nnodes": "2"}, "needs rdzv_endpoint"),
-    ({"rdzv_endpoint": "head"}, "host:port"), ({"nproc_per_node": 0}, "nproc_per_node"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"nnodes": "two"}, "nnodes"),
+        ({"nnodes": "4:2"}, "MIN > MAX"),
+        ({"nnodes": "2"}, "needs rdzv_endpoint"),
+        ({"rdzv_endpoint": "head"}, "host:port"),
+        ({"nproc_per_node": 0}, "nproc_per_node"),
+    ],
+)
 def test_bad_launch_config_names_the_field(fields, message):
     with pytest.raises(ValueError, match=message):
         LaunchConfig(**fields)
@@ -145,14 +191,26 @@ def test_metrics_log_reads_only_whole_new_lines(tmp_path, monkeypatch):
 def test_nodes_without_a_shared_checkpoint_folder_fail_with_a_clear_error(tiny, tmp_path):
     import threading
 
-    config = LaunchConfig(nnodes="2", nproc_per_node=1, rdzv_endpoint=f"127.0.0.1:{_free_port()}",
-                          rdzv_id="test-not-shared", max_restarts=0, relaunches=0, monitor_interval=0.5)
+    config = LaunchConfig(
+        nnodes="2",
+        nproc_per_node=1,
+        rdzv_endpoint=f"127.0.0.1:{_free_port()}",
+        rdzv_id="test-not-shared",
+        max_restarts=0,
+        relaunches=0,
+        monitor_interval=0.5,
+    )
     outputs: dict[int, tuple] = {}
 
     def node(index: int) -> None:  # each "node" its own checkpoint folder, as two local disks would be
         lines: list[str] = []
-        result = launch(torchrun_command(config, SCRIPT, _args(tiny, tmp_path / f"node-{index}")),
-                        tmp_path / f"metrics-{index}.jsonl", env=_env(), on_output=lines.append, timeout=300)
+        result = launch(
+            torchrun_command(config, SCRIPT, _args(tiny, tmp_path / f"node-{index}")),
+            tmp_path / f"metrics-{index}.jsonl",
+            env=_env(),
+            on_output=lines.append,
+            timeout=300,
+        )
         outputs[index] = (result, lines)
 
     threads = [threading.Thread(target=node, args=(i,)) for i in range(2)]

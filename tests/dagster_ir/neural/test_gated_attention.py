@@ -20,9 +20,16 @@ def tiny(tmp_path_factory):
 def _model(tiny, cross_attention, head="cosine", weights_seed=0):
     """A tiny cross-encoder without dropout whose weights are far from the tiny model's near-zero start
     (so that attending to the other segment visibly changes the states); the same weights per seed."""
-    model = CrossEncoder.from_pretrained(tiny, max_length=40, max_query_length=6, head=head, seed=1,
-                                         cross_attention=cross_attention, hidden_dropout_prob=0.0,
-                                         attention_probs_dropout_prob=0.0)
+    model = CrossEncoder.from_pretrained(
+        tiny,
+        max_length=40,
+        max_query_length=6,
+        head=head,
+        seed=1,
+        cross_attention=cross_attention,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     generator = torch.Generator().manual_seed(weights_seed)
     with torch.no_grad():
         for parameter in model.model.parameters():
@@ -33,8 +40,13 @@ def _model(tiny, cross_attention, head="cosine", weights_seed=0):
 
 def _pairs(model, sizes=((3, 20), (5, 4), (2, 11)), seed=0):
     generator = torch.Generator().manual_seed(seed)
-    return [model.encode_pair(torch.randint(1000, 2000, (q,), generator=generator).tolist(),
-                              torch.randint(1000, 2000, (d,), generator=generator).tolist()) for q, d in sizes]
+    return [
+        model.encode_pair(
+            torch.randint(1000, 2000, (q,), generator=generator).tolist(),
+            torch.randint(1000, 2000, (d,), generator=generator).tolist(),
+        )
+        for q, d in sizes
+    ]
 
 
 def _set_gates(model, values):
@@ -58,8 +70,11 @@ def test_closed_gates_score_the_segments_encoded_apart(tiny):
             ids = torch.tensor([pair.input_ids])
             query = plain(input_ids=ids[:, :split], token_type_ids=torch.zeros(1, split, dtype=torch.long))
             rest = ids.shape[1] - split
-            doc = plain(input_ids=ids[:, split:], token_type_ids=torch.ones(1, rest, dtype=torch.long),
-                        position_ids=torch.arange(split, split + rest)[None])
+            doc = plain(
+                input_ids=ids[:, split:],
+                token_type_ids=torch.ones(1, rest, dtype=torch.long),
+                position_ids=torch.arange(split, split + rest)[None],
+            )
             q, d = query.last_hidden_state.mean(1), doc.last_hidden_state.mean(1)
             expected.append(gated.head_scale * torch.nn.functional.cosine_similarity(q, d)[0])
     torch.testing.assert_close(scores, torch.stack(expected), atol=1e-5, rtol=1e-5)
@@ -169,9 +184,13 @@ def test_segment_positions_restart_at_the_documents_first_token_on_a_padded_batc
     model = _model(tiny, "gated-segments")
     pairs = _pairs(model, sizes=((3, 4), (1, 2), (2, 0)))  # 3 + 2 + 5 = 10, 1 + 2 + 3 = 6, 2 + 2 + 1 = 5 tokens
     batch = model.collate(pairs)
-    expected = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 2, 3, 4],
-                             [0, 1, 2, 0, 1, 2, 3, 4, 5, 6],  # padding after the document counts on (masked)
-                             [0, 1, 2, 3, 0, 1, 2, 3, 4, 5]])
+    expected = torch.tensor(
+        [
+            [0, 1, 2, 3, 4, 0, 1, 2, 3, 4],
+            [0, 1, 2, 0, 1, 2, 3, 4, 5, 6],  # padding after the document counts on (masked)
+            [0, 1, 2, 3, 0, 1, 2, 3, 4, 5],
+        ]
+    )
     assert torch.equal(model.position_ids(batch["token_type_ids"]), expected)
     assert torch.equal(segment_position_ids(torch.zeros(1, 4, dtype=torch.long)), torch.arange(4)[None])  # no document
     assert _model(tiny, "gated").position_ids(batch["token_type_ids"]) is None  # "gated": the joint input's positions

@@ -23,21 +23,33 @@ def _run(rows):
 
 
 QUERIES = pl.DataFrame({"query_id": ["q1", "q2"], "text": ["red apple", "blue sky"]})
-CORPUS = pl.DataFrame({
-    "doc_id": ["a", "b", "c", "d"],
-    "title": ["", "apple", "", ""],
-    "text": ["nothing here", "red fruit", "blue sky today", "sky"],
-})
-RUN_ROWS = [("q1", "a", 9.0, 1, "bm25"), ("q1", "b", 8.0, 2, "bm25"), ("q1", "c", 7.0, 3, "bm25"),
-            ("q2", "a", 5.0, 1, "bm25"), ("q2", "d", 4.0, 2, "bm25"), ("q2", "c", 3.0, 3, "bm25")]
+CORPUS = pl.DataFrame(
+    {
+        "doc_id": ["a", "b", "c", "d"],
+        "title": ["", "apple", "", ""],
+        "text": ["nothing here", "red fruit", "blue sky today", "sky"],
+    }
+)
+RUN_ROWS = [
+    ("q1", "a", 9.0, 1, "bm25"),
+    ("q1", "b", 8.0, 2, "bm25"),
+    ("q1", "c", 7.0, 3, "bm25"),
+    ("q2", "a", 5.0, 1, "bm25"),
+    ("q2", "d", 4.0, 2, "bm25"),
+    ("q2", "c", 3.0, 3, "bm25"),
+]
 
 
 def test_rerank_keeps_every_candidate_and_only_reorders():
     out = rerank(_run(RUN_ROWS), QUERIES, CORPUS, WordOverlap(), RerankConfig(depth=3, run_name="overlap"))
     assert out.schema == pl.Schema(RUN)
     assert out.sort("query_id", "rank").select("query_id", "doc_id").rows() == [
-        ("q1", "b"), ("q1", "a"), ("q1", "c"),  # b scores 2 ("apple" comes from its title); a, c tie at 0
-        ("q2", "c"), ("q2", "d"), ("q2", "a"),  # c: 2 words, d: 1, a: 0
+        ("q1", "b"),
+        ("q1", "a"),
+        ("q1", "c"),  # b scores 2 ("apple" comes from its title); a, c tie at 0
+        ("q2", "c"),
+        ("q2", "d"),
+        ("q2", "a"),  # c: 2 words, d: 1, a: 0
     ]
     assert out["run_name"].unique().to_list() == ["overlap"]
     assert out.group_by("query_id").agg(pl.col("rank").sort()).sort("query_id")["rank"].to_list() == [[1, 2, 3]] * 2
@@ -94,8 +106,10 @@ def _tiny_scorer_model(tmp_path):
     return model.eval()
 
 
-PAIRS = (["red apple", "blue sky", "a much longer query about the sky and the sea", "red apple", "wind"],
-         ["red fruit", "an apple a day keeps the doctor away " * 4, "sea", "sky over the sea", "wind tunnel " * 9])
+PAIRS = (
+    ["red apple", "blue sky", "a much longer query about the sky and the sea", "red apple", "wind"],
+    ["red fruit", "an apple a day keeps the doctor away " * 4, "sea", "sky over the sea", "wind tunnel " * 9],
+)
 
 
 def test_fast_path_equals_the_plain_path_in_input_order(tmp_path):

@@ -11,8 +11,12 @@ def doubling(job: train_job.Job) -> dict:
     """A job function: reads a frame eagerly and one lazily, returns values and a frame."""
     frame = job.frame("numbers")
     total = int(job.lazy("more").select(pl.col("x").sum()).collect().item())
-    return {"rows": frame.height, "total": total, "factor": job.values["factor"],
-            "doubled": frame.with_columns(pl.col("x") * job.values["factor"])}
+    return {
+        "rows": frame.height,
+        "total": total,
+        "factor": job.values["factor"],
+        "doubled": frame.with_columns(pl.col("x") * job.values["factor"]),
+    }
 
 
 def missing_frame(job: train_job.Job) -> dict:
@@ -21,8 +25,12 @@ def missing_frame(job: train_job.Job) -> dict:
 
 def test_a_job_round_trips_its_inputs_and_result(tmp_path):
     numbers = pl.DataFrame({"x": [1, 2, 3]})
-    folder = train_job.write_job(tmp_path / "job", "test_train_job:doubling", values={"factor": 2},
-                                 frames={"numbers": numbers, "more": pl.LazyFrame({"x": [10, 20]})})
+    folder = train_job.write_job(
+        tmp_path / "job",
+        "test_train_job:doubling",
+        values={"factor": 2},
+        frames={"numbers": numbers, "more": pl.LazyFrame({"x": [10, 20]})},
+    )
     train_job.run_job(folder)
     result = train_job.read_result(folder)
     assert result["rows"] == 3 and result["total"] == 30 and result["factor"] == 2
@@ -76,10 +84,19 @@ def lossy_training(job: train_job.Job) -> dict:
         rows = torch.tensor(batch)
         return ((wrapped(x[rows]).squeeze(-1) - y[rows].float()) ** 2).mean(), {}
 
-    result = train(model, lambda epoch, rng: shuffled_batches(list(range(data.height)), 4, rng), loss_fn, config,
-                   job.values["checkpoints"], on_log=job.on_log)
-    return {"train": dataclasses.asdict(result), "world": world_size,
-            "weights": [float(v) for v in torch.cat([model.weight.flatten(), model.bias]).detach()]}
+    result = train(
+        model,
+        lambda epoch, rng: shuffled_batches(list(range(data.height)), 4, rng),
+        loss_fn,
+        config,
+        job.values["checkpoints"],
+        on_log=job.on_log,
+    )
+    return {
+        "train": dataclasses.asdict(result),
+        "world": world_size,
+        "weights": [float(v) for v in torch.cat([model.weight.flatten(), model.bias]).detach()],
+    }
 
 
 def _launch(root, lose_at: int):
@@ -91,14 +108,25 @@ def _launch(root, lose_at: int):
 
     here = Path(__file__).resolve()
     env = {**os.environ, "PYTHONPATH": f"{here.parents[3]}{os.pathsep}{here.parent}", "OMP_NUM_THREADS": "1"}
-    data = pl.DataFrame({"a": [float(i % 5) for i in range(16)], "b": [float(i % 3) for i in range(16)],
-                         "y": [float(2 * (i % 5) - (i % 3)) for i in range(16)]})
+    data = pl.DataFrame(
+        {
+            "a": [float(i % 5) for i in range(16)],
+            "b": [float(i % 3) for i in range(16)],
+            "y": [float(2 * (i % 5) - (i % 3)) for i in range(16)],
+        }
+    )
     values = {"marker": str(root / "lost"), "lose_at": lose_at, "checkpoints": str(root / "checkpoints")}
     folder = train_job.write_job(root / "job", "test_train_job:lossy_training", values=values, frames={"data": data})
     config = LaunchConfig(nproc_per_node=2, max_restarts=0, relaunches=1, monitor_interval=0.5)
     lines: list[str] = []
-    launched = launch(torchrun_command(config, train_job.__name__, [str(folder)]), folder / "metrics.jsonl",
-                      relaunches=config.relaunches, env=env, on_output=lines.append, timeout=300)
+    launched = launch(
+        torchrun_command(config, train_job.__name__, [str(folder)]),
+        folder / "metrics.jsonl",
+        relaunches=config.relaunches,
+        env=env,
+        on_output=lines.append,
+        timeout=300,
+    )
     assert launched.ok, "\n".join(lines[-40:])
     return launched, train_job.read_result(folder)
 

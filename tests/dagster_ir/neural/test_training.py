@@ -54,8 +54,17 @@ def _mse(model, batch):
 
 
 def _config(**overrides) -> TrainConfig:
-    return TrainConfig(**{"lr": 0.05, "warmup_ratio": 0.1, "weight_decay": 0.0, "epochs": 3, "batch_size": 8,
-                          "checkpoint_every": 2, **overrides})
+    return TrainConfig(
+        **{
+            "lr": 0.05,
+            "warmup_ratio": 0.1,
+            "weight_decay": 0.0,
+            "epochs": 3,
+            "batch_size": 8,
+            "checkpoint_every": 2,
+            **overrides,
+        }
+    )
 
 
 def _weights(model) -> dict[str, torch.Tensor]:
@@ -78,8 +87,14 @@ def test_constant_schedule_warms_up_then_stays():
 
 def test_constant_schedule_keeps_the_learning_rate(tmp_path):
     lrs = []
-    train(Toy(), _make_batches(8), _mse, _config(warmup_ratio=0.0, schedule="constant", epochs=2), tmp_path / "c",
-          on_log=lambda s, logs: lrs.append(logs["lr"]))
+    train(
+        Toy(),
+        _make_batches(8),
+        _mse,
+        _config(warmup_ratio=0.0, schedule="constant", epochs=2),
+        tmp_path / "c",
+        on_log=lambda s, logs: lrs.append(logs["lr"]),
+    )
     assert lrs == [0.05] * 10
     with pytest.raises(ValueError, match="schedule"):
         TrainConfig(schedule="cosine")
@@ -113,7 +128,9 @@ def test_micro_batches_shard_like_distributed_sampler_then_split():
 def test_training_reduces_the_loss_and_reports_progress(tmp_path):
     model = Toy()
     logged = []
-    result = train(model, _make_batches(8), _mse, _config(epochs=4), tmp_path, on_log=lambda s, l: logged.append(s))
+    result = train(
+        model, _make_batches(8), _mse, _config(epochs=4), tmp_path, on_log=lambda step, _: logged.append(step)
+    )
     assert result.steps == 20 and logged == list(range(1, 21))
     assert len(result.loss_curve) == 20 and len(result.log_curves["abs_error"]) == 20
     assert np.mean(result.loss_curve[-5:]) < 0.5 * np.mean(result.loss_curve[:5])
@@ -125,8 +142,13 @@ def test_grad_accumulation_changes_memory_not_maths(tmp_path):
     config = _config(epochs=1, max_grad_norm=None)
     whole, split = Toy(dropout=0.0), Toy(dropout=0.0)  # no dropout: same function on any split
     for model, accumulation in [(whole, 1), (split, 3)]:
-        train(model, _make_batches(8), _mse, TrainConfig(**{**config.__dict__, "grad_accumulation": accumulation}),
-              tmp_path / str(accumulation))
+        train(
+            model,
+            _make_batches(8),
+            _mse,
+            TrainConfig(**{**config.__dict__, "grad_accumulation": accumulation}),
+            tmp_path / str(accumulation),
+        )
     for key, value in _weights(whole).items():
         torch.testing.assert_close(value, _weights(split)[key], rtol=1e-5, atol=1e-6)
 
@@ -205,8 +227,14 @@ def test_dev_score_selects_the_best_epoch_and_restores_its_weights(tmp_path):
 
 def test_max_steps_caps_training_and_the_schedule(tmp_path):
     lrs = []
-    result = train(Toy(), _make_batches(8), _mse, _config(max_steps=7, warmup_ratio=0.0), tmp_path,
-                   on_log=lambda s, logs: lrs.append(logs["lr"]))
+    result = train(
+        Toy(),
+        _make_batches(8),
+        _mse,
+        _config(max_steps=7, warmup_ratio=0.0),
+        tmp_path,
+        on_log=lambda s, logs: lrs.append(logs["lr"]),
+    )
     assert result.steps == 7 and len(result.loss_curve) == 7
     assert lrs[-1] == 0.0 and math.isclose(lrs[0], 0.05 * 6 / 7)
 
@@ -236,10 +264,19 @@ def test_checkpoint_folders_get_temporary_names_of_their_own(tmp_path, monkeypat
         return real_save(tensors, filename, metadata=metadata)
 
     monkeypatch.setattr(training, "save_file", save_file)
-    train(Toy(), _make_batches(8), _mse, _config(epochs=1), tmp_path,
-          on_log=lambda step, logs: locked.append(is_locked(tmp_path / ".lock")))
+    train(
+        Toy(),
+        _make_batches(8),
+        _mse,
+        _config(epochs=1),
+        tmp_path,
+        on_log=lambda step, logs: locked.append(is_locked(tmp_path / ".lock")),
+    )
     assert seen and all(re.fullmatch(r"\.step-\d{8}\.[0-9a-f]{8}-\d+-\w+\.tmp", name) for name in seen)
     assert (foreign / "busy").is_dir()  # left alone
     assert locked and all(locked)  # the folder is locked while the run trains in it
     assert not is_locked(tmp_path / ".lock")
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["step-00000004", "step-00000005"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "step-00000004",
+        "step-00000005",
+    ]

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from dagster_ir.neural.training import TrainConfig, epoch_decayed, latest_checkpoint, make_optimizer, shuffled_batches, train
+from dagster_ir.neural.training import (
+    TrainConfig,
+    epoch_decayed,
+    latest_checkpoint,
+    make_optimizer,
+    shuffled_batches,
+    train,
+)
 
 
 class Head(torch.nn.Module):
@@ -32,13 +39,29 @@ def _mse(model, batch):
 
 
 def _config(**overrides) -> TrainConfig:
-    return TrainConfig(**{"lr": 0.1, "warmup_ratio": 0.0, "schedule": "constant", "weight_decay": 0.0,
-                          "epochs": 3, "batch_size": 8, **overrides})
+    return TrainConfig(
+        **{
+            "lr": 0.1,
+            "warmup_ratio": 0.0,
+            "schedule": "constant",
+            "weight_decay": 0.0,
+            "epochs": 3,
+            "batch_size": 8,
+            **overrides,
+        }
+    )
 
 
 def test_epoch_decay_multiplies_the_rate_after_each_epoch(tmp_path):
     lrs = []
-    train(Head(), _batches(), _mse, _config(epoch_decay=0.9), tmp_path / "c", on_log=lambda s, logs: lrs.append(logs["lr"]))
+    train(
+        Head(),
+        _batches(),
+        _mse,
+        _config(epoch_decay=0.9),
+        tmp_path / "c",
+        on_log=lambda s, logs: lrs.append(logs["lr"]),
+    )
     # 2 steps an epoch; the log holds the rate after each step (the next step's): 0.1 for epoch 0's
     # steps, 0.09 for epoch 1's, 0.081 for epoch 2's
     assert lrs == pytest.approx([0.1, 0.09, 0.09, 0.081, 0.081, 0.0729])

@@ -44,8 +44,9 @@ def _env() -> dict[str, str]:
 
 def _run(args: list[str], timeout: float = 300) -> None:
     """Run a command in its own process group; on timeout kill the whole group (torchrun's workers too)."""
-    process = subprocess.Popen(args, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        args, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         _, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -68,8 +69,12 @@ def test_sigkill_mid_epoch_then_resume_ends_with_the_same_weights(tiny, tmp_path
     expected, expected_weights = _result(tmp_path / "whole")
 
     killed = tmp_path / "killed"
-    process = subprocess.Popen([sys.executable, str(SCRIPT), *_command(tiny, killed, "--sleep", "0.4")], env=_env(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *_command(tiny, killed, "--sleep", "0.4")],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 240
         while latest_checkpoint(killed / "checkpoints") is None and process.poll() is None:
@@ -95,8 +100,18 @@ def test_sigkill_mid_epoch_then_resume_ends_with_the_same_weights(tiny, tmp_path
 def test_two_process_ddp_matches_one_process_with_the_same_global_batch(tiny, tmp_path):
     no_dropout = ("--dropout", "0.0", "--epochs", "1")
     _in_process(_command(tiny, tmp_path / "one", *no_dropout))
-    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-          str(SCRIPT), *_command(tiny, tmp_path / "two", *no_dropout)])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(SCRIPT),
+            *_command(tiny, tmp_path / "two", *no_dropout),
+        ]
+    )
     one, one_weights = _result(tmp_path / "one")
     two, two_weights = _result(tmp_path / "two")
     assert len(one["loss_curve"]) == len(two["loss_curve"]) == 4
@@ -104,8 +119,10 @@ def test_two_process_ddp_matches_one_process_with_the_same_global_batch(tiny, tm
     # Adam turns rounding noise in ~0 gradients into whole steps, so compare the weights as a whole:
     # the two runs end far closer to each other than to where they started.
     start = CrossEncoder.from_pretrained(tiny, max_length=32, max_query_length=8, seed=1).state_dict()
-    flat = {name: torch.cat([w[k].flatten() for k in sorted(one_weights)]) for name, w in
-            [("one", one_weights), ("two", two_weights), ("start", start)]}
+    flat = {
+        name: torch.cat([w[k].flatten() for k in sorted(one_weights)])
+        for name, w in [("one", one_weights), ("two", two_weights), ("start", start)]
+    }
     moved = (flat["one"] - flat["start"]).norm()
     assert moved > 0 and (flat["two"] - flat["one"]).norm() < 0.01 * moved
     assert one["loss_curve"][-1] < one["loss_curve"][0]  # it did learn something

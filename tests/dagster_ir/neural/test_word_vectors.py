@@ -22,10 +22,16 @@ def test_the_bundled_models_embeddings_load_offline_and_pool_word_pieces():
     np.testing.assert_allclose(vectors["aerodynamically"], matrix[pieces].mean(axis=0), rtol=1e-6)
 
 
-@pytest.mark.parametrize(("word", "similar", "unrelated"), [
-    ("car", "automobile", "banana"), ("aircraft", "airplane", "fruit"), ("velocity", "speed", "music"),
-    ("pressure", "stress", "banana"), ("wing", "aircraft", "music"),
-])
+@pytest.mark.parametrize(
+    ("word", "similar", "unrelated"),
+    [
+        ("car", "automobile", "banana"),
+        ("aircraft", "airplane", "fruit"),
+        ("velocity", "speed", "music"),
+        ("pressure", "stress", "banana"),
+        ("wing", "aircraft", "music"),
+    ],
+)
 def test_similar_words_are_closer_than_unrelated_ones(word, similar, unrelated):
     vectors = embedding_vectors([word, similar, unrelated])
     assert vectors.similarity(word, similar) > vectors.similarity(word, unrelated) + 0.2

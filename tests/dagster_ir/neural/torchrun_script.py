@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 
 from safetensors.torch import save_model
+from training_script import examples
 
 from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
 from dagster_ir.neural.distributed import metrics_logger
 from dagster_ir.neural.training import TrainConfig, init_distributed, shuffled_batches, train, unwrap, world
-from training_script import examples
 
 
 def main() -> None:
@@ -32,7 +32,9 @@ def main() -> None:
     rank, world_size = init_distributed("cpu")
     model = CrossEncoder.from_pretrained(args.backbone, max_length=32, max_query_length=8, seed=1)
     data = examples()
-    config = TrainConfig(lr=5e-3, warmup_ratio=0.1, weight_decay=0.01, epochs=2, batch_size=8, checkpoint_every=2, seed=3)
+    config = TrainConfig(
+        lr=5e-3, warmup_ratio=0.1, weight_decay=0.01, epochs=2, batch_size=8, checkpoint_every=2, seed=3
+    )
     calls = [0]
 
     def loss_fn(wrapped, batch):
@@ -44,14 +46,28 @@ def main() -> None:
         pairs = [bare.encode_pair(*bare.tokenize([q, d])) for q, pos, negs in batch for d in (pos, *negs)]
         return lce_loss(wrapped(**bare.collate(pairs)).view(len(batch), -1)), {}
 
-    result = train(model, lambda epoch, rng: shuffled_batches(data, config.batch_size, rng), loss_fn, config,
-                   args.checkpoints, on_log=metrics_logger())
+    result = train(
+        model,
+        lambda epoch, rng: shuffled_batches(data, config.batch_size, rng),
+        loss_fn,
+        config,
+        args.checkpoints,
+        on_log=metrics_logger(),
+    )
     if world()[0] == 0:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         save_model(model, str(out / "weights.safetensors"))
-        (out / "result.json").write_text(json.dumps({"loss_curve": result.loss_curve, "steps": result.steps,
-                                                     "resumed_from": result.resumed_from, "world_size": world_size}))
+        (out / "result.json").write_text(
+            json.dumps(
+                {
+                    "loss_curve": result.loss_curve,
+                    "steps": result.steps,
+                    "resumed_from": result.resumed_from,
+                    "world_size": world_size,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

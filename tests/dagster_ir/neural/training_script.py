@@ -16,8 +16,10 @@ from safetensors.torch import save_model
 from dagster_ir.neural.cross_encoder import CrossEncoder, lce_loss
 from dagster_ir.neural.training import TrainConfig, shuffled_batches, train, unwrap, world
 
-WORDS = ("anarchism philosophy river mountain music opera physics chemistry algebra poetry "
-         "football tennis planet comet bridge castle").split()
+WORDS = (
+    "anarchism philosophy river mountain music opera physics chemistry algebra poetry "
+    "football tennis planet comet bridge castle"
+).split()
 
 
 def examples(n: int = 32) -> list[tuple[str, str, list[str]]]:
@@ -41,11 +43,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint-every", type=int, default=2)
     args = parser.parse_args(argv)
 
-    model = CrossEncoder.from_pretrained(args.backbone, max_length=32, max_query_length=8, seed=1,
-                                         hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
+    model = CrossEncoder.from_pretrained(
+        args.backbone,
+        max_length=32,
+        max_query_length=8,
+        seed=1,
+        hidden_dropout_prob=args.dropout,
+        attention_probs_dropout_prob=args.dropout,
+    )
     data = examples()
-    config = TrainConfig(lr=5e-3, warmup_ratio=0.1, weight_decay=0.01, epochs=args.epochs, batch_size=8,
-                         checkpoint_every=args.checkpoint_every, seed=3)
+    config = TrainConfig(
+        lr=5e-3,
+        warmup_ratio=0.1,
+        weight_decay=0.01,
+        epochs=args.epochs,
+        batch_size=8,
+        checkpoint_every=args.checkpoint_every,
+        seed=3,
+    )
 
     def loss_fn(wrapped, batch):
         bare = unwrap(wrapped)
@@ -56,14 +71,21 @@ def main(argv: list[str] | None = None) -> None:
     def on_log(step, logs):
         time.sleep(args.sleep)
 
-    result = train(model, lambda epoch, rng: shuffled_batches(data, config.batch_size, rng), loss_fn, config,
-                   args.checkpoints, on_log=on_log)
+    result = train(
+        model,
+        lambda epoch, rng: shuffled_batches(data, config.batch_size, rng),
+        loss_fn,
+        config,
+        args.checkpoints,
+        on_log=on_log,
+    )
     if world()[0] == 0:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         save_model(model, str(out / "weights.safetensors"))
-        (out / "result.json").write_text(json.dumps({"loss_curve": result.loss_curve, "steps": result.steps,
-                                                     "resumed_from": result.resumed_from}))
+        (out / "result.json").write_text(
+            json.dumps({"loss_curve": result.loss_curve, "steps": result.steps, "resumed_from": result.resumed_from})
+        )
 
 
 if __name__ == "__main__":

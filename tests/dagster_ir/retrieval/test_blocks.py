@@ -9,18 +9,22 @@ from dagster_ir.retrieval.trec import write_run
 from dagster_ir.schemas import QRELS, RUN
 
 QUERIES = pl.DataFrame({"query_id": [f"q{i:02d}" for i in range(13)], "text": [f"text {i}" for i in range(13)]})
-QRELS_FRAME = pl.DataFrame([(f"q{i:02d}", f"d{(i * 3) % 10}", 1) for i in range(0, 13, 2)]
-                           + [("q99", "d1", 1)], schema=QRELS, orient="row")  # q99: judged, never asked
+QRELS_FRAME = pl.DataFrame(
+    [(f"q{i:02d}", f"d{(i * 3) % 10}", 1) for i in range(0, 13, 2)] + [("q99", "d1", 1)], schema=QRELS, orient="row"
+)  # q99: judged, never asked
 
 
 def _searcher(shift: int):
     """Ten documents per query, scores from the query and document numbers (no state between blocks)."""
+
     def search(block: pl.DataFrame) -> pl.DataFrame:
         seen.append(block.height)
-        rows = [(q, f"d{d}", float((int(q[1:]) * shift + d * 7) % 11), 0, "x")
-                for q in block["query_id"] for d in range(10)]
+        rows = [
+            (q, f"d{d}", float((int(q[1:]) * shift + d * 7) % 11), 0, "x") for q in block["query_id"] for d in range(10)
+        ]
         frame = pl.DataFrame(rows, schema=RUN, orient="row")
         return frame.with_columns(rank=pl.col("score").rank("ordinal", descending=True).over("query_id").cast(pl.Int32))
+
     seen: list[int] = []
     search.seen = seen
     return search
@@ -30,8 +34,16 @@ def _searcher(shift: int):
 def test_blocks_give_the_whole_runs(tmp_path, block_size):
     searchers = {"a": _searcher(1), "b": _searcher(3)}
     imported = pl.DataFrame([("q00", "d5", 1.0, 1, "ext")], schema=RUN, orient="row")
-    result = write_runs_in_blocks(QUERIES.reverse(), searchers, tmp_path / "parts", tmp_path / "trec",
-                                  qrels=QRELS_FRAME, block_size=block_size, ks=(3, 10), extra_runs={"ext": imported})
+    result = write_runs_in_blocks(
+        QUERIES.reverse(),
+        searchers,
+        tmp_path / "parts",
+        tmp_path / "trec",
+        qrels=QRELS_FRAME,
+        block_size=block_size,
+        ks=(3, 10),
+        extra_runs={"ext": imported},
+    )
     assert max(searchers["a"].seen) == min(block_size, 13) and sum(searchers["a"].seen) == 13
     assert result.blocks == -(-13 // block_size)
     runs = result.runs.collect()

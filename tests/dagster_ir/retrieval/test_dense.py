@@ -65,9 +65,7 @@ def test_normalize_off_gives_the_unit_vectors_scaled() -> None:
 
 
 def test_batch_size_does_not_change_embeddings() -> None:
-    np.testing.assert_allclose(
-        encode(TEXTS, DenseConfig(batch_size=1)), encode(TEXTS, DenseConfig()), atol=1e-5
-    )
+    np.testing.assert_allclose(encode(TEXTS, DenseConfig(batch_size=1)), encode(TEXTS, DenseConfig()), atol=1e-5)
     assert encode([], DenseConfig()).shape == (0, 384)
 
 
@@ -145,13 +143,9 @@ def test_bad_search_inputs_raise() -> None:
         dense_search(broken, ["a", "b", "c"], docs, ["p", "q", "r"], 1, "dense")
 
 
-def test_encode_corpus_round_trip_in_chunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_encode_corpus_round_trip_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dense, "_ROWS_PER_CHUNK", 2)
-    corpus = pl.DataFrame(
-        {"doc_id": ["d1", "d2", "d3"], "title": ["Wing", None, ""], "text": ["lift", "drag", "x"]}
-    )
+    corpus = pl.DataFrame({"doc_id": ["d1", "d2", "d3"], "title": ["Wing", None, ""], "text": ["lift", "drag", "x"]})
     written = encode_corpus_to(tmp_path / "emb.npy", corpus.lazy(), DenseConfig())
     assert (written.n_docs, written.dim) == (3, 384)
     matrix, ids = load_corpus_embeddings(written.embeddings_path)

@@ -77,8 +77,15 @@ def test_bf16_is_close_to_fp32(tiny):
 
 
 def test_unsupported_models_fall_back(tiny):
-    config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, hidden_act="silu", num_labels=1)
+    config = BertConfig(
+        vocab_size=100,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        hidden_act="silu",
+        num_labels=1,
+    )
     assert not supports(BertForSequenceClassification(config))
     assert FastBert.for_model(BertForSequenceClassification(config)) is None
     assert not supports(torch.nn.Linear(2, 2))

@@ -78,7 +78,8 @@ def test_impacts_are_lucenes_float_scores_before_rounding(ties_index: Path) -> N
     for number, hits in enumerate(theirs):
         mine = ours.query == number
         assert sorted(zip(ours.docs[mine].tolist(), ours.raw_scores[mine].tolist())) == sorted(
-            zip(hits.lucene_docids.tolist(), hits.raw_scores.tolist()))
+            zip(hits.lucene_docids.tolist(), hits.raw_scores.tolist())
+        )
 
 
 def test_query_likelihood_and_a_zero_threshold_search_with_lucene(ties_index: Path) -> None:
@@ -149,8 +150,9 @@ def test_a_saved_impacts_file_loads_as_it_was(tmp_path: Path) -> None:
     again = impact.postings_of(loaded)  # what another (k1, b) is computed from
     assert again.terms == postings.terms
     assert (again.doc_count, again.sum_total_term_freq) == (2, 5)
-    assert np.array_equal(impact.build_impacts(again, 1.2, 0.75, "k").impacts,
-                          impact.build_impacts(postings, 1.2, 0.75, "k").impacts)
+    assert np.array_equal(
+        impact.build_impacts(again, 1.2, 0.75, "k").impacts, impact.build_impacts(postings, 1.2, 0.75, "k").impacts
+    )
     # impact = idf - idf / (1 + tf / (k1 (1 - b + b dl / avgdl))), avgdl = 2.5, here in float64
     tf, dl, idf = 2.0, 2.0, 0.25  # "jet" in doc 0: norm byte 2, which the table here decodes to 2
     expected = idf - idf / (1 + tf / (0.9 * (0.6 + 0.4 * dl / 2.5)))

@@ -13,9 +13,7 @@ from dagster_ir.schemas import QRELS, RUN
 
 def run_of(rows: list[tuple[str, str, int]]) -> pl.DataFrame:
     """A RUN frame from (query, doc, rank); score = -rank."""
-    return pl.DataFrame(
-        [(q, d, -float(r), r, "r") for q, d, r in rows], schema=RUN, orient="row"
-    )
+    return pl.DataFrame([(q, d, -float(r), r, "r") for q, d, r in rows], schema=RUN, orient="row")
 
 
 def qrels_of(rows: list[tuple[str, str, int]]) -> pl.DataFrame:
@@ -67,8 +65,17 @@ def test_strictly_decreasing_keeps_the_rank_order_of_ties_for_the_evaluator() ->
     from dagster_ir.evaluation import evaluate_run
     from dagster_ir.retrieval.runs import strictly_decreasing
 
-    tied = pl.DataFrame([("q1", "a", 1.0, 1, "r"), ("q1", "b", 1.0, 2, "r"), ("q1", "c", 1.0, 3, "r"),
-                         ("q1", "d", 0.5, 4, "r"), ("q2", "x", 2.0, 1, "r")], schema=RUN, orient="row")
+    tied = pl.DataFrame(
+        [
+            ("q1", "a", 1.0, 1, "r"),
+            ("q1", "b", 1.0, 2, "r"),
+            ("q1", "c", 1.0, 3, "r"),
+            ("q1", "d", 0.5, 4, "r"),
+            ("q2", "x", 2.0, 1, "r"),
+        ],
+        schema=RUN,
+        orient="row",
+    )
     qrels = qrels_of([("q1", "a", 1)])
     assert evaluate_run(tied, qrels, ["RR"])["value"].item() == pytest.approx(1 / 3)  # trec_eval: c, b, a by doc id
     fixed = strictly_decreasing(tied)

@@ -32,9 +32,7 @@ def write_bytes(tmp_path, name: str, data: str | bytes):
 
 
 def run_frame(rows: list[tuple[str, str, float, int]], name: str = "r") -> pl.DataFrame:
-    return pl.DataFrame(
-        [(q, d, s, r, name) for q, d, s, r in rows], schema=RUN, orient="row"
-    )
+    return pl.DataFrame([(q, d, s, r, name) for q, d, s, r in rows], schema=RUN, orient="row")
 
 
 # --- reading good files -------------------------------------------------------------------------
@@ -82,7 +80,11 @@ def test_clean_file_reports_no_repair(tmp_path):
         ("q1 Q0 d1 1 2.5 r\nq1 Q0 d2 2 -inf r\n", 2, "not a finite number"),
         ("q1 Q0 d1 1 2.5 r\nq1 Q0 d2 2.0 1.5 r\n", 2, "rank '2.0' is not a 32-bit integer"),
         ("q1 Q0 d1 1 2.5 r\nq1 Q0 d2 99999999999 1.5 r\n", 2, "32-bit"),
-        ("q1 Q0 d1 1 2.5 r\nq2 Q0 d1 1 2.5 r\nq1 Q0 d1 3 1.5 r\n", 3, "duplicate (query, doc) ('q1', 'd1'); first at line 1"),
+        (
+            "q1 Q0 d1 1 2.5 r\nq2 Q0 d1 1 2.5 r\nq1 Q0 d1 3 1.5 r\n",
+            3,
+            "duplicate (query, doc) ('q1', 'd1'); first at line 1",
+        ),
         ("q1 Q0 d1 1 2.5 r\nq1 Q0 d2\r2 1.5 r\n", 2, "carriage return inside"),
     ],
 )
@@ -173,12 +175,24 @@ def test_missing_queries_repaired_are_dropped_and_counted():
 
 
 def test_rank_run_breaks_ties_by_docno_descending_bytewise():
-    run = run_frame([("q", "a", 1.0, 0), ("q", "b", 1.0, 0), ("q", "Z", 1.0, 0), ("q", "c", 3.0, 0),
-                     ("p", "10", 2.0, 0), ("p", "9", 2.0, 0)])
+    run = run_frame(
+        [
+            ("q", "a", 1.0, 0),
+            ("q", "b", 1.0, 0),
+            ("q", "Z", 1.0, 0),
+            ("q", "c", 3.0, 0),
+            ("p", "10", 2.0, 0),
+            ("p", "9", 2.0, 0),
+        ]
+    )
     ranked = rank_run(run)
     assert ranked.select("query_id", "doc_id", "rank").rows() == [
-        ("p", "9", 1), ("p", "10", 2),
-        ("q", "c", 1), ("q", "b", 2), ("q", "a", 3), ("q", "Z", 4),
+        ("p", "9", 1),
+        ("p", "10", 2),
+        ("q", "c", 1),
+        ("q", "b", 2),
+        ("q", "a", 3),
+        ("q", "Z", 4),
     ]
     assert ranked.schema == run.schema
 
@@ -217,15 +231,24 @@ def test_write_run_writes_trec_lines_in_rank_order(tmp_path):
 
 def test_run_round_trips_exactly_including_hard_floats(tmp_path):
     rng = np.random.default_rng(7)
-    scores = np.concatenate([rng.standard_normal(500) * 10.0 ** rng.integers(-300, 300, 500),
-                             [0.1, 1 / 3, 5e-324, 1e300, -0.0, 2.0**60, 1e16, 123456789.123456789]])
-    run = rank_run(pl.DataFrame({
-        "query_id": [f"q{i % 7}" for i in range(len(scores))],
-        "doc_id": [f"d{i}" for i in range(len(scores))],
-        "score": scores,
-        "rank": pl.Series([0] * len(scores), dtype=pl.Int32),
-        "run_name": ["r"] * len(scores),
-    }, schema=RUN))
+    scores = np.concatenate(
+        [
+            rng.standard_normal(500) * 10.0 ** rng.integers(-300, 300, 500),
+            [0.1, 1 / 3, 5e-324, 1e300, -0.0, 2.0**60, 1e16, 123456789.123456789],
+        ]
+    )
+    run = rank_run(
+        pl.DataFrame(
+            {
+                "query_id": [f"q{i % 7}" for i in range(len(scores))],
+                "doc_id": [f"d{i}" for i in range(len(scores))],
+                "score": scores,
+                "rank": pl.Series([0] * len(scores), dtype=pl.Int32),
+                "run_name": ["r"] * len(scores),
+            },
+            schema=RUN,
+        )
+    )
     back = read_run(write_run(run, tmp_path / "r.run"))
     assert_frame_equal(back, run)
     assert np.array_equal(back["score"].to_numpy(), run["score"].to_numpy())
@@ -265,23 +288,33 @@ def test_write_qrels_validates_schema(tmp_path):
 
 
 def test_write_runs_writes_one_file_per_run_and_seed_that_reads_back(tmp_path):
-    rows = [("q1", "d1", 2.0, 1, "ghrm", 0), ("q1", "d2", 1.0, 2, "ghrm", 0), ("q1", "d2", 3.0, 1, "ghrm", 1),
-            ("q1", "d1", 0.5, 2, "ghrm", 1), ("q1", "d1", 9.0, 1, "bm25(words|wp)", None)]
+    rows = [
+        ("q1", "d1", 2.0, 1, "ghrm", 0),
+        ("q1", "d2", 1.0, 2, "ghrm", 0),
+        ("q1", "d2", 3.0, 1, "ghrm", 1),
+        ("q1", "d1", 0.5, 2, "ghrm", 1),
+        ("q1", "d1", 9.0, 1, "bm25(words|wp)", None),
+    ]
     frame = pl.DataFrame(rows, schema=[*RUN, "seed"], orient="row").cast({**RUN, "seed": pl.Int64})
     (tmp_path / "old.run").write_text("q1 Q0 d9 1 1.0 old\n")  # a run of an earlier report: removed
     (tmp_path / "notes.txt").write_text("kept")
     written = write_runs(frame, tmp_path)
     assert [p.name for p in written] == ["ghrm.seed-0.run", "ghrm.seed-1.run", "bm25_words_wp_.run"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25_words_wp_.run", "ghrm.seed-0.run", "ghrm.seed-1.run",
-                                                          "notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bm25_words_wp_.run",
+        "ghrm.seed-0.run",
+        "ghrm.seed-1.run",
+        "notes.txt",
+    ]
     seed1 = read_run(tmp_path / "ghrm.seed-1.run")
     assert seed1["doc_id"].to_list() == ["d2", "d1"] and seed1["score"].to_list() == [3.0, 0.5]
     assert read_run(tmp_path / "bm25_words_wp_.run")["run_name"].to_list() == ["bm25(words|wp)"]  # the tag keeps it
 
 
 def test_write_runs_refuses_two_runs_that_would_share_a_file_before_writing(tmp_path):
-    frame = pl.DataFrame([("q1", "d1", 1.0, 1, "a|b"), ("q1", "d1", 1.0, 1, "a/b")], schema=list(RUN),
-                         orient="row").cast(RUN)
+    frame = pl.DataFrame(
+        [("q1", "d1", 1.0, 1, "a|b"), ("q1", "d1", 1.0, 1, "a/b")], schema=list(RUN), orient="row"
+    ).cast(RUN)
     assert run_file_name("a|b") == run_file_name("a/b") == "a_b.run" and run_file_name("x", 2) == "x.seed-2.run"
     with pytest.raises(ValueError, match=r"would both be written to .*a_b\.run"):
         write_runs(frame, tmp_path / "runs")

@@ -15,9 +15,15 @@ def _write(data_dir, asset, partition, values):
     path = table_path(data_dir, [asset], partition)
     write_table(pl.DataFrame({"x": values}), path, partition=partition)
     return MaterializationRecord(
-        asset_key=asset, partition=partition, path=str(path), rows=len(values),
-        table_root=str(table_root(data_dir, [asset])), partitioned=partition is not None,
-        code_version="1", config={"k": 1}, inputs=[{"asset": "up", "partition": None}],
+        asset_key=asset,
+        partition=partition,
+        path=str(path),
+        rows=len(values),
+        table_root=str(table_root(data_dir, [asset])),
+        partitioned=partition is not None,
+        code_version="1",
+        config={"k": 1},
+        inputs=[{"asset": "up", "partition": None}],
     )
 
 
@@ -30,11 +36,14 @@ def test_views_cover_all_partitions_with_partition_column(tmp_path):
     assert links.rows() == [("a/b.xml", 3), ("c.xml", 3)]
     graph = catalog.query("select x, partition from graph")
     assert graph.rows() == [(7, None)]
-    meta = catalog.query("select asset_key, rows, code_version, config::varchar as c from materializations order by asset_key")
+    meta = catalog.query(
+        "select asset_key, rows, code_version, config::varchar as c from materializations order by asset_key"
+    )
     assert meta.rows()[0] == ("graph", 1, "1", '{"k": 1}')
     assert catalog.pending() == []
 
 
+@pytest.mark.processes
 def test_records_survive_a_catalog_held_by_another_process(tmp_path):
     catalog = Catalog(tmp_path)
     catalog.record(_write(tmp_path, "t", None, [1]))
@@ -80,10 +89,14 @@ def test_a_poisoned_journal_blocks_nothing(tmp_path):
     assert catalog.pending() == []
     rejected = sorted(p.name for p in catalog.rejected_dir.iterdir())
     assert rejected == [
-        "00000000000000000001-empty.json", "00000000000000000001-empty.json.reason.txt",
-        "00000000000000000002-torn.json", "00000000000000000002-torn.json.reason.txt",
-        "00000000000000000003-nokey.json", "00000000000000000003-nokey.json.reason.txt",
-        "notes.txt", "notes.txt.reason.txt",
+        "00000000000000000001-empty.json",
+        "00000000000000000001-empty.json.reason.txt",
+        "00000000000000000002-torn.json",
+        "00000000000000000002-torn.json.reason.txt",
+        "00000000000000000003-nokey.json",
+        "00000000000000000003-nokey.json.reason.txt",
+        "notes.txt",
+        "notes.txt.reason.txt",
     ]
     assert [p.name for p in catalog.rejected()][-1] == "notes.txt"
     assert "not a journal record" in (catalog.rejected_dir / "notes.txt.reason.txt").read_text()
@@ -113,10 +126,14 @@ def test_query_accepts_only_read_statements(tmp_path):
     catalog.record(_write(tmp_path, "t", None, [1, 2]))
     target = tmp_path / "tables" / "t" / "data.parquet"
     before = target.read_bytes()
-    for sql in [f"copy (select 42 as x) to '{target}' (format parquet)",
-                "select 1; copy (select 1) to 'x.csv'",
-                f"attach '{tmp_path / 'other.duckdb'}' as other (read_only false)",
-                "create table z as select 1", "pragma enable_profiling", "set threads = 1"]:
+    for sql in [
+        f"copy (select 42 as x) to '{target}' (format parquet)",
+        "select 1; copy (select 1) to 'x.csv'",
+        f"attach '{tmp_path / 'other.duckdb'}' as other (read_only false)",
+        "create table z as select 1",
+        "pragma enable_profiling",
+        "set threads = 1",
+    ]:
         with pytest.raises(CatalogQueryError, match="only read statements"):
             catalog.query(sql)
     assert target.read_bytes() == before

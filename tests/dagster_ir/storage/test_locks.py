@@ -63,8 +63,9 @@ with file_lock(sys.argv[1], None):
 
 
 def _hold(path):
-    process = subprocess.Popen([sys.executable, "-c", _HOLD, str(path)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout.readline().strip() == "holding"
     return process
 

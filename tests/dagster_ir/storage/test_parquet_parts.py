@@ -10,8 +10,14 @@ SCHEMA = {"id": pl.String, "n": pl.Int32, "text": pl.String}
 
 
 def _frame(start: int, rows: int) -> pl.DataFrame:
-    return pl.DataFrame({"id": [f"a{i}" for i in range(start, start + rows)], "n": list(range(start, start + rows)),
-                         "text": ["word " * (i % 7) for i in range(start, start + rows)]}, schema=SCHEMA)
+    return pl.DataFrame(
+        {
+            "id": [f"a{i}" for i in range(start, start + rows)],
+            "n": list(range(start, start + rows)),
+            "text": ["word " * (i % 7) for i in range(start, start + rows)],
+        },
+        schema=SCHEMA,
+    )
 
 
 def test_parts_stored_as_one_table_in_order_with_the_partition(tmp_path):

@@ -9,14 +9,14 @@ from wiki_dumps import page, write_dump, write_multistream
 from dagster_ir.schemas import ARTICLES, RAW_LINKS, REDIRECTS, validate
 from dagster_ir.wiki import articles
 from dagster_ir.wiki.articles import (
-    latest_articles,
-    latest_links,
     ArticleConfig,
     ExtractCounts,
     concat_results,
     extract_dump,
     extract_dump_parallel,
     iter_extract,
+    latest_articles,
+    latest_links,
     pack_segments,
     split_paragraph,
     write_extract_parts,
@@ -158,9 +158,7 @@ def test_chunks_give_the_same_rows(tmp_path: Path) -> None:
     assert joined.counts == whole.counts
 
 
-def test_bad_wikitext_raises_with_the_page_or_is_skipped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bad_wikitext_raises_with_the_page_or_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def fragile(text: str, **kwargs: object) -> list[Paragraph]:
         if "BOOM" in text:
             raise RecursionError("too deep")
@@ -229,7 +227,8 @@ def _dump_rows(partition: str, rows: list[tuple[str, int | None, str]]) -> pl.Da
     """(article_id, revision_id, text) rows of one dump, two segments per article."""
     return pl.DataFrame(
         [(a, f"T{a}", n, "", f"{text} {n}", 2, revision, partition) for a, revision, text in rows for n in (1, 2)],
-        schema={**ARTICLES, "partition": pl.String}, orient="row",
+        schema={**ARTICLES, "partition": pl.String},
+        orient="row",
     )
 
 
@@ -240,14 +239,19 @@ def test_an_article_in_several_dumps_is_kept_from_its_newest_revision():
     latest = latest_articles(pl.concat([old, new, older_again]))
     kept = latest.segments.collect().sort("article_id", "segment_no")
     assert kept.select("article_id", "partition").unique(maintain_order=True).rows() == [
-        ("1", "b.xml"), ("2", "a.xml"), ("3", "b.xml"), ("4", "b.xml")]  # 3: no revisions, last dump key
+        ("1", "b.xml"),
+        ("2", "a.xml"),
+        ("3", "b.xml"),
+        ("4", "b.xml"),
+    ]  # 3: no revisions, last dump key
     assert kept.filter(pl.col("article_id") == "1")["text"].to_list() == ["new one 1", "new one 2"]
     assert latest.superseded == 3  # article 1 twice (a, c), article 3 once (a)
     assert kept.select(pl.struct("article_id", "segment_no").is_duplicated().any()).item() is False
 
     links = pl.DataFrame(
         [("1", 1, "x", 0, 1, "Two", p) for p in ("a.xml", "b.xml", "c.xml")] + [("2", 1, "y", 0, 1, "One", "a.xml")],
-        schema={**RAW_LINKS, "partition": pl.String}, orient="row",
+        schema={**RAW_LINKS, "partition": pl.String},
+        orient="row",
     )
     kept_links = latest_links(links, latest).collect()
     assert kept_links.select("src_id", "partition").rows() == [("1", "b.xml"), ("2", "a.xml")]

@@ -37,8 +37,9 @@ def _both(table: pl.DataFrame, links: pl.DataFrame, tmp_path, **kwargs) -> tuple
     path = tmp_path / "groups.parquet"
     table.write_parquet(path)
     memory = check_php_groups(table, links, **kwargs)
-    bounded = check_php_groups_out_of_core(path, tmp_path / "links.parquet", temp_directory=tmp_path / "work",
-                                           limits=LIMITS, **kwargs)
+    bounded = check_php_groups_out_of_core(
+        path, tmp_path / "links.parquet", temp_directory=tmp_path / "work", limits=LIMITS, **kwargs
+    )
     assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())  # work database removed
     return [p.split(", e.g.")[0] for p in memory], [p.split(", e.g.")[0] for p in bounded]
 
@@ -47,8 +48,12 @@ def test_good_tables_pass(built):
     links, graph, tmp_path = built
     full = assign_php_groups(links, graph)
     sampled = assign_php_groups(links, graph, d4_per_segment=3, seed=7)
-    for table, kwargs in [(full, {}), (full, {"sample_articles": 2}), (sampled, {"d4_per_segment": 3}),
-                          (sampled, {"d4_per_segment": 3, "sample_articles": 2, "seed": 5})]:
+    for table, kwargs in [
+        (full, {}),
+        (full, {"sample_articles": 2}),
+        (sampled, {"d4_per_segment": 3}),
+        (sampled, {"d4_per_segment": 3, "sample_articles": 2, "seed": 5}),
+    ]:
         assert _both(table, links, tmp_path, **kwargs) == ([], [])
 
 
@@ -58,23 +63,39 @@ def test_faults_fail_with_the_same_problems(built):
     sampled = assign_php_groups(links, graph, d4_per_segment=3, seed=7)
     a_b0 = (pl.col("article_id") == "a") & (pl.col("linked_id") == "b0")
     overlap = pl.concat([full, full.filter(a_b0 & (pl.col("segment_no") == 1)).with_columns(group=pl.lit("D3"))])
-    missing_link = full.filter(~((pl.col("article_id") == "c") & (pl.col("linked_id") == "b3")
-                                 & (pl.col("group") == "D3")))
+    missing_link = full.filter(
+        ~((pl.col("article_id") == "c") & (pl.col("linked_id") == "b3") & (pl.col("group") == "D3"))
+    )
     extra = pl.DataFrame([("z", 1, "a", "D3")], schema=PHP_GROUPS, orient="row")
     cases = [
-        (overlap, {}, ["2 duplicate (article_id, segment_no, linked_id) rows",
-                       "1 combinations in the wrong group (group_right is expected)"]),
+        (
+            overlap,
+            {},
+            [
+                "2 duplicate (article_id, segment_no, linked_id) rows",
+                "1 combinations in the wrong group (group_right is expected)",
+            ],
+        ),
         (missing_link, {}, ["1 missing combinations"]),
         (missing_link, {"sample_articles": 1, "seed": 3}, None),  # "c" may be outside the sample
         (pl.concat([full, extra]), {}, ["1 unexpected combinations"]),
-        (full.with_columns(group=pl.when(a_b0).then(pl.lit("D4")).otherwise("group")), {},
-         ["2 combinations in the wrong group (group_right is expected)"]),
+        (
+            full.with_columns(group=pl.when(a_b0).then(pl.lit("D4")).otherwise("group")),
+            {},
+            ["2 combinations in the wrong group (group_right is expected)"],
+        ),
         (full.with_columns(group=pl.lit("D5")), {}, None),
         (full, {"d4_per_segment": 3}, ["1 segments whose D4 sample is not min(3, D4 size) rows"]),
-        (sampled.filter(~((pl.col("article_id") == "a") & (pl.col("group") == "D4"))), {"d4_per_segment": 3},
-         ["1 segments whose D4 sample is not min(3, D4 size) rows"]),
-        (sampled.filter(~((pl.col("article_id") == "c") & (pl.col("group") == "D3"))),
-         {"d4_per_segment": 3, "sample_articles": 1}, None),
+        (
+            sampled.filter(~((pl.col("article_id") == "a") & (pl.col("group") == "D4"))),
+            {"d4_per_segment": 3},
+            ["1 segments whose D4 sample is not min(3, D4 size) rows"],
+        ),
+        (
+            sampled.filter(~((pl.col("article_id") == "c") & (pl.col("group") == "D3"))),
+            {"d4_per_segment": 3, "sample_articles": 1},
+            None,
+        ),
     ]
     for table, kwargs, expected in cases:
         memory, bounded = _both(table, links, tmp_path, **kwargs)
@@ -92,5 +113,6 @@ def test_bad_arguments(built):
     with pytest.raises(FileNotFoundError, match="php_groups"):
         check_php_groups_out_of_core(tmp_path / "none.parquet", tmp_path / "links.parquet", temp_directory=tmp_path)
     with pytest.raises(ValueError, match="d4_per_segment"):
-        check_php_groups_out_of_core(tmp_path / "links.parquet", tmp_path / "links.parquet", temp_directory=tmp_path,
-                                     d4_per_segment=-1)
+        check_php_groups_out_of_core(
+            tmp_path / "links.parquet", tmp_path / "links.parquet", temp_directory=tmp_path, d4_per_segment=-1
+        )

@@ -11,7 +11,7 @@ from dagster_ir.wiki.dump import DumpError, check_dump, iter_pages, split_ranges
 
 PAGES = [
     page(10, "Alpha", "'''Alpha''' links [[Beta]]."),
-    page(11, "Beta", "Beta & <stuff> \"quoted\"\n\nsecond paragraph"),
+    page(11, "Beta", 'Beta & <stuff> "quoted"\n\nsecond paragraph'),
     page(12, "Gamma", "#REDIRECT [[Alpha]]", redirect="Alpha"),
     page(13, "Talk:Alpha", "talk", ns=1),
     page(14, "Delta", ""),
@@ -200,9 +200,12 @@ def test_check_dump_refuses_a_truncated_plain_xml(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "problem"),
-    [(b"", "empty"), (b"hello world, not xml at all" * 10, "not .*MediaWiki"),
-     (b"<html><body>404</body></html>", "root element is <html>"),
-     (bz2.compress(b"<rss><channel/></rss>"), "root element is <rss>")],
+    [
+        (b"", "empty"),
+        (b"hello world, not xml at all" * 10, "not .*MediaWiki"),
+        (b"<html><body>404</body></html>", "root element is <html>"),
+        (bz2.compress(b"<rss><channel/></rss>"), "root element is <rss>"),
+    ],
 )
 def test_check_dump_refuses_what_is_not_a_dump(tmp_path: Path, content: bytes, problem: str) -> None:
     path = tmp_path / "thing.xml.bz2"

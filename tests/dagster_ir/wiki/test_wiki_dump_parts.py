@@ -10,8 +10,10 @@ from dagster_ir.wiki.articles import ArticleConfig, extract_dump, iter_extract, 
 from dagster_ir.wiki.dump import split_ranges
 
 CONFIG = ArticleConfig(segment_max_words=12, min_words=3)
-PAGES = [page(i, f"T{i}", f"Article {i} links [[T{(i + 1) % 12}]] and [[T{(i + 5) % 12}]] in its lead.")
-         for i in range(1, 13)]
+PAGES = [
+    page(i, f"T{i}", f"Article {i} links [[T{(i + 1) % 12}]] and [[T{(i + 5) % 12}]] in its lead.")
+    for i in range(1, 13)
+]
 
 
 @pytest.fixture

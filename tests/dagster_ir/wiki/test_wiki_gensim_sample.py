@@ -38,9 +38,7 @@ def test_gensim_enwiki_sample() -> None:
         result.segments, left_on=["src_id", "src_segment"], right_on=["article_id", "segment_no"]
     )
     assert spans.height == result.raw_links.height
-    span = pl.col("text").str.slice(
-        pl.col("anchor_start"), pl.col("anchor_end") - pl.col("anchor_start")
-    )
+    span = pl.col("text").str.slice(pl.col("anchor_start"), pl.col("anchor_end") - pl.col("anchor_start"))
     assert spans.filter(span != pl.col("anchor_text")).is_empty()
 
     articles = result.segments.select("article_id", "title")

@@ -101,15 +101,11 @@ def test_check_php_groups_finds_each_kind_of_problem(four) -> None:
     def problems(table: pl.DataFrame) -> list[str]:
         return [p.split(", e.g.")[0] for p in check_php_groups(table, links)]
 
-    assert problems(pl.concat([groups, groups.slice(5, 1)])) == [
-        "2 duplicate (article_id, segment_no, linked_id) rows"
-    ]
+    assert problems(pl.concat([groups, groups.slice(5, 1)])) == ["2 duplicate (article_id, segment_no, linked_id) rows"]
     assert problems(groups.slice(1)) == ["1 missing combinations"]
     extra = pl.DataFrame([("9", 1, "1", "D3")], schema=PHP_GROUPS, orient="row")
     assert problems(pl.concat([groups, extra])) == ["1 unexpected combinations"]
-    relabelled = groups.with_columns(
-        group=pl.when(pl.col("linked_id") == "4").then(pl.lit("D1")).otherwise("group")
-    )
+    relabelled = groups.with_columns(group=pl.when(pl.col("linked_id") == "4").then(pl.lit("D1")).otherwise("group"))
     assert problems(relabelled) == ["2 combinations in the wrong group (group_right is expected)"]
     unknown = groups.with_columns(group=pl.lit("D5"))
     assert problems(unknown)[0] == "9 rows whose group is not one of ('D1', 'D2', 'D3', 'D4')"
@@ -143,13 +139,9 @@ def test_lazy_inputs_give_lazy_results(four) -> None:
     assert assign_php_groups(lazy_links, lazy_graph).collect().equals(groups)
 
 
-def resolved(
-    targets: list[str], redirects: list[tuple[str, str]], max_hops: int = 5
-) -> list[str | None]:
+def resolved(targets: list[str], redirects: list[tuple[str, str]], max_hops: int = 5) -> list[str | None]:
     """target_id of links to `targets` in a corpus of two articles, Paris (1) and Rome (2)."""
-    raw = pl.DataFrame(
-        [("0", 1, "x", 0, 1, target) for target in targets], schema=RAW_LINKS, orient="row"
-    )
+    raw = pl.DataFrame([("0", 1, "x", 0, 1, target) for target in targets], schema=RAW_LINKS, orient="row")
     articles = pl.DataFrame({"article_id": ["1", "2"], "title": ["Paris", "Rome"]})
     redirects_frame = pl.DataFrame(redirects, schema=["from_title", "to_title"], orient="row")
     return resolve_links(raw, articles, redirects_frame, max_hops=max_hops)["target_id"].to_list()

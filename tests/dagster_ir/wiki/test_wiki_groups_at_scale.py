@@ -15,9 +15,7 @@ def _links() -> pl.DataFrame:
     rows = [("a", 1, f"b{i}") for i in range(12)] + [("a", 2, "b0")]
     rows += [(f"b{i}", 1, "a") for i in range(6)]
     rows += [("c", 1, "a"), ("c", 2, "b3")]  # c: a one-way link per segment
-    return pl.DataFrame(
-        [(src, seg, "x", 0, 1, dst, dst) for src, seg, dst in rows], schema=LINKS, orient="row"
-    )
+    return pl.DataFrame([(src, seg, "x", 0, 1, dst, dst) for src, seg, dst in rows], schema=LINKS, orient="row")
 
 
 @pytest.fixture
@@ -46,8 +44,12 @@ def test_sampled_d4_keeps_the_explicit_part_and_k_per_segment(built):
     assert d4.join(full, on=["article_id", "segment_no", "linked_id", "group"], how="anti").height == 0
     assert sampled.height == explicit.height + 5 < full.height
     assert assign_php_groups(links, graph, d4_per_segment=3, seed=7).equals(sampled)  # seeded
-    others = {tuple(assign_php_groups(links, graph, d4_per_segment=3, seed=s)
-                    .filter(pl.col("article_id") == "a")["linked_id"]) for s in range(8)}
+    others = {
+        tuple(
+            assign_php_groups(links, graph, d4_per_segment=3, seed=s).filter(pl.col("article_id") == "a")["linked_id"]
+        )
+        for s in range(8)
+    }
     assert len(others) > 1  # the seed changes the sample
     assert assign_php_groups(links, graph, d4_per_segment=100).equals(full)  # k above every D4 size
     assert assign_php_groups(links.lazy(), graph.lazy(), d4_per_segment=3, seed=7).collect().equals(sampled)
@@ -76,10 +78,14 @@ def test_check_proves_the_sampled_table_and_finds_its_faults(built):
         return [p.split(", e.g.")[0] for p in check_php_groups(table, links, d4_per_segment=3, **kwargs)]
 
     short = sampled.filter(~((pl.col("article_id") == "a") & (pl.col("group") == "D4"))).vstack(
-        sampled.filter((pl.col("article_id") == "a") & (pl.col("group") == "D4")).head(2))
+        sampled.filter((pl.col("article_id") == "a") & (pl.col("group") == "D4")).head(2)
+    )
     assert problems(short) == ["1 segments whose D4 sample is not min(3, D4 size) rows"]
-    relabelled = sampled.with_columns(group=pl.when(
-        (pl.col("article_id") == "a") & (pl.col("linked_id") == "b0")).then(pl.lit("D4")).otherwise("group"))
+    relabelled = sampled.with_columns(
+        group=pl.when((pl.col("article_id") == "a") & (pl.col("linked_id") == "b0"))
+        .then(pl.lit("D4"))
+        .otherwise("group")
+    )
     assert "2 combinations in the wrong group (group_right is expected)" in problems(relabelled)
     # Outside the article sample only the explicit part is proven; an explicit fault is still found.
     dropped = sampled.filter(~((pl.col("article_id") == "c") & (pl.col("group") == "D3")))

@@ -166,8 +166,7 @@ def wikiextractor_docs(xml: str, out: Path) -> dict[str, tuple[str, str]]:
     subprocess.run(command, check=True, capture_output=True)
     output = "".join(f.read_text(encoding="utf-8") for f in sorted(out.rglob("wiki_*")))
     return {
-        doc_id: (title_key(html.unescape(title)), html.unescape(body))
-        for doc_id, title, body in _DOC.findall(output)
+        doc_id: (title_key(html.unescape(title)), html.unescape(body)) for doc_id, title, body in _DOC.findall(output)
     }
 
 
@@ -239,9 +238,7 @@ def test_wikiextractor_misses_only_list_links(ours, tmp_path) -> None:
     for src, dst in missing:
         text = html.unescape(_TEXT.search(pages[src]).group(2))
         list_targets = {
-            resolve(title_key(target))
-            for line in _LIST_LINE.findall(text)
-            for target in _WIKILINK.findall(line)
+            resolve(title_key(target)) for line in _LIST_LINE.findall(text) for target in _WIKILINK.findall(line)
         }
         assert dst in list_targets, f"edge {src} -> {dst} does not come from a list item"
 

@@ -54,8 +54,10 @@ def write_partition(root: Path, name: str, pages, *, revision_shift: dict[str, i
     segments = result.segments
     for article, shift in (revision_shift or {}).items():
         segments = segments.with_columns(
-            revision_id=pl.when(pl.col("article_id") == article).then(pl.col("revision_id") + shift)
-            .otherwise(pl.col("revision_id")))
+            revision_id=pl.when(pl.col("article_id") == article)
+            .then(pl.col("revision_id") + shift)
+            .otherwise(pl.col("revision_id"))
+        )
     paths = {}
     for table, frame in (("segments", segments), ("raw_links", result.raw_links), ("redirects", result.redirects)):
         paths[table] = root / name / f"{table}.parquet"
@@ -79,10 +81,19 @@ def reference(parts: list[dict[str, Path]], max_hops: int = 5) -> tuple[pl.DataF
     return links.collect(), latest.superseded
 
 
-def out_of_core(tmp_path: Path, parts: list[dict[str, Path]], limits=OutOfCoreLimits(), **kwargs):
+DEFAULT_LIMITS = OutOfCoreLimits()
+
+
+def out_of_core(tmp_path: Path, parts: list[dict[str, Path]], limits=DEFAULT_LIMITS, **kwargs):
     result = resolve_links_out_of_core(
-        [p["segments"] for p in parts], [p["raw_links"] for p in parts], [p["redirects"] for p in parts],
-        tmp_path / "out" / "links.parquet", temp_directory=tmp_path / "spill", limits=limits, **kwargs)
+        [p["segments"] for p in parts],
+        [p["raw_links"] for p in parts],
+        [p["redirects"] for p in parts],
+        tmp_path / "out" / "links.parquet",
+        temp_directory=tmp_path / "spill",
+        limits=limits,
+        **kwargs,
+    )
     return result, scan_links(result.path).collect()
 
 
@@ -98,7 +109,9 @@ def test_two_dumps_give_the_reference_rows_in_order(tmp_path: Path, two_dumps) -
     result, links = out_of_core(tmp_path, two_dumps)
     validate(links, LINKS, "links")
     assert links.equals(expected)
-    assert (result.rows, result.superseded) == (len(expected), superseded) == (len(expected), 5)  # Paris, Rome, Lyon, Self, Long7
+    assert (
+        (result.rows, result.superseded) == (len(expected), superseded) == (len(expected), 5)
+    )  # Paris, Rome, Lyon, Self, Long7
     assert not any((tmp_path / "spill").iterdir())  # the work database and spill files are gone
 
 
@@ -108,15 +121,22 @@ def test_the_rules_themselves(tmp_path: Path, two_dumps) -> None:
     assert winners == {"1", "2", "3", "4", "5"}
     self_links = links.filter(pl.col("src_id") == "4").select("target_title", "target_id").unique().sort("target_title")
     assert dict(self_links.iter_rows()) == {
-        "Paris": "1", "City of light": "1", "Lutetia": "1",  # fragment and case; a chain of two
-        "Loop": None, "Long1": None,  # a loop; a chain longer than five hops
+        "Paris": "1",
+        "City of light": "1",
+        "Lutetia": "1",  # fragment and case; a chain of two
+        "Loop": None,
+        "Long1": None,  # a loop; a chain longer than five hops
         "Rome": "2",  # an article: its redirect to Paris is ignored
         "Twice": "3",  # two redirects: the smaller target, Lyon
-        "Nowhere": None, "Lyon": "3", "Self": "4",
+        "Nowhere": None,
+        "Lyon": "3",
+        "Self": "4",
     }
     # Lyon is newer in a, Paris ties (b wins): each article's links come from one copy only
-    assert links.filter(pl.col("src_id") == "3").height == extract_dump(
-        write_dump(tmp_path / "lyon.xml", COMMON[2:3]), CONFIG).raw_links.height
+    assert (
+        links.filter(pl.col("src_id") == "3").height
+        == extract_dump(write_dump(tmp_path / "lyon.xml", COMMON[2:3]), CONFIG).raw_links.height
+    )
     assert links.filter(pl.col("src_id") == "5", pl.col("target_title") == "Long5")["target_id"].to_list() == ["27"]
 
 
@@ -132,13 +152,29 @@ def test_spills_under_a_small_memory_limit(tmp_path: Path) -> None:
     """200 000 links over 20 000 titles and 20 000 redirects through a 64 MB limit, one thread."""
     n_titles = 20_000
     ids = pl.int_range(n_titles, eager=True).cast(pl.String)
-    segments = pl.DataFrame({"article_id": ids, "title": "T" + ids, "segment_no": 1, "section": "", "text": "x",
-                             "n_words": 1, "revision_id": 1}).cast({"segment_no": pl.Int32, "n_words": pl.Int32})
+    segments = pl.DataFrame(
+        {
+            "article_id": ids,
+            "title": "T" + ids,
+            "segment_no": 1,
+            "section": "",
+            "text": "x",
+            "n_words": 1,
+            "revision_id": 1,
+        }
+    ).cast({"segment_no": pl.Int32, "n_words": pl.Int32})
     redirects = pl.DataFrame({"from_title": "R" + ids, "to_title": "T" + ids.reverse()})
     k = pl.int_range(200_000, eager=True)
-    raw = pl.DataFrame({"src_id": (k % n_titles).cast(pl.String), "src_segment": 1, "anchor_text": "anchor " + k.cast(pl.String),
-                        "anchor_start": 0, "anchor_end": 6,
-                        "target_title": pl.Series(["T", "R", "M"]).gather(k % 3) + ((k * 7919) % (n_titles + 500)).cast(pl.String)})
+    raw = pl.DataFrame(
+        {
+            "src_id": (k % n_titles).cast(pl.String),
+            "src_segment": 1,
+            "anchor_text": "anchor " + k.cast(pl.String),
+            "anchor_start": 0,
+            "anchor_end": 6,
+            "target_title": pl.Series(["T", "R", "M"]).gather(k % 3) + ((k * 7919) % (n_titles + 500)).cast(pl.String),
+        }
+    )
     raw = raw.cast(RAW_LINKS)
     part = {}
     for table, frame in (("segments", segments), ("raw_links", raw), ("redirects", redirects)):
@@ -170,8 +206,9 @@ def test_link_graph_of_two_dumps(tmp_path: Path, two_dumps) -> None:
 def test_bad_input_names_the_file_or_field(tmp_path: Path, two_dumps) -> None:
     missing = tmp_path / "nope.parquet"
     with pytest.raises(FileNotFoundError, match="raw_links: .*nope.parquet"):
-        resolve_links_out_of_core([two_dumps[0]["segments"]], [missing], [], tmp_path / "o.parquet",
-                                  temp_directory=tmp_path)
+        resolve_links_out_of_core(
+            [two_dumps[0]["segments"]], [missing], [], tmp_path / "o.parquet", temp_directory=tmp_path
+        )
     with pytest.raises(ValueError, match="threads"):
         OutOfCoreLimits(threads=0)
     with pytest.raises(ValueError, match="max_hops"):
@@ -188,8 +225,9 @@ def test_php_groups_equal_the_in_memory_ones(tmp_path: Path, two_dumps, k) -> No
     build_link_graph_out_of_core(result.path, graph_path, temp_directory=tmp_path / "spill")
     graph = scan_link_graph(graph_path).collect()
     out = tmp_path / "groups.parquet"
-    made = assign_php_groups_out_of_core(result.path, graph_path, out, temp_directory=tmp_path / "spill",
-                                         d4_per_segment=k, seed=7)
+    made = assign_php_groups_out_of_core(
+        result.path, graph_path, out, temp_directory=tmp_path / "spill", d4_per_segment=k, seed=7
+    )
     expected = assign_php_groups(links, graph, d4_per_segment=k, seed=7)
     assert scan_php_groups(out).collect().equals(expected) and made.rows == expected.height
     assert made.sizes == php_group_sizes(links, graph)
@@ -207,17 +245,26 @@ def test_php_groups_sample_of_many_links_under_a_small_limit(tmp_path: Path) -> 
     n = 2_000
     k = pl.int_range(n * 40, eager=True)
     src = k // 40
-    links = pl.DataFrame({"src_id": src.cast(pl.String), "src_segment": 1 + (k % 40 >= 30).cast(pl.Int32),
-                          "anchor_text": "a", "anchor_start": 0, "anchor_end": 1, "target_title": "t",
-                          "target_id": ((src + 1 + (k % 40) % 30 * 37) % n).cast(pl.String)}).cast(LINKS)
+    links = pl.DataFrame(
+        {
+            "src_id": src.cast(pl.String),
+            "src_segment": 1 + (k % 40 >= 30).cast(pl.Int32),
+            "anchor_text": "a",
+            "anchor_start": 0,
+            "anchor_end": 1,
+            "target_title": "t",
+            "target_id": ((src + 1 + (k % 40) % 30 * 37) % n).cast(pl.String),
+        }
+    ).cast(LINKS)
     links_path, graph_path = tmp_path / "links.parquet", tmp_path / "graph.parquet"
     links.write_parquet(links_path)
     limits = OutOfCoreLimits(memory_limit="64MB", threads=1)
     build_link_graph_out_of_core(links_path, graph_path, temp_directory=tmp_path, limits=limits)
     graph = scan_link_graph(graph_path).collect()
     out = tmp_path / "groups.parquet"
-    assign_php_groups_out_of_core(links_path, graph_path, out, temp_directory=tmp_path, limits=limits,
-                                  d4_per_segment=8, seed=3)
+    assign_php_groups_out_of_core(
+        links_path, graph_path, out, temp_directory=tmp_path, limits=limits, d4_per_segment=8, seed=3
+    )
     expected = assign_php_groups(links, graph, d4_per_segment=8, seed=3)
     assert scan_php_groups(out).collect().equals(expected)
     # segment 1 links all 30 of its article's edges (no D4), segment 2 links 10: 8 of its 20 D4

@@ -91,10 +91,7 @@ def test_comments_tables_and_tags() -> None:
 
 
 def test_external_links_bold_italic_and_entities() -> None:
-    p = only(
-        "'''Bold''' ''italic'' '''''both''''' l''''s [http://a.org/x A site] [http://b.org]"
-        " &amp; &nbsp;x"
-    )
+    p = only("'''Bold''' ''italic'' '''''both''''' l''''s [http://a.org/x A site] [http://b.org] &amp; &nbsp;x")
     assert p.text == "Bold italic both l's A site & x"
 
 

@@ -21,8 +21,9 @@ FOOTER = "</mediawiki>\n"
 
 def page(page_id: int, title: str, text: str, *, ns: int = 0, redirect: str | None = None) -> Page:
     """A Page as the dump reader should return it."""
-    return Page(page_id=str(page_id), title=title, namespace=ns, redirect=redirect, text=text,
-                revision_id=int(f"9{page_id}"))
+    return Page(
+        page_id=str(page_id), title=title, namespace=ns, redirect=redirect, text=text, revision_id=int(f"9{page_id}")
+    )
 
 
 def page_xml(p: Page) -> str:
@@ -49,8 +50,7 @@ def write_multistream(
     bz2 stream); optionally the `-index.txt.bz2` beside it. Returns the stream offsets."""
     parts = [HEADER]
     parts += [
-        "".join(page_xml(p) for p in pages[i : i + pages_per_stream])
-        for i in range(0, len(pages), pages_per_stream)
+        "".join(page_xml(p) for p in pages[i : i + pages_per_stream]) for i in range(0, len(pages), pages_per_stream)
     ]
     parts.append(FOOTER)
     offsets, data = [], b""
@@ -59,10 +59,7 @@ def write_multistream(
         data += bz2.compress(part.encode())
     path.write_bytes(data)
     if index:
-        lines = [
-            f"{offsets[1 + i // pages_per_stream]}:{p.page_id}:{p.title}\n"
-            for i, p in enumerate(pages)
-        ]
+        lines = [f"{offsets[1 + i // pages_per_stream]}:{p.page_id}:{p.title}\n" for i, p in enumerate(pages)]
         name = path.name.removesuffix(".xml.bz2") + "-index.txt.bz2"
         (path.parent / name).write_bytes(bz2.compress("".join(lines).encode()))
     return offsets

@@ -26,7 +26,10 @@ def _unit():
             run.append((f"q{q}", f"q{q}d{d}", float(-d), d + 1, "bm25"))
         qrels.append((f"q{q}", f"q{q}d0", 1))
         negatives += [(f"q{q}", f"q{q}d0", f"q{q}d{n}", n + 1, n - 1) for n in (1, 2)]
-    frame = lambda rows, schema: pl.DataFrame(rows, schema=schema, orient="row")
+
+    def frame(rows, schema):
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
     corpus = frame(docs, {"doc_id": pl.String, "title": pl.String, "text": pl.String})
     return corpus, frame(queries, QUERIES), frame(qrels, QRELS), frame(run, RUN), frame(negatives, NEGATIVES)
 
@@ -54,9 +57,19 @@ def test_run_baselines_scores_the_test_queries_only(tmp_path):
     corpus, queries, qrels, run, negatives = _unit()
     vectors = {w: np.random.default_rng(i).normal(size=4) for i, w in enumerate(WORDS)}
     config = replace(profile("demo"), query_words=2, doc_words=10, epochs=2, rerank_depth=4, threads=1)
-    kwargs = dict(corpus=corpus, queries=queries, qrels=qrels, candidates=run, negatives=negatives,
-                  train_queries=[f"q{i}" for i in range(6)], validation_queries=["q6", "q7"], test_queries=["q8", "q9"],
-                  checkpoint_root=tmp_path, tokenize=str.split, vectors=vectors)
+    kwargs = dict(
+        corpus=corpus,
+        queries=queries,
+        qrels=qrels,
+        candidates=run,
+        negatives=negatives,
+        train_queries=[f"q{i}" for i in range(6)],
+        validation_queries=["q6", "q7"],
+        test_queries=["q8", "q9"],
+        checkpoint_root=tmp_path,
+        tokenize=str.split,
+        vectors=vectors,
+    )
     (knrm,) = run_baselines(["knrm"], config, **kwargs)
     assert sorted(knrm.run["query_id"].unique()) == ["q8", "q9"]
     assert knrm.run.height == 8 and knrm.examples == 6  # the top 4 of two queries; one example per (query, positive)
@@ -95,19 +108,37 @@ def test_a_bert_model_keeps_its_start_when_no_epoch_beats_it(scripted, tmp_path,
 
     corpus, queries, qrels, run, negatives = _unit()
     backbone = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=32, layers=2))
-    config = replace(profile("demo"), backbone=backbone, bert_max_length=48, epochs=2, rerank_depth=4, bert_lr=1e-2,
-                     bf16=False, bert_threads=1)
+    config = replace(
+        profile("demo"),
+        backbone=backbone,
+        bert_max_length=48,
+        epochs=2,
+        rerank_depth=4,
+        bert_lr=1e-2,
+        bf16=False,
+        bert_threads=1,
+    )
     calls = iter(scripted)
     monkeypatch.setattr(protocol, "validation_evaluator", lambda *args: lambda model: next(calls))
-    kwargs = dict(corpus=corpus, queries=queries, qrels=qrels, candidates=run, negatives=negatives,
-                  train_queries=[f"q{i}" for i in range(6)], validation_queries=["q6", "q7"], test_queries=["q8", "q9"],
-                  checkpoint_root=tmp_path / "runs")
+    kwargs = dict(
+        corpus=corpus,
+        queries=queries,
+        qrels=qrels,
+        candidates=run,
+        negatives=negatives,
+        train_queries=[f"q{i}" for i in range(6)],
+        validation_queries=["q6", "q7"],
+        test_queries=["q8", "q9"],
+        checkpoint_root=tmp_path / "runs",
+    )
     (maxp,) = run_baselines(["bert-maxp"], config, **kwargs)
     assert maxp.start_score == scripted[0] and maxp.result.dev_scores == list(scripted[1:])
     untrained, encoder = reranker.build_bert_model("bert-maxp", config)
     encoder.add_texts(dict(queries.iter_rows()), {d: f"{t} {x}" for d, t, x in corpus.iter_rows()})
     fresh = reranker.rerank_with(untrained, encoder, run, ["q8", "q9"], 4, "bert-maxp", threads=1)
-    same = np.allclose(maxp.run.sort("query_id", "doc_id")["score"], fresh.sort("query_id", "doc_id")["score"], atol=1e-5)
+    same = np.allclose(
+        maxp.run.sort("query_id", "doc_id")["score"], fresh.sort("query_id", "doc_id")["score"], atol=1e-5
+    )
     if scripted[0] > max(scripted[1:]):
         assert maxp.kept_start and maxp.chosen_epoch == 0 and maxp.validation_best == 0.9
         assert same  # the test queries are scored by the starting weights

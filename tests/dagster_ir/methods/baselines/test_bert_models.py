@@ -18,8 +18,13 @@ def backbone(tmp_path_factory):
 
 
 def config_for(backbone: str) -> reranker.BaselineConfig:
-    return replace(reranker.profile("demo"), backbone=backbone, bert_max_length=48, threads=1,
-                   passages=PassageConfig(passage_words=6, stride=3, max_passages=4))
+    return replace(
+        reranker.profile("demo"),
+        backbone=backbone,
+        bert_max_length=48,
+        threads=1,
+        passages=PassageConfig(passage_words=6, stride=3, max_passages=4),
+    )
 
 
 def learning_config(backbone: str, **changes) -> reranker.BaselineConfig:
@@ -68,8 +73,13 @@ def collection(seed=0, n_queries=30, docs_per_query=6, query_words=6):
     a tiny random BERT cannot learn token identity for unseen words in a few steps); the one relevant
     document per query holds the word, the others do not."""
     rng = np.random.default_rng(seed)
-    words = [w for w in ("apple bird cloud dune eagle fjord grape harbor island jungle kite lemon meadow night ocean "
-                         "piano quartz river stone tiger umbrella violin willow yacht zebra").split()]
+    words = [
+        w
+        for w in (
+            "apple bird cloud dune eagle fjord grape harbor island jungle kite lemon meadow night ocean "
+            "piano quartz river stone tiger umbrella violin willow yacht zebra"
+        ).split()
+    ]
     queries, docs, qrels, run = {}, {}, [], []
     for q in range(n_queries):
         term = words[q % query_words]
@@ -83,9 +93,20 @@ def collection(seed=0, n_queries=30, docs_per_query=6, query_words=6):
             docs[f"q{q}d{d}"] = " ".join(body)
         order = rng.permutation(docs_per_query)
         run += [(f"q{q}", f"q{q}d{d}", float(-r), r + 1, "shuffled") for r, d in enumerate(order)]
-    qrels = pl.DataFrame(qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row")
-    run = pl.DataFrame(run, schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64, "rank": pl.Int32,
-                                    "run_name": pl.String}, orient="row")
+    qrels = pl.DataFrame(
+        qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row"
+    )
+    run = pl.DataFrame(
+        run,
+        schema={
+            "query_id": pl.String,
+            "doc_id": pl.String,
+            "score": pl.Float64,
+            "rank": pl.Int32,
+            "run_name": pl.String,
+        },
+        orient="row",
+    )
     return queries, docs, qrels, run
 
 
@@ -121,7 +142,9 @@ def _reference_cedr(model, batch):
     """CEDR-KNRM's forward as first written: every position of the query axis, float32 throughout."""
     b, p, length = batch["input_ids"].shape
     real = batch["passage_mask"]
-    flat = {k: batch[k].reshape(b * p, length)[real.reshape(-1)] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    flat = {
+        k: batch[k].reshape(b * p, length)[real.reshape(-1)] for k in ("input_ids", "attention_mask", "token_type_ids")
+    }
     states = model.bert(**flat, output_hidden_states=True).hidden_states
     query_mask = (batch["segment"][:, 0] == 1).float()
     doc_mask = ((batch["segment"] == 2) & real.unsqueeze(-1)).float().reshape(b, p * length)
@@ -146,8 +169,10 @@ def test_cedr_reads_the_query_rows_only(backbone):
     past the query are masked out), for queries of different lengths and padded passages."""
     model, encoder = reranker.build_bert_model("cedr-knrm", config_for(backbone))
     model.eval()
-    encoder.add_texts({"short": "apple", "long": "apple river stone tiger"},
-                      {"d1": "apple and river", "d2": " ".join(f"word{i} apple" for i in range(8))})
+    encoder.add_texts(
+        {"short": "apple", "long": "apple river stone tiger"},
+        {"d1": "apple and river", "d2": " ".join(f"word{i} apple" for i in range(8))},
+    )
     batch = encoder.batch([("short", "d1"), ("long", "d2"), ("long", "d1"), ("short", "d2")])
     torch.nn.init.normal_(model.combine.weight)  # every input weighted, not only the start's
     with torch.no_grad():
@@ -160,8 +185,10 @@ def test_cedr_starts_as_bert_maxp(backbone):
     config = config_for(backbone)
     cedr, cedr_encoder = reranker.build_bert_model("cedr-knrm", config)
     maxp, maxp_encoder = reranker.build_bert_model("bert-maxp", config)
-    texts = ({"q": "apple river", "r": "stone"},
-             {"d1": "apple and river", "d2": " ".join(f"word{i} apple stone" for i in range(6)), "d3": "tiger"})
+    texts = (
+        {"q": "apple river", "r": "stone"},
+        {"d1": "apple and river", "d2": " ".join(f"word{i} apple stone" for i in range(6)), "d3": "tiger"},
+    )
     pairs = [("q", "d1"), ("q", "d2"), ("r", "d2"), ("r", "d3")]
     scores = []
     for model, encoder in ((cedr, cedr_encoder), (maxp, maxp_encoder)):
@@ -199,7 +226,9 @@ def test_cedr_kernels_stay_float32_under_autocast(backbone):
     states = []
     for _ in range(model.bert.config.num_hidden_layers + 1):
         layer = torch.randn(1, length, hidden, generator=generator)
-        layer[0, 5] = layer[0, 1]  # the passage's "apple" (position 5: [CLS] apple river [SEP] stone apple) = the query's
+        layer[0, 5] = layer[
+            0, 1
+        ]  # the passage's "apple" (position 5: [CLS] apple river [SEP] stone apple) = the query's
         states.append(layer.to(torch.bfloat16))
     # the encoder the kernels read (the cross-encoder's model under its [CLS] head, whose score is the start)
     model.bert = model.cross_encoder.model = _FixedStates(model.bert.config, tuple(states))
@@ -236,7 +265,9 @@ def test_bf16_scores_follow_fp32(name, backbone):
     model, encoder = reranker.build_bert_model(name, config_for(backbone))
     encoder.add_texts(queries, docs)
     fp32 = reranker.rerank_with(model, encoder, run, list(queries), 6, name, threads=1).sort("query_id", "doc_id")
-    bf16 = reranker.rerank_with(model, encoder, run, list(queries), 6, name, threads=1, bf16=True).sort("query_id", "doc_id")
+    bf16 = reranker.rerank_with(model, encoder, run, list(queries), 6, name, threads=1, bf16=True).sort(
+        "query_id", "doc_id"
+    )
     spread = float(fp32["score"].std())
     assert spread > 0
     assert float((fp32["score"] - bf16["score"]).abs().max()) < 0.05 * spread + 1e-3
@@ -257,11 +288,24 @@ def _late_word_collection(seed: int, n_queries: int = 24, docs_per_query: int = 
                 body[6 + int(rng.integers(6))] = words[q % 6]
                 qrels.append((f"q{q}", f"s{seed}q{q}d{d}", 1))
             docs[f"s{seed}q{q}d{d}"] = " ".join(body)
-        run += [(f"q{q}", f"s{seed}q{q}d{d}", float(-r), r + 1, "shuffled")
-                for r, d in enumerate(rng.permutation(docs_per_query))]
-    qrels = pl.DataFrame(qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row")
-    run = pl.DataFrame(run, schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64, "rank": pl.Int32,
-                                    "run_name": pl.String}, orient="row")
+        run += [
+            (f"q{q}", f"s{seed}q{q}d{d}", float(-r), r + 1, "shuffled")
+            for r, d in enumerate(rng.permutation(docs_per_query))
+        ]
+    qrels = pl.DataFrame(
+        qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row"
+    )
+    run = pl.DataFrame(
+        run,
+        schema={
+            "query_id": pl.String,
+            "doc_id": pl.String,
+            "score": pl.Float64,
+            "rank": pl.Int32,
+            "run_name": pl.String,
+        },
+        orient="row",
+    )
     return queries, docs, qrels, run
 
 
@@ -273,8 +317,14 @@ def test_maxp_finds_what_firstp_cannot_see(backbone, tmp_path):
     0.604): MaxP 0.948-0.979, FirstP 0.517-0.569."""
     queries, docs, _, _ = _late_word_collection(seed=0)
     held_queries, held_docs, held_qrels, held_run = _late_word_collection(seed=1)
-    config = learning_config(backbone, epochs=12, batch_size=8, steps_per_epoch=50, bert_lr=2e-3,
-                             passages=PassageConfig(passage_words=6, stride=6, max_passages=2))
+    config = learning_config(
+        backbone,
+        epochs=12,
+        batch_size=8,
+        steps_per_epoch=50,
+        bert_lr=2e-3,
+        passages=PassageConfig(passage_words=6, stride=6, max_passages=2),
+    )
     examples = [(q, f"s0{q}d0", (f"s0{q}d{n}",)) for q in queries for n in range(1, 6)]
     found = {}
     for name in ("bert-maxp", "bert-firstp"):
@@ -293,8 +343,10 @@ def test_passage_models_start_from_the_bundled_backbones_cosine_head():
     model, encoder = reranker.build_bert_model("bert-maxp", replace(reranker.profile("demo"), bert_max_length=64))
     assert model.cross_encoder.head == "cosine"
     model.eval()
-    encoder.add_texts({"q": "heat transfer in supersonic flow"},
-                      {"on": "heat transfer to a flat plate in supersonic flow", "off": "a recipe for apple pie"})
+    encoder.add_texts(
+        {"q": "heat transfer in supersonic flow"},
+        {"on": "heat transfer to a flat plate in supersonic flow", "off": "a recipe for apple pie"},
+    )
     with torch.no_grad():
         on, off = model(encoder.batch([("q", "on"), ("q", "off")])).tolist()
     assert on > off  # untrained, the on-topic document already scores higher

@@ -11,16 +11,25 @@ import torch
 from dagster_ir.methods.baselines import reranker
 from dagster_ir.methods.baselines.drmm import matching_histogram
 from dagster_ir.methods.baselines.duet import exact_match
-from dagster_ir.methods.baselines.inputs import WordEncoder, WordVocabulary, build_word_vocabulary
+from dagster_ir.methods.baselines.inputs import WordEncoder, WordVocabulary, build_word_vocabulary, frozen_embedding
 from dagster_ir.methods.baselines.knrm import kernel_pooling
 from dagster_ir.methods.baselines.pacrr import context_similarity, kmax_positions
-from dagster_ir.methods.baselines.inputs import frozen_embedding
 
 DIM, V = 8, 40
 # tiny sizes so that every model trains in a few seconds on a CPU; one torch thread, whatever the machine
-TINY = replace(reranker.profile("demo"), query_words=4, doc_words=24, threads=1, sizes={
-    "conv-knrm": {"filters": 8}, "pacrr": {"filters": 4, "combine": 8}, "co-pacrr": {"filters": 4, "combine": 8},
-    "duet": {"filters": 8, "hidden": 8, "pool": 8}, "matchpyramid": {"filters": 4, "hidden": 8}})
+TINY = replace(
+    reranker.profile("demo"),
+    query_words=4,
+    doc_words=24,
+    threads=1,
+    sizes={
+        "conv-knrm": {"filters": 8},
+        "pacrr": {"filters": 4, "combine": 8},
+        "co-pacrr": {"filters": 4, "combine": 8},
+        "duet": {"filters": 8, "hidden": 8, "pool": 8},
+        "matchpyramid": {"filters": 4, "hidden": 8},
+    },
+)
 
 
 def random_vocabulary(seed: int = 0) -> WordVocabulary:
@@ -28,7 +37,9 @@ def random_vocabulary(seed: int = 0) -> WordVocabulary:
     vectors = rng.normal(size=(V, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     idf = np.concatenate([[0.0], rng.uniform(0.5, 3.0, V)]).astype(np.float32)
-    return WordVocabulary(tuple(f"w{i}" for i in range(1, V + 1)), idf, np.vstack([np.zeros((1, DIM), np.float32), vectors]))
+    return WordVocabulary(
+        tuple(f"w{i}" for i in range(1, V + 1)), idf, np.vstack([np.zeros((1, DIM), np.float32), vectors])
+    )
 
 
 def batch_of(rows_q, rows_d, vocabulary, lq=4, ld=24):
@@ -49,7 +60,10 @@ def test_shape_batch_independence_and_padding(name):
         scores = model(batch)
         alone = torch.stack([model({k: v[i : i + 1] for k, v in batch.items()})[0] for i in range(3)])
         # values hidden at padded query positions (IDF) change nothing
-        noisy = {**batch, "query_idf": torch.where(batch["query"] > 0, batch["query_idf"], torch.full_like(batch["query_idf"], 9.0))}
+        noisy = {
+            **batch,
+            "query_idf": torch.where(batch["query"] > 0, batch["query_idf"], torch.full_like(batch["query_idf"], 9.0)),
+        }
         assert torch.allclose(model(noisy), scores, atol=1e-6)
     assert scores.shape == (3,) and torch.isfinite(scores).all()
     assert torch.allclose(scores, alone, atol=1e-5)
@@ -129,9 +143,20 @@ def exact_match_collection(n_queries=24, docs_per_query=10, seed=0):
             docs[f"q{q}d{d}"] = " ".join(body)
         order = rng.permutation(docs_per_query)
         run += [(f"q{q}", f"q{q}d{d}", float(-r), r + 1, "shuffled") for r, d in enumerate(order)]
-    qrels = pl.DataFrame(qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row")
-    run = pl.DataFrame(run, schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64, "rank": pl.Int32,
-                                    "run_name": pl.String}, orient="row")
+    qrels = pl.DataFrame(
+        qrels, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}, orient="row"
+    )
+    run = pl.DataFrame(
+        run,
+        schema={
+            "query_id": pl.String,
+            "doc_id": pl.String,
+            "score": pl.Float64,
+            "rank": pl.Int32,
+            "run_name": pl.String,
+        },
+        orient="row",
+    )
     return queries, docs, qrels, run
 
 
@@ -159,10 +184,12 @@ def test_learns_exact_match(name, tmp_path):
     train_ids, test_ids = sorted(queries)[:16], sorted(queries)[16:]
     examples = [(q, f"{q}d{p}", (f"{q}d{n}",)) for q in train_ids for p in (0, 1) for n in range(2, 10)]
     swapped = [(q, negs[0], (pos,)) for q, pos, negs in examples]
-    learned = reranker.mean_measure(train_and_rank(name, examples, tmp_path / "right", queries, docs, run, test_ids),
-                                    qrels, test_ids, "nDCG@10")
-    unlearned = reranker.mean_measure(train_and_rank(name, swapped, tmp_path / "swapped", queries, docs, run, test_ids),
-                                      qrels, test_ids, "nDCG@10")
+    learned = reranker.mean_measure(
+        train_and_rank(name, examples, tmp_path / "right", queries, docs, run, test_ids), qrels, test_ids, "nDCG@10"
+    )
+    unlearned = reranker.mean_measure(
+        train_and_rank(name, swapped, tmp_path / "swapped", queries, docs, run, test_ids), qrels, test_ids, "nDCG@10"
+    )
     shuffled = reranker.mean_measure(run, qrels, test_ids, "nDCG@10")
     assert learned > shuffled + 0.1, (name, learned, shuffled)
     assert unlearned < shuffled - 0.15, (name, unlearned, shuffled)

@@ -12,11 +12,22 @@ def _inputs(models, **roles):
     corpus = pl.LazyFrame({"doc_id": ["a", "b", "c", "z"], "title": [""] * 4, "text": ["x", "y", "w", "unread"]})
     candidates = pl.DataFrame([("q", "a", 2.0, 1, "bm25"), ("q", "b", 1.0, 2, "bm25")], schema=RUN, orient="row")
     negatives = pl.DataFrame([("q", "a", "c", 1, 0)], schema=NEGATIVES, orient="row")
-    return job_inputs(models, profile("demo"), corpus=corpus, queries=pl.DataFrame({"query_id": ["q"], "text": ["x"]}),
-                      qrels=pl.DataFrame([("q", "a", 1)], schema=QRELS, orient="row"), candidates=candidates,
-                      negatives=negatives, vectors="vectors.txt", remove_stopwords=True, lemmatize=False,
-                      checkpoint_root="ckpt", text_module="dagster_ir.methods.ghrm.text",
-                      vectors_module="dagster_ir.methods.ghrm.word2vec", **roles)
+    return job_inputs(
+        models,
+        profile("demo"),
+        corpus=corpus,
+        queries=pl.DataFrame({"query_id": ["q"], "text": ["x"]}),
+        qrels=pl.DataFrame([("q", "a", 1)], schema=QRELS, orient="row"),
+        candidates=candidates,
+        negatives=negatives,
+        vectors="vectors.txt",
+        remove_stopwords=True,
+        lemmatize=False,
+        checkpoint_root="ckpt",
+        text_module="dagster_ir.methods.ghrm.text",
+        vectors_module="dagster_ir.methods.ghrm.word2vec",
+        **roles,
+    )
 
 
 def test_bert_models_alone_carry_only_the_documents_they_read():

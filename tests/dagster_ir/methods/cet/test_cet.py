@@ -9,7 +9,6 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.methods.cet.model import (
     CetConfig,
     CoupledRanker,
@@ -27,6 +26,7 @@ from dagster_ir.methods.cet.model import (
     tokenize_texts,
     train_ranker,
 )
+from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.schemas import NEGATIVES
@@ -187,8 +187,10 @@ def test_the_coupled_loss_with_constant_s_equals_the_plain_loss_on_a_model(tiny)
 
 
 def test_training_updates_both_models_and_saves_loadable_folders(tiny, tmp_path) -> None:
-    config = CetConfig(ranker=RankerConfig(backbone=tiny, max_length=32, max_query_length=8),
-                       train=TrainConfig(lr=1e-3, batch_size=2, epochs=2, seed=3))
+    config = CetConfig(
+        ranker=RankerConfig(backbone=tiny, max_length=32, max_query_length=8),
+        train=TrainConfig(lr=1e-3, batch_size=2, epochs=2, seed=3),
+    )
     model = CoupledRanker.build(config.ranker, coupled=True, seed=3)
     assert not torch.equal(model.relevance.model.classifier.weight, model.selection.model.classifier.weight)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}

@@ -38,8 +38,9 @@ def test_relevance_by_rank_counts_relevant_documents_per_rank() -> None:
 
 
 def test_rance_weights_match_a_direct_computation() -> None:
-    curve = pl.DataFrame({"rank": [1, 2, 3, 4], "p_relevant": [0.5, 0.25, 0.0, 0.0]},
-                         schema={"rank": pl.Int32, "p_relevant": pl.Float64})
+    curve = pl.DataFrame(
+        {"rank": [1, 2, 3, 4], "p_relevant": [0.5, 0.25, 0.0, 0.0]}, schema={"rank": pl.Int32, "p_relevant": pl.Float64}
+    )
     gains = np.array([0.5 / np.log(2), 0.75 / np.log(3), 1 / np.log(4), 1 / np.log(5)])
     raw = rance_rank_weights(curve, RanceConfig(smoothing=1))  # a window of one rank: no smoothing
     assert raw == pytest.approx((gains - gains.min()) / (gains - gains.min()).sum())

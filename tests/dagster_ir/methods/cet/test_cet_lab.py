@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from dagster_ir.methods.cet.model import LabConfig
 from dagster_ir.methods.cet.lab import (
     MANIFEST_SCHEMA,
     LabData,
@@ -18,6 +17,7 @@ from dagster_ir.methods.cet.lab import (
     lab_rankers,
     manifest,
 )
+from dagster_ir.methods.cet.model import LabConfig
 from dagster_ir.schemas import NEGATIVES, QRELS, RUN
 
 
@@ -41,8 +41,17 @@ def data(dev: tuple[str, ...] = ("v",)) -> LabData:
 def test_rankers_run_naive_first_with_the_eta_and_tau_sweeps() -> None:
     config = LabConfig(taus=(1.0, 0.5, 2.0), eta_quantiles=(0.5, 0.9))
     specs = lab_rankers(config)
-    assert [s.run_name for s in specs] == ["naive", "zhan", "rocketqa-q0.5", "rocketqa-q0.9", "rance", "dml", "cet",
-                                           "cet-tau0.5", "cet-tau2"]
+    assert [s.run_name for s in specs] == [
+        "naive",
+        "zhan",
+        "rocketqa-q0.5",
+        "rocketqa-q0.9",
+        "rance",
+        "dml",
+        "cet",
+        "cet-tau0.5",
+        "cet-tau2",
+    ]
     assert [s.config.tau for s in specs[-3:]] == [1.0, 0.5, 2.0]  # tau 1 is the main cet run
     assert {s.method for s in specs[-2:]} == {"cet"} and [s.table for s in specs[-3:]] == [True, False, False]
     assert [(s.sweep, s.sweep_value) for s in specs[2:4]] == [("eta", 0.5), ("eta", 0.9)]
@@ -53,8 +62,12 @@ def test_rankers_run_naive_first_with_the_eta_and_tau_sweeps() -> None:
 
 
 def test_negatives_are_drawn_afresh_each_epoch_for_every_method() -> None:
-    runs = pl.concat([run_of("dense", {"t": [f"a{i}" for i in range(1, 30)], "v": ["v1", "v2"]}),
-                      run_of("bm25", {"t": [f"b{i}" for i in range(1, 30)] + ["a1"], "v": ["v4"]})])
+    runs = pl.concat(
+        [
+            run_of("dense", {"t": [f"a{i}" for i in range(1, 30)], "v": ["v1", "v2"]}),
+            run_of("bm25", {"t": [f"b{i}" for i in range(1, 30)] + ["a1"], "v": ["v4"]}),
+        ]
+    )
     lab = LabData(runs, pl.DataFrame({"query_id": ["t"], "text": ["x"]}), pl.DataFrame(), SPARSE, DENSE, ("t",), ("v",))
     config = LabConfig(negative_depth=30, n_per_positive=3, rance_smoothing=1)
     scorer = lambda pairs: np.zeros(pairs.height)  # noqa: E731 - nothing rejected at eta 0
@@ -133,17 +146,38 @@ def test_each_ranker_keeps_its_best_dev_epoch_by_default(tmp_path) -> None:
 
     tiny = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))
     docs = [f"d{i}" for i in range(8)]
-    corpus = pl.DataFrame({"doc_id": docs, "title": [""] * 8,
-                           "text": ["solar panels", "river fish", "solar energy", "stock markets", "fish swim",
-                                    "solar cells", "cats sit", "rivers flow"]})
+    corpus = pl.DataFrame(
+        {
+            "doc_id": docs,
+            "title": [""] * 8,
+            "text": [
+                "solar panels",
+                "river fish",
+                "solar energy",
+                "stock markets",
+                "fish swim",
+                "solar cells",
+                "cats sit",
+                "rivers flow",
+            ],
+        }
+    )
     queries = pl.DataFrame({"query_id": ["t1", "t2", "v1", "v2"], "text": ["solar", "fish", "solar power", "river"]})
     runs = run_of("dense", {q: docs for q in ("t1", "t2", "v1", "v2")})
-    sparse = pl.DataFrame([("t1", "d2", 1), ("t2", "d4", 1), ("v1", "d5", 1), ("v2", "d7", 1)], schema=QRELS, orient="row")
+    sparse = pl.DataFrame(
+        [("t1", "d2", 1), ("t2", "d4", 1), ("v1", "d5", 1), ("v2", "d7", 1)], schema=QRELS, orient="row"
+    )
     lab = LabData(runs, queries, corpus, sparse, sparse, ("t1", "t2"), ("v1", "v2"))
     assert LabConfig().select_on_dev
-    config = LabConfig(methods=("naive",), rerank_depth=6, dev_judgments="sparse", cet=CetConfig(
-        ranker=RankerConfig(backbone=tiny, max_length=24, max_query_length=6),
-        train=TrainConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant", epochs=4, batch_size=2, seed=1)))
+    config = LabConfig(
+        methods=("naive",),
+        rerank_depth=6,
+        dev_judgments="sparse",
+        cet=CetConfig(
+            ranker=RankerConfig(backbone=tiny, max_length=24, max_query_length=6),
+            train=TrainConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant", epochs=4, batch_size=2, seed=1),
+        ),
+    )
     [naive] = train_lab(lab, config, tmp_path / "lab")
     scores = naive.result.dev_scores
     assert len(scores) == 4 and naive.best_epoch == scores.index(max(scores))

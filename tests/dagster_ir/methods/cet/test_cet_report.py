@@ -8,10 +8,10 @@ import pytest
 
 from dagster_ir.evaluation import SignificanceConfig
 from dagster_ir.methods.cet.report import (
-    pool_units,
     best_baseline,
     cet_taus,
     dev_best_baseline,
+    pool_units,
     sweeps_plot,
     table1,
     tau_sensitivity_plot,
@@ -37,8 +37,12 @@ VALUES = {
 
 
 def per_query(measures=("RR@10", "nDCG@10")) -> pl.DataFrame:
-    rows = [(run, f"q{i}", m, float(v[i] + (0.01 if m == "nDCG@10" else 0.0)))
-            for run, v in VALUES.items() for m in measures for i in range(N)]
+    rows = [
+        (run, f"q{i}", m, float(v[i] + (0.01 if m == "nDCG@10" else 0.0)))
+        for run, v in VALUES.items()
+        for m in measures
+        for i in range(N)
+    ]
     return pl.DataFrame(rows, schema=PER_QUERY_EVAL, orient="row")
 
 
@@ -57,8 +61,16 @@ def lab_manifest() -> pl.DataFrame:
         ("rocketqa", "rocketqa", None, True, "", None, 0.34, '{"eta": 0.25, "eta_quantile": 0.9}'),
         ("bm25+bert", "zhan", None, True, "", None, None, "{}"),
     ]
-    schema = {"run_name": pl.String, "method": pl.String, "tau": pl.Float64, "table": pl.Boolean,
-              "sweep": pl.String, "sweep_value": pl.Float64, "dev_mrr10": pl.Float64, "notes": pl.String}
+    schema = {
+        "run_name": pl.String,
+        "method": pl.String,
+        "tau": pl.Float64,
+        "table": pl.Boolean,
+        "sweep": pl.String,
+        "sweep_value": pl.Float64,
+        "dev_mrr10": pl.Float64,
+        "notes": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -73,8 +85,13 @@ def test_the_best_baseline_is_chosen_on_dev_never_on_the_reported_values() -> No
 
 def test_table1_marks_significant_improvements_over_dml_and_the_dev_best_baseline() -> None:
     runs = ["bm25+bert", "naive", "zhan", "rocketqa", "rance", "dml", "cet"]
-    table = table1(per_query(), runs, measures=["RR@10", "nDCG@10"], best=dev_best_baseline(lab_manifest()),
-                   config=SignificanceConfig(n_resamples=200))
+    table = table1(
+        per_query(),
+        runs,
+        measures=["RR@10", "nDCG@10"],
+        best=dev_best_baseline(lab_manifest()),
+        config=SignificanceConfig(n_resamples=200),
+    )
     assert table.best_baseline == "zhan" and table.reference == "dml"
     frame = table.frame
     assert frame["system"].unique(maintain_order=True).to_list() == ["bm25 + bert", *(f"dense + {r}" for r in runs[1:])]
@@ -123,8 +140,9 @@ def test_tau_plot_puts_each_cet_run_at_its_tau() -> None:
 
 
 def test_taus_come_from_the_manifest_and_curves_plot_per_ranker() -> None:
-    manifest = pl.DataFrame({"run_name": ["naive", "cet", "cet-tau2"], "method": ["naive", "cet", "cet"],
-                             "tau": [None, 1.0, 2.0]})
+    manifest = pl.DataFrame(
+        {"run_name": ["naive", "cet", "cet-tau2"], "method": ["naive", "cet", "cet"], "tau": [None, 1.0, 2.0]}
+    )
     assert cet_taus(manifest) == {"cet": 1.0, "cet-tau2": 2.0}
     figure = training_curves_plot({"naive": [3.0, 2.0, 1.0], "cet": [1.0]}, smooth=2)
     assert [line.get_label() for line in figure.axes[0].get_lines()] == ["naive", "cet"]
@@ -132,8 +150,14 @@ def test_taus_come_from_the_manifest_and_curves_plot_per_ranker() -> None:
 
 
 def test_units_pool_into_one_row_per_ranker_with_the_mean_dev_score() -> None:
-    one = pl.DataFrame({"run_name": ["naive", "zhan", "rance"], "dev_mrr10": [0.30, 0.20, None],
-                        "notes": ["a", "b", "c"], "unit": ["c/fold-0/seed-0"] * 3})
+    one = pl.DataFrame(
+        {
+            "run_name": ["naive", "zhan", "rance"],
+            "dev_mrr10": [0.30, 0.20, None],
+            "notes": ["a", "b", "c"],
+            "unit": ["c/fold-0/seed-0"] * 3,
+        }
+    )
     other = one.with_columns(dev_mrr10=pl.Series([0.10, 0.40, 0.5]), notes=pl.lit("z"), unit=pl.lit("c/fold-1/seed-0"))
     pooled = pool_units(pl.concat([one, other]))
     assert pooled.columns == one.columns and pooled["run_name"].to_list() == ["naive", "zhan", "rance"]

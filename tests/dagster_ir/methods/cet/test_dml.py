@@ -23,7 +23,7 @@ def test_dml_loss_on_a_hand_computed_batch() -> None:
 
     def pair(si: float, sj: float) -> float:
         p_doc, p_ins = sigmoid(sj - si), sigmoid(sj)
-        g_doc, g_ins = math.exp(-p_doc**2 / 0.5), math.exp(-p_ins**2 / 0.5)  # 2 sigma^2 = 0.5
+        g_doc, g_ins = math.exp(-(p_doc**2) / 0.5), math.exp(-(p_ins**2) / 0.5)  # 2 sigma^2 = 0.5
         document = -g_doc * math.log(sigmoid(si - sj))
         instance = -math.log(sigmoid(si)) - g_ins * math.log(1 - sigmoid(sj))
         return document + 0.5 * instance
@@ -31,7 +31,7 @@ def test_dml_loss_on_a_hand_computed_batch() -> None:
     expected = ((pair(2, 0) + pair(1, 1)) + pair(0, 3)) / 2
     assert losses.loss.item() == pytest.approx(expected, rel=1e-5)
     # the believed-relevant negative (p_doc = sigma(3) = 0.95) weighs far less than a rejected one
-    assert losses.w_document[2].item() == pytest.approx(math.exp(-sigmoid(3.0) ** 2 / 0.5), rel=1e-5)
+    assert losses.w_document[2].item() == pytest.approx(math.exp(-(sigmoid(3.0) ** 2) / 0.5), rel=1e-5)
     assert losses.w_document[2] < 0.2 < losses.w_document[0]
 
 

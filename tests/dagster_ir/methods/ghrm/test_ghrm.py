@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from dagster_ir.methods.ghrm.inputs import GraphBatch
 from dagster_ir.methods.ghrm.model import (
     GHRM,
     PROFILES,
@@ -19,7 +20,6 @@ from dagster_ir.methods.ghrm.model import (
     select_nodes,
     variant_config,
 )
-from dagster_ir.methods.ghrm.inputs import GraphBatch
 
 M = 3
 
@@ -33,7 +33,9 @@ def _random_batch(sizes: list[int], query_terms: list[int], seed: int = 0) -> Gr
     pair = (node_mask.unsqueeze(2) & node_mask.unsqueeze(1)).float()
     raw = torch.rand(len(sizes), n, n, generator=generator)
     adjacency = (raw + raw.transpose(1, 2)) / (2 * n) * pair
-    similarity = (torch.rand(len(sizes), n, M, generator=generator) * 2 - 1) * node_mask.unsqueeze(2) * query_mask.unsqueeze(1)
+    similarity = (
+        (torch.rand(len(sizes), n, M, generator=generator) * 2 - 1) * node_mask.unsqueeze(2) * query_mask.unsqueeze(1)
+    )
     idf = torch.rand(len(sizes), M, generator=generator) * 5 * query_mask
     return GraphBatch(similarity, adjacency, node_mask, idf, query_mask)
 

@@ -51,7 +51,12 @@ def test_window_counts_match_enumerated_windows(window):
     nodes, counts = window_counts(np.array(ids), window)
     expected = _counts_by_enumerating_windows(ids, window)
     position = {node: i for i, node in enumerate(nodes.tolist())}
-    got = {(a, b): counts[position[a], position[b]] for a in nodes.tolist() for b in nodes.tolist() if counts[position[a], position[b]]}
+    got = {
+        (a, b): counts[position[a], position[b]]
+        for a in nodes.tolist()
+        for b in nodes.tolist()
+        if counts[position[a], position[b]]
+    }
     assert got == expected
 
 
@@ -110,8 +115,9 @@ def test_vocabulary_min_count_idf_stopwords_and_unit_vectors():
     # lemmas are counted together: "cats" and "cat" make one word seen twice
     lemmatised = build_vocabulary(["cats dog", "cat"], vectors, InputConfig(min_count=2))
     assert lemmatised.words == ("cat",)
-    assert build_vocabulary(["cats dog", "cat", "dog"], vectors,
-                            InputConfig(min_count=2, text=TextConfig(lemmatize=False))).words == ("dog",)
+    assert build_vocabulary(
+        ["cats dog", "cat", "dog"], vectors, InputConfig(min_count=2, text=TextConfig(lemmatize=False))
+    ).words == ("dog",)
 
 
 def test_vocabulary_needs_a_known_word():

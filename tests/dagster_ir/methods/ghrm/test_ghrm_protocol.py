@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, TrainingConfig
+from dagster_ir.methods.ghrm import protocol
 from dagster_ir.methods.ghrm.inputs import InputConfig
+from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, TrainingConfig
 from dagster_ir.methods.ghrm.protocol import (
     fingerprint,
     fold_means,
@@ -27,7 +28,6 @@ from dagster_ir.methods.ghrm.protocol import (
     train_ghrm,
     training_pools,
 )
-from dagster_ir.methods.ghrm import protocol
 from dagster_ir.methods.ghrm.text import RAW
 from dagster_ir.schemas import RUN
 
@@ -59,17 +59,25 @@ def test_training_pools_come_from_the_given_queries_and_the_top_of_the_run(data,
     shallow = dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=4))
     assert training_pools(data, ["q0"], shallow)["q0"][0] == [_rank(run, "q0", 2)]
     # a query with no relevant document in its top is not trained on
-    assert training_pools(data, ["q0"], dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=1))) == {}
+    assert (
+        training_pools(
+            data, ["q0"], dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=1))
+        )
+        == {}
+    )
 
 
 def test_training_pools_follow_the_rerank_depth_unless_told_and_read_only_the_training_queries(data, collection):
     _, _, _, run, _, _ = collection
     # train_depth None: pairs come from the depth reranked (rerank_depth 4: q0's relevant ranks 2 and 5 -> only 2)
-    default = dataclasses.replace(CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=None, rerank_depth=4))
+    default = dataclasses.replace(
+        CONFIG, training=dataclasses.replace(CONFIG.training, train_depth=None, rerank_depth=4)
+    )
     assert default.training.pair_depth == 4
     assert training_pools(data, ["q0"], default)["q0"][0] == [_rank(run, "q0", 2)]
     assert sorted(sum(training_pools(data, ["q0"], default)["q0"], [])) == sorted(
-        run.filter((pl.col("query_id") == "q0") & (pl.col("rank") <= 4))["doc_id"].to_list())
+        run.filter((pl.col("query_id") == "q0") & (pl.col("rank") <= 4))["doc_id"].to_list()
+    )
     # only the queries given (the training fold's) get pools, though q3 has pairs in its top too
     assert list(training_pools(data, ["q0"], CONFIG)) == ["q0"] and "q3" in training_pools(data, ["q0", "q3"], CONFIG)
     with pytest.raises(ValueError, match="train_depth must be >= 1 or None"):
@@ -111,7 +119,10 @@ def test_rerank_keeps_depth_queries_and_breaks_ties_by_first_stage_rank(data, co
     for query in ("q2", "q7"):
         mine = reranked.filter(pl.col("query_id") == query).sort("rank")
         assert mine["rank"].to_list() == [1, 2, 3, 4, 5]
-        assert mine["doc_id"].to_list() == run.filter((pl.col("query_id") == query) & (pl.col("rank") <= 5)).sort("rank")["doc_id"].to_list()
+        assert (
+            mine["doc_id"].to_list()
+            == run.filter((pl.col("query_id") == query) & (pl.col("rank") <= 5)).sort("rank")["doc_id"].to_list()
+        )
 
 
 def test_rerank_orders_by_model_score(data):
@@ -146,8 +157,11 @@ def test_folds_cover_every_query_once_with_disjoint_roles(data, collection, tmp_
         hits = part.join(data.qrels.filter(pl.col("relevance") > 0), on=["query_id", "doc_id"]).height
         assert mean == pytest.approx(hits / 20 / 2)
     with pytest.raises(ValueError, match="more than one fold"):
-        fold_means(pl.concat([run, run.filter(pl.col("query_id") == "q0").with_columns(fold=pl.lit(4, pl.Int32))]),
-                   data.qrels, "P@20")
+        fold_means(
+            pl.concat([run, run.filter(pl.col("query_id") == "q0").with_columns(fold=pl.lit(4, pl.Int32))]),
+            data.qrels,
+            "P@20",
+        )
     assert run.filter(pl.col("query_id") == "q4")["fold"].unique().to_list() == [2]
     assert run.group_by("query_id").len()["len"].unique().to_list() == [5]
 
@@ -156,8 +170,12 @@ def test_test_queries_never_influence_training_or_epoch_choice(collection, tmp_p
     """Change the test fold's qrels completely: the chosen epoch, curves and test scores stay the same."""
     corpus, queries, qrels, run, splits, vectors = collection
     test = pl.col("query_id").is_in(["q0", "q1"])  # fold 0 is the test fold of rotation 0
-    flipped = pl.concat([qrels.filter(~test),
-                         run.filter(test).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32))])
+    flipped = pl.concat(
+        [
+            qrels.filter(~test),
+            run.filter(test).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32)),
+        ]
+    )
     outcomes = []
     for name, judged in (("original", qrels), ("flipped", flipped)):
         data = prepare_data(corpus, queries, judged, run, vectors, CONFIG)
@@ -174,8 +192,12 @@ def test_validation_queries_do_choose_the_epoch(collection, tmp_path):
     """The counterpart: the validation fold's qrels are what the choice reads."""
     corpus, queries, qrels, run, splits, vectors = collection
     validation = pl.col("query_id").is_in(["q2", "q3"])  # fold 1 validates rotation 0
-    flipped = pl.concat([qrels.filter(~validation),
-                         run.filter(validation).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32))])
+    flipped = pl.concat(
+        [
+            qrels.filter(~validation),
+            run.filter(validation).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32)),
+        ]
+    )
     scores = []
     for name, judged in (("original", qrels), ("flipped", flipped)):
         data = prepare_data(corpus, queries, judged, run, vectors, CONFIG)
@@ -252,7 +274,10 @@ def test_variants_trained_in_worker_processes_equal_those_trained_here(data, col
     for variant in here:
         assert [r.fold for r in there[variant]] == [0, 3]
         for mine, theirs in zip(here[variant], there[variant], strict=True):
-            assert theirs.result.dev_scores == mine.result.dev_scores and theirs.result.loss_curve == mine.result.loss_curve
+            assert (
+                theirs.result.dev_scores == mine.result.dev_scores
+                and theirs.result.loss_curve == mine.result.loss_curve
+            )
             assert theirs.result.best_epoch == mine.result.best_epoch
             assert theirs.test_run.equals(mine.test_run) and theirs.validation_run.equals(mine.validation_run)
             assert theirs.checkpoint_dir == tmp_path / "there" / variant / f"fold-{mine.fold}"

@@ -33,7 +33,13 @@ TRAIN, VALIDATION = [f"q{i}" for i in range(4, 10)], ["q2", "q3"]  # rotation 0 
 
 def test_grid_varies_one_parameter_at_a_time():
     settings = sweep_settings(CONFIG.model, SweepConfig(rate=(0.5, 1.0), blocks=(0,), top_k=(2, 3)))
-    assert [(p, v) for p, v, _ in settings] == [("rate", 0.5), ("rate", 1.0), ("blocks", 0.0), ("top_k", 2.0), ("top_k", 3.0)]
+    assert [(p, v) for p, v, _ in settings] == [
+        ("rate", 0.5),
+        ("rate", 1.0),
+        ("blocks", 0.0),
+        ("top_k", 2.0),
+        ("top_k", 3.0),
+    ]
     for parameter, value, model in settings:
         changed = {f.name for f in dataclasses.fields(model) if getattr(model, f.name) != getattr(CONFIG.model, f.name)}
         assert changed <= {parameter} and getattr(model, parameter) == value
@@ -61,8 +67,12 @@ def test_sweeps_train_each_setting_once(collection, tmp_path):
 def _flip(qrels: pl.DataFrame, run: pl.DataFrame, query_ids: list[str]) -> pl.DataFrame:
     """The qrels with `query_ids` relabelled: their top 3 relevant, nothing else."""
     chosen = pl.col("query_id").is_in(query_ids)
-    return pl.concat([qrels.filter(~chosen),
-                      run.filter(chosen).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32))])
+    return pl.concat(
+        [
+            qrels.filter(~chosen),
+            run.filter(chosen).select("query_id", "doc_id", relevance=(pl.col("rank") <= 3).cast(pl.Int32)),
+        ]
+    )
 
 
 def test_sweeps_read_validation_qrels_and_never_test_ones(collection, tmp_path):
@@ -70,8 +80,11 @@ def test_sweeps_read_validation_qrels_and_never_test_ones(collection, tmp_path):
     corpus, queries, qrels, run, splits, vectors = collection
     one = SweepConfig(rate=(0.5,), blocks=(), top_k=())
     outcomes = {}
-    for name, judged in (("original", qrels), ("test flipped", _flip(qrels, run, ["q0", "q1"])),
-                         ("validation flipped", _flip(qrels, run, ["q2", "q3"]))):
+    for name, judged in (
+        ("original", qrels),
+        ("test flipped", _flip(qrels, run, ["q0", "q1"])),
+        ("validation flipped", _flip(qrels, run, ["q2", "q3"])),
+    ):
         data = prepare_data(corpus, queries, judged, run, vectors, CONFIG)
         outcomes[name] = run_sweep(data, TRAIN, VALIDATION, CONFIG, one, tmp_path / name)
     assert outcomes["test flipped"].equals(outcomes["original"])
@@ -80,13 +93,21 @@ def test_sweeps_read_validation_qrels_and_never_test_ones(collection, tmp_path):
 
 def test_choose_takes_the_best_mean_validation_value():
     """Two units (folds 0 and 1): the mean over them decides."""
-    rows = [("rate", 0.4, 0, "nDCG@20", 0.30, 1), ("rate", 0.4, 1, "nDCG@20", 0.40, 1),
-            ("rate", 0.8, 0, "nDCG@20", 0.38, 1), ("rate", 0.8, 1, "nDCG@20", 0.36, 1),
-            ("rate", 1.0, 0, "nDCG@20", 0.50, 1), ("rate", 1.0, 1, "nDCG@20", 0.10, 1),
-            ("rate", 0.4, 0, "P@20", 0.9, 1), ("rate", 0.4, 1, "P@20", 0.9, 1),
-            ("blocks", 1.0, 0, "nDCG@20", 0.2, 1), ("blocks", 2.0, 0, "nDCG@20", 0.2, 1)]
-    results = pl.DataFrame([(p, v, m, x, e, f) for p, v, f, m, x, e in rows],
-                           schema={**SWEEP_RESULTS, "fold": pl.Int32}, orient="row")
+    rows = [
+        ("rate", 0.4, 0, "nDCG@20", 0.30, 1),
+        ("rate", 0.4, 1, "nDCG@20", 0.40, 1),
+        ("rate", 0.8, 0, "nDCG@20", 0.38, 1),
+        ("rate", 0.8, 1, "nDCG@20", 0.36, 1),
+        ("rate", 1.0, 0, "nDCG@20", 0.50, 1),
+        ("rate", 1.0, 1, "nDCG@20", 0.10, 1),
+        ("rate", 0.4, 0, "P@20", 0.9, 1),
+        ("rate", 0.4, 1, "P@20", 0.9, 1),
+        ("blocks", 1.0, 0, "nDCG@20", 0.2, 1),
+        ("blocks", 2.0, 0, "nDCG@20", 0.2, 1),
+    ]
+    results = pl.DataFrame(
+        [(p, v, m, x, e, f) for p, v, f, m, x, e in rows], schema={**SWEEP_RESULTS, "fold": pl.Int32}, orient="row"
+    )
     assert choose(results, "nDCG@20") == {"rate": 0.8, "blocks": 1.0}  # means 0.35, 0.37, 0.30; a tie: the smaller
     assert choose(results, "P@20") == {"rate": 0.4}
     with pytest.raises(ValueError, match="MAP"):
@@ -104,7 +125,9 @@ def test_a_sweep_point_equals_training_and_reranking_that_setting_alone(collecti
 
     corpus, queries, qrels, run, splits, vectors = collection
     data = prepare_data(corpus, queries, qrels, run, vectors, CONFIG)
-    results = run_sweep(data, TRAIN, VALIDATION, CONFIG, SweepConfig(rate=(0.5,), blocks=(), top_k=()), tmp_path / "sweep")
+    results = run_sweep(
+        data, TRAIN, VALIDATION, CONFIG, SweepConfig(rate=(0.5,), blocks=(), top_k=()), tmp_path / "sweep"
+    )
     alone = dataclasses.replace(CONFIG, model=dataclasses.replace(CONFIG.model, rate=0.5))
     model, result = train_ghrm(data, alone, "ghrm", TRAIN, VALIDATION, tmp_path / "alone")
     reranked = rerank(model, data, VALIDATION, CONFIG.training.rerank_depth, "ghrm", CONFIG.training.eval_batch_size)
@@ -120,6 +143,8 @@ def test_a_sweep_in_worker_processes_equals_one_in_this_process(collection, tmp_
     here = run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "here")
     there = run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "there", workers=2)
     assert there.equals(here)
-    assert sorted(p.name for p in (tmp_path / "there").iterdir()) == sorted(p.name for p in (tmp_path / "here").iterdir())
+    assert sorted(p.name for p in (tmp_path / "there").iterdir()) == sorted(
+        p.name for p in (tmp_path / "here").iterdir()
+    )
     with pytest.raises(ValueError, match="workers must be >= 1"):
         run_sweep(data, TRAIN, VALIDATION, CONFIG, SWEEP, tmp_path / "none", workers=0)

@@ -18,14 +18,36 @@ TEN_WORDS = "The geese crossed the roads and the roads met Geese"
 def test_tokens_remove_stop_words_then_lemmatise():
     assert tokens(TEN_WORDS, RAW) == ["the", "geese", "crossed", "the", "roads", "and", "the", "roads", "met", "geese"]
     assert tokens(TEN_WORDS, TextConfig(remove_stopwords=True, lemmatize=False)) == [
-        "geese", "crossed", "roads", "roads", "met", "geese"]
+        "geese",
+        "crossed",
+        "roads",
+        "roads",
+        "met",
+        "geese",
+    ]
     assert tokens(TEN_WORDS, TextConfig(remove_stopwords=False, lemmatize=True)) == [
-        "the", "goose", "crossed", "the", "road", "and", "the", "road", "met", "goose"]
+        "the",
+        "goose",
+        "crossed",
+        "the",
+        "road",
+        "and",
+        "the",
+        "road",
+        "met",
+        "goose",
+    ]
     assert tokens(TEN_WORDS, TextConfig()) == ["goose", "crossed", "road", "road", "met", "goose"]
 
 
 def test_noun_lemmas_and_unknown_words():
-    assert [lemma(w) for w in ("cars", "wolves", "mice", "analyses", "studies")] == ["car", "wolf", "mouse", "analysis", "study"]
+    assert [lemma(w) for w in ("cars", "wolves", "mice", "analyses", "studies")] == [
+        "car",
+        "wolf",
+        "mouse",
+        "analysis",
+        "study",
+    ]
     # not a noun form in the table, or not in it at all: the word itself (as WordNet's lemmatizer does)
     assert [lemma(w) for w in ("went", "xyzzyqs", "2012")] == ["went", "xyzzyqs", "2012"]
 
@@ -46,8 +68,13 @@ def test_lemmatiser_needs_no_network():
         "from dagster_ir.methods.ghrm.text import tokens, TextConfig\n"
         "print(' '.join(tokens('Wolves hunted the mice', TextConfig())))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["wolf", "hunted", "mouse"]
 
@@ -72,13 +99,15 @@ def test_graph_of_a_ten_word_text_by_hand():
     graph = GraphStore({"d": TEN_WORDS}, vocabulary, config)["d"]
     assert [vocabulary.words[i - 1] for i in graph.nodes] == ["crossed", "goose", "met", "road"]
     s = 1 / np.sqrt(32)
-    expected = np.array([
-        # crossed goose   met    road
-        [0.0, 1 / 4, 0.0, 3 * s],  # crossed
-        [1 / 4, 0.0, 1 / 4, 2 * s],  # goose
-        [0.0, 1 / 4, 0.0, 3 * s],  # met
-        [3 * s, 2 * s, 3 * s, 0.0],  # road
-    ])
+    expected = np.array(
+        [
+            # crossed goose   met    road
+            [0.0, 1 / 4, 0.0, 3 * s],  # crossed
+            [1 / 4, 0.0, 1 / 4, 2 * s],  # goose
+            [0.0, 1 / 4, 0.0, 3 * s],  # met
+            [3 * s, 2 * s, 3 * s, 0.0],  # road
+        ]
+    )
     np.testing.assert_allclose(graph.adjacency, expected, rtol=1e-6)
     # the raw text gives another graph: "the" and the plural forms are nodes of their own
     raw = InputConfig(min_count=1, window=3, doc_words=50, text=RAW)

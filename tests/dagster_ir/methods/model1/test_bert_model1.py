@@ -5,21 +5,34 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_ir.neural.backbone import make_tiny_backbone
-from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config, BertVanilla, chunk_inputs
 from dagster_ir.methods.model1 import index_collection, wordpiece_vocabulary
+from dagster_ir.methods.model1.bert import BertModel1, BertModel1Config, BertVanilla, chunk_inputs
 from dagster_ir.methods.model1.neural import Model1LayerConfig, NeuralTexts, TokenizedTexts, rerank, train_ranker
+from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.neural.training import TrainConfig
 
-CORPUS = pl.DataFrame({
-    "doc_id": ["d0", "d1", "d2", "d3"],
-    "title": ["", "", "", ""],
-    "text": ["the automobile engine roars loudly on the long road " * 3, "cheap bananas",
-             "engine oil prices rise again", "yellow fruit and ripe bananas are cheap today"],
-})
+CORPUS = pl.DataFrame(
+    {
+        "doc_id": ["d0", "d1", "d2", "d3"],
+        "title": ["", "", "", ""],
+        "text": [
+            "the automobile engine roars loudly on the long road " * 3,
+            "cheap bananas",
+            "engine oil prices rise again",
+            "yellow fruit and ripe bananas are cheap today",
+        ],
+    }
+)
 QUERIES = pl.DataFrame({"query_id": ["q0", "q1"], "text": ["car engine", "cheap fruit"]})
-NEGATIVES = pl.DataFrame({"query_id": ["q0", "q1"], "pos_doc_id": ["d0", "d3"], "neg_doc_id": ["d1", "d2"],
-                          "neg_rank": [2, 2], "sample_no": [0, 0]}).cast({"neg_rank": pl.Int32, "sample_no": pl.Int32})
+NEGATIVES = pl.DataFrame(
+    {
+        "query_id": ["q0", "q1"],
+        "pos_doc_id": ["d0", "d3"],
+        "neg_doc_id": ["d1", "d2"],
+        "neg_rank": [2, 2],
+        "sample_no": [0, 0],
+    }
+).cast({"neg_rank": pl.Int32, "sample_no": pl.Int32})
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +40,17 @@ def setup(tmp_path_factory):
     tiny = str(make_tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny", hidden_size=16))
     vocab = wordpiece_vocabulary(tiny)
     _, stats = index_collection(CORPUS, vocab)
-    texts = NeuralTexts(TokenizedTexts.of_queries(QUERIES, vocab),
-                        TokenizedTexts.of_documents(CORPUS, CORPUS["doc_id"], vocab))
-    config = BertModel1Config(backbone=tiny, layer=Model1LayerConfig(proj_dim=8, hidden_dim=8, self_prob=None),
-                              max_query_length=8, chunk_length=16, max_chunks=3,
-                              train=TrainConfig(lr=1e-3, epochs=3, batch_size=2, seed=0, warmup_ratio=0.0))
+    texts = NeuralTexts(
+        TokenizedTexts.of_queries(QUERIES, vocab), TokenizedTexts.of_documents(CORPUS, CORPUS["doc_id"], vocab)
+    )
+    config = BertModel1Config(
+        backbone=tiny,
+        layer=Model1LayerConfig(proj_dim=8, hidden_dim=8, self_prob=None),
+        max_query_length=8,
+        chunk_length=16,
+        max_chunks=3,
+        train=TrainConfig(lr=1e-3, epochs=3, batch_size=2, seed=0, warmup_ratio=0.0),
+    )
     return stats, texts, config
 
 
@@ -39,8 +58,11 @@ def test_chunk_inputs_by_hand():
     q, d = np.array([7, 8]), np.arange(1, 8)
     inputs = chunk_inputs([q], [d], chunk_length=8, max_chunks=3, cls_id=101, sep_id=102, pad_id=0)
     # room = 8 - 2 - 3 = 3: chunks [1 2 3] [4 5 6] [7]
-    assert inputs["input_ids"].tolist() == [[101, 7, 8, 102, 1, 2, 3, 102], [101, 7, 8, 102, 4, 5, 6, 102],
-                                            [101, 7, 8, 102, 7, 102, 0, 0]]
+    assert inputs["input_ids"].tolist() == [
+        [101, 7, 8, 102, 1, 2, 3, 102],
+        [101, 7, 8, 102, 4, 5, 6, 102],
+        [101, 7, 8, 102, 7, 102, 0, 0],
+    ]
     assert inputs["token_type_ids"][2].tolist() == [0, 0, 0, 0, 1, 1, 0, 0]
     assert inputs["attention_mask"][2].tolist() == [1, 1, 1, 1, 1, 1, 0, 0]
     assert inputs["sequence_pair"].tolist() == [0, 0, 0]
@@ -78,8 +100,15 @@ def test_training_and_the_saved_folder(setup, tmp_path):
     model = BertModel1.from_backbone(stats, config)
     result = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt")
     assert result.steps == 3 and all(np.isfinite(result.loss_curve))
-    run = pl.DataFrame({"query_id": ["q0", "q0", "q1"], "doc_id": ["d0", "d1", "d3"], "score": [0.0] * 3,
-                        "rank": [1, 2, 1], "run_name": ["bm25"] * 3}).cast({"rank": pl.Int32})
+    run = pl.DataFrame(
+        {
+            "query_id": ["q0", "q0", "q1"],
+            "doc_id": ["d0", "d1", "d3"],
+            "score": [0.0] * 3,
+            "rank": [1, 2, 1],
+            "run_name": ["bm25"] * 3,
+        }
+    ).cast({"rank": pl.Int32})
     before = rerank(model, texts, run, "bert-model1", batch_size=2)
     folder = model.save(tmp_path / "bm1")
     assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
@@ -116,9 +145,11 @@ def test_bert_vanilla_scores_the_mean_cls_of_its_chunks(setup, tmp_path):
     inputs = model.encode_pairs(texts, ["q0", "q1"], ["d0", "d1"])
     with torch.no_grad():
         scores = model(**inputs)
-        cls = model.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                            token_type_ids=inputs["token_type_ids"] if model.uses_token_types else None
-                            ).last_hidden_state[:, 0]
+        cls = model.encoder(
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            token_type_ids=inputs["token_type_ids"] if model.uses_token_types else None,
+        ).last_hidden_state[:, 0]
         pair = inputs["sequence_pair"]
         expected = [model.layer(cls[pair == b].mean(0)).item() for b in range(2)]
     assert int((pair == 0).sum()) == 2 and int((pair == 1).sum()) == 1  # d0: 15 tokens in chunks of 11; d1 one

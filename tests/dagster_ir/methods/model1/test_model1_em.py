@@ -85,32 +85,49 @@ def test_chunks_have_the_length_of_the_query():
 
 
 def test_min_chunk_applies_to_short_queries():
-    bitext = chunk_pairs(Ragged.from_lists([[7], [8]]), Ragged.from_lists([[1, 2, 3, 4, 5], [6]]),
-                         BitextConfig(chunk_ratio=1.0, min_chunk=4))
+    bitext = chunk_pairs(
+        Ragged.from_lists([[7], [8]]),
+        Ragged.from_lists([[1, 2, 3, 4, 5], [6]]),
+        BitextConfig(chunk_ratio=1.0, min_chunk=4),
+    )
     assert bitext.source.lengths.tolist() == [4, 1, 1]
     assert bitext.target.ids.tolist() == [7, 7, 8]
 
 
 def test_train_model1_learns_a_translation():
-    queries = pl.DataFrame({"query_id": ["q1", "q2", "q3"],
-                            "text": ["car", "car prices", "cheap car"]})
-    corpus = pl.DataFrame({"doc_id": ["d1", "d2", "d3"], "title": ["", "", ""],
-                           "text": ["automobile engine", "automobile prices", "cheap automobile"]})
-    qrels = pl.DataFrame({"query_id": ["q1", "q2", "q3"], "doc_id": ["d1", "d2", "d3"],
-                          "relevance": [1, 1, 1]}, schema={"query_id": pl.String, "doc_id": pl.String,
-                                                           "relevance": pl.Int32})
+    queries = pl.DataFrame({"query_id": ["q1", "q2", "q3"], "text": ["car", "car prices", "cheap car"]})
+    corpus = pl.DataFrame(
+        {
+            "doc_id": ["d1", "d2", "d3"],
+            "title": ["", "", ""],
+            "text": ["automobile engine", "automobile prices", "cheap automobile"],
+        }
+    )
+    qrels = pl.DataFrame(
+        {"query_id": ["q1", "q2", "q3"], "doc_id": ["d1", "d2", "d3"], "relevance": [1, 1, 1]},
+        schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32},
+    )
     vocab = word_vocabulary([corpus["text"].to_list(), queries["text"].to_list()])
-    config = Model1Config(vocabulary="words", em=EMConfig(iterations=5),
-                          prune=PruneConfig(min_prob=0.0, self_prob=None),
-                          bitext=BitextConfig(chunk_ratio=10, symmetric=False))
+    config = Model1Config(
+        vocabulary="words",
+        em=EMConfig(iterations=5),
+        prune=PruneConfig(min_prob=0.0, self_prob=None),
+        bitext=BitextConfig(chunk_ratio=10, symmetric=False),
+    )
     trained = train_model1(queries, qrels, corpus, queries["query_id"], vocab, config)
     t = trained.table.matrix.toarray()
     car, automobile, engine = vocab.ids_of(["car", "automobile", "engine"])
     assert t[automobile, car] == t[automobile].max() > 0.5
     assert t[engine, car] == pytest.approx(1.0)  # engine only ever sits beside "car" queries
     assert trained.n_query_doc_pairs == 3 and trained.n_bitext_pairs == 3 and len(trained.history) == 5
-    spooled = train_model1(queries, qrels, corpus, queries["query_id"], vocab,
-                           replace(config, spool_to_disk=True, bitext=replace(config.bitext, block_pairs=1)))
+    spooled = train_model1(
+        queries,
+        qrels,
+        corpus,
+        queries["query_id"],
+        vocab,
+        replace(config, spool_to_disk=True, bitext=replace(config.bitext, block_pairs=1)),
+    )
     np.testing.assert_allclose(spooled.table.matrix.toarray(), t, rtol=1e-6)
 
 

@@ -7,11 +7,22 @@ import polars as pl
 import pytest
 
 from dagster_ir.fusion import divide_by_query, feature_frame
-from dagster_ir.methods.model1 import bm25_rerank, bm25_scores, query_idf_sums
-from dagster_ir.methods.model1 import Ragged, index_collection, word_vocabulary
+from dagster_ir.methods.model1 import (
+    Ragged,
+    bm25_rerank,
+    bm25_scores,
+    index_collection,
+    query_idf_sums,
+    word_vocabulary,
+)
 
-CORPUS = pl.DataFrame({"doc_id": ["d1", "d2", "d3"], "title": ["", "", ""],
-                       "text": ["apple banana apple", "banana cherry", "cherry cherry cherry durian"]})
+CORPUS = pl.DataFrame(
+    {
+        "doc_id": ["d1", "d2", "d3"],
+        "title": ["", "", ""],
+        "text": ["apple banana apple", "banana cherry", "cherry cherry cherry durian"],
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +38,9 @@ def idf(df, n=3):
 
 def test_query_idf_sums(indexed):
     vocab, _, stats = indexed
-    queries = Ragged.from_lists([vocab.ids_of(["apple", "banana"]).tolist(),
-                                 vocab.ids_of(["cherry", "cherry", "zebra"]).tolist(), []])
+    queries = Ragged.from_lists(
+        [vocab.ids_of(["apple", "banana"]).tolist(), vocab.ids_of(["cherry", "cherry", "zebra"]).tolist(), []]
+    )
     np.testing.assert_allclose(query_idf_sums(queries, stats), [idf(1) + idf(2), 2 * idf(2), 0.0])
 
 
@@ -47,8 +59,15 @@ def test_bm25_scores_by_hand(indexed):
 
 def test_bm25_rerank_is_a_run(indexed):
     vocab, index, stats = indexed
-    run = pl.DataFrame({"query_id": ["q", "q", "q"], "doc_id": ["d1", "d2", "d3"], "score": [3.0, 2, 1],
-                        "rank": [1, 2, 3], "run_name": ["bm25"] * 3}).cast({"rank": pl.Int32})
+    run = pl.DataFrame(
+        {
+            "query_id": ["q", "q", "q"],
+            "doc_id": ["d1", "d2", "d3"],
+            "score": [3.0, 2, 1],
+            "rank": [1, 2, 3],
+            "run_name": ["bm25"] * 3,
+        }
+    ).cast({"rank": pl.Int32})
     queries = pl.DataFrame({"query_id": ["q"], "text": ["Durian!"]})
     reranked = bm25_rerank(run, queries, vocab, index, stats, "bm25(words)")
     assert reranked["doc_id"][0] == "d3" and reranked["run_name"][0] == "bm25(words)"

@@ -15,12 +15,13 @@ from dagster_ir.methods.model1 import (
     word_vocabulary,
 )
 
-CORPUS = pl.DataFrame({
-    "doc_id": ["d1", "d2", "d3", "d4"],
-    "title": ["", "", "", "Cars"],
-    "text": ["the automobile engine roars", "cheap automobile prices", "engine oil and oil prices",
-             "a car"],
-})
+CORPUS = pl.DataFrame(
+    {
+        "doc_id": ["d1", "d2", "d3", "d4"],
+        "title": ["", "", "", "Cars"],
+        "text": ["the automobile engine roars", "cheap automobile prices", "engine oil and oil prices", "a car"],
+    }
+)
 QUERIES = pl.DataFrame({"query_id": ["q1", "q2"], "text": ["car engine car", "zebra prices"]})
 
 
@@ -55,8 +56,12 @@ def test_scores_match_the_direct_computation(setup):
     vocab, table, index, stats = setup
     config = ScoringConfig(lam=0.3, unseen_prob=1e-6)
     scorer = Model1Scorer(table, index, stats, config)
-    docs = [["automobile", "engine", "roars"], ["cheap", "automobile", "prices"],
-            ["engine", "oil", "oil", "prices"], ["cars", "car"]]
+    docs = [
+        ["automobile", "engine", "roars"],
+        ["cheap", "automobile", "prices"],
+        ["engine", "oil", "oil", "prices"],
+        ["cars", "car"],
+    ]
     for query in [["car", "engine", "car"], ["zebra", "prices"]]:
         got = scorer.score_rows(vocab.ids_of(query), np.arange(4))
         expected = [direct_score(query, doc, table, stats, 0.3, 1e-6) for doc in docs]
@@ -73,10 +78,22 @@ def test_lambda_and_unseen_probability_matter(setup):
 
 def test_rerank_orders_by_score_and_names_the_run(setup):
     _, table, index, stats = setup
-    run = pl.DataFrame({"query_id": ["q1"] * 4, "doc_id": ["d1", "d2", "d3", "d4"], "score": [4.0, 3, 2, 1],
-                        "rank": [1, 2, 3, 4], "run_name": ["bm25"] * 4},
-                       schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64,
-                               "rank": pl.Int32, "run_name": pl.String})
+    run = pl.DataFrame(
+        {
+            "query_id": ["q1"] * 4,
+            "doc_id": ["d1", "d2", "d3", "d4"],
+            "score": [4.0, 3, 2, 1],
+            "rank": [1, 2, 3, 4],
+            "run_name": ["bm25"] * 4,
+        },
+        schema={
+            "query_id": pl.String,
+            "doc_id": pl.String,
+            "score": pl.Float64,
+            "rank": pl.Int32,
+            "run_name": pl.String,
+        },
+    )
     reranked = Model1Scorer(table, index, stats, ScoringConfig()).rerank(run, QUERIES, "model1")
     assert reranked["run_name"].unique().to_list() == ["model1"]
     assert reranked["rank"].to_list() == [1, 2, 3, 4]

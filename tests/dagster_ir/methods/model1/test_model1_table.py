@@ -43,9 +43,11 @@ def test_rows_sum_to_one_after_pruning():
     dense = rng.random((5, 5)) * (rng.random((5, 5)) < 0.7)
     dense[0] = 0
     dense /= np.maximum(dense.sum(axis=1, keepdims=True), 1e-12)
-    for config in [PruneConfig(min_prob=0.1, max_translations=2, self_prob=0.3),
-                   PruneConfig(min_prob=0.0, max_translations=10, self_prob=None),
-                   PruneConfig(min_prob=0.25, max_translations=1, self_prob=0.9)]:
+    for config in [
+        PruneConfig(min_prob=0.1, max_translations=2, self_prob=0.3),
+        PruneConfig(min_prob=0.0, max_translations=10, self_prob=None),
+        PruneConfig(min_prob=0.25, max_translations=1, self_prob=0.9),
+    ]:
         pruned = prune(sp.csr_matrix(dense), config)
         sums = np.asarray(pruned.sum(axis=1)).ravel()
         np.testing.assert_allclose(sums[1:], 1.0, rtol=1e-6)
@@ -56,9 +58,11 @@ def test_rows_sum_to_one_after_pruning():
 def test_each_setting_changes_the_table():
     base = PruneConfig(min_prob=0.01, max_translations=3, self_prob=0.2)
     reference = prune(em_matrix(), base).toarray()
-    for changed in [PruneConfig(min_prob=0.2, max_translations=3, self_prob=0.2),
-                    PruneConfig(min_prob=0.01, max_translations=1, self_prob=0.2),
-                    PruneConfig(min_prob=0.01, max_translations=3, self_prob=0.5)]:
+    for changed in [
+        PruneConfig(min_prob=0.2, max_translations=3, self_prob=0.2),
+        PruneConfig(min_prob=0.01, max_translations=1, self_prob=0.2),
+        PruneConfig(min_prob=0.01, max_translations=3, self_prob=0.5),
+    ]:
         assert not np.allclose(prune(em_matrix(), changed).toarray(), reference), changed
 
 
@@ -80,12 +84,15 @@ def test_frame_parquet_and_giza_round_trip(tmp_path):
     giza = write_giza(table, tmp_path / "t.giza.txt")
     assert giza.read_text().splitlines()[0].split(" ")[:2] == ["a", "b"]
     np.testing.assert_allclose(
-        TranslationTable.from_frame(read_giza(giza), VOCAB).matrix.toarray(), table.matrix.toarray(), rtol=1e-6)
+        TranslationTable.from_frame(read_giza(giza), VOCAB).matrix.toarray(), table.matrix.toarray(), rtol=1e-6
+    )
 
 
 def test_unknown_tokens_and_bad_giza_lines_are_named(tmp_path):
-    frame = pl.DataFrame({"src_token": ["a"], "tgt_token": ["zebra"], "prob": [1.0]},
-                         schema={"src_token": pl.String, "tgt_token": pl.String, "prob": pl.Float32})
+    frame = pl.DataFrame(
+        {"src_token": ["a"], "tgt_token": ["zebra"], "prob": [1.0]},
+        schema={"src_token": pl.String, "tgt_token": pl.String, "prob": pl.Float32},
+    )
     with pytest.raises(ValueError, match="zebra"):
         TranslationTable.from_frame(frame, VOCAB)
     bad = tmp_path / "bad.txt"

@@ -21,8 +21,7 @@ from dagster_ir.schemas import QRELS, RUN
 
 # q1 "car": d1 (relevant) says "automobile" once in 4 words, d2 says "car" once in 2. With the rows
 # T(car|automobile) = 1 - p and T(car|car) = p, d1 wins iff (1 - p) / 4 > p / 2, i.e. p < 1/3.
-CORPUS = pl.DataFrame({"doc_id": ["d1", "d2"], "title": ["", ""],
-                       "text": ["automobile red blue green", "car yellow"]})
+CORPUS = pl.DataFrame({"doc_id": ["d1", "d2"], "title": ["", ""], "text": ["automobile red blue green", "car yellow"]})
 QUERIES = pl.DataFrame({"query_id": ["q1"], "text": ["car"]})
 RUN_FRAME = pl.DataFrame([("q1", "d2", 2.0, 1, "bm25"), ("q1", "d1", 1.0, 2, "bm25")], schema=RUN, orient="row")
 QRELS_FRAME = pl.DataFrame([("q1", "d1", 1)], schema=QRELS, orient="row")

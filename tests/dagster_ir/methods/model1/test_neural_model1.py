@@ -5,7 +5,6 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.methods.model1 import Model1Scorer, ScoringConfig, index_collection, wordpiece_vocabulary
 from dagster_ir.methods.model1.neural import (
     PROFILES,
@@ -24,22 +23,33 @@ from dagster_ir.methods.model1.neural import (
     rerank,
     train_ranker,
 )
+from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.neural.training import TrainConfig
 
-CORPUS = pl.DataFrame({
-    "doc_id": [f"d{i}" for i in range(6)],
-    "title": ["", "", "", "", "", "Engines"],
-    "text": ["the automobile engine roars", "cheap automobile prices in town", "engine oil and oil prices",
-             "a car for sale", "bananas are yellow fruit", "diesel engines burn fuel"],
-})
+CORPUS = pl.DataFrame(
+    {
+        "doc_id": [f"d{i}" for i in range(6)],
+        "title": ["", "", "", "", "", "Engines"],
+        "text": [
+            "the automobile engine roars",
+            "cheap automobile prices in town",
+            "engine oil and oil prices",
+            "a car for sale",
+            "bananas are yellow fruit",
+            "diesel engines burn fuel",
+        ],
+    }
+)
 QUERIES = pl.DataFrame({"query_id": ["q0", "q1", "q2"], "text": ["car engine", "cheap fruit", "oil prices"]})
-NEGATIVES = pl.DataFrame({
-    "query_id": ["q0", "q0", "q1", "q1", "q2", "q2"],
-    "pos_doc_id": ["d0", "d5", "d4", "d4", "d2", "d2"],
-    "neg_doc_id": ["d4", "d4", "d2", "d0", "d4", "d3"],
-    "neg_rank": [3, 4, 1, 2, 2, 3],
-    "sample_no": [0, 0, 0, 1, 0, 1],
-}).cast({"neg_rank": pl.Int32, "sample_no": pl.Int32})
+NEGATIVES = pl.DataFrame(
+    {
+        "query_id": ["q0", "q0", "q1", "q1", "q2", "q2"],
+        "pos_doc_id": ["d0", "d5", "d4", "d4", "d2", "d2"],
+        "neg_doc_id": ["d4", "d4", "d2", "d0", "d4", "d3"],
+        "neg_rank": [3, 4, 1, 2, 2, 3],
+        "sample_no": [0, 0, 0, 1, 0, 1],
+    }
+).cast({"neg_rank": pl.Int32, "sample_no": pl.Int32})
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +62,14 @@ def setup(tiny):
     vocab = wordpiece_vocabulary(tiny)
     index, stats = index_collection(CORPUS, vocab)
     config = NeuralModel1Config(
-        backbone=tiny, layer=Model1LayerConfig(proj_dim=8, hidden_dim=8, self_prob=0.3, lam=0.2),
-        train=TrainConfig(lr=1e-2, epochs=2, batch_size=2, seed=0, weight_decay=0.0))
+        backbone=tiny,
+        layer=Model1LayerConfig(proj_dim=8, hidden_dim=8, self_prob=0.3, lam=0.2),
+        train=TrainConfig(lr=1e-2, epochs=2, batch_size=2, seed=0, weight_decay=0.0),
+    )
     model, _ = build_model(stats, config)
-    texts = NeuralTexts(TokenizedTexts.of_queries(QUERIES, vocab),
-                        TokenizedTexts.of_documents(CORPUS, CORPUS["doc_id"], vocab))
+    texts = NeuralTexts(
+        TokenizedTexts.of_queries(QUERIES, vocab), TokenizedTexts.of_documents(CORPUS, CORPUS["doc_id"], vocab)
+    )
     return vocab, index, stats, model, texts
 
 
@@ -90,8 +103,12 @@ def test_score_follows_the_formula_and_ignores_padding(setup):
     padded_q = torch.cat([q, torch.zeros(1, 3, dtype=q.dtype)], 1)
     padded_d = torch.cat([d, torch.zeros(1, 5, dtype=d.dtype)], 1)
     with torch.no_grad():
-        again = model(padded_q, torch.cat([q_mask, torch.zeros(1, 3, dtype=q_mask.dtype)], 1),
-                      padded_d, torch.cat([d_mask, torch.zeros(1, 5, dtype=d_mask.dtype)], 1)).item()
+        again = model(
+            padded_q,
+            torch.cat([q_mask, torch.zeros(1, 3, dtype=q_mask.dtype)], 1),
+            padded_d,
+            torch.cat([d_mask, torch.zeros(1, 5, dtype=d_mask.dtype)], 1),
+        ).item()
     assert again == pytest.approx(score, rel=1e-6)
 
 
@@ -104,8 +121,9 @@ def test_exported_table_reproduces_the_neural_scores(setup):
     from dagster_ir.methods.model1.neural import score_pairs
 
     neural = score_pairs(model, texts, pairs, batch_size=4)
-    exported = np.concatenate([
-        scorer.score_rows(vocab.encode([text]).row(0), np.arange(6)) for text in ["car engine", "oil prices"]])
+    exported = np.concatenate(
+        [scorer.score_rows(vocab.encode([text]).row(0), np.arange(6)) for text in ["car engine", "oil prices"]]
+    )
     np.testing.assert_allclose(exported, neural, rtol=1e-5)
     assert table.matrix[vocab.ids_of(["oil"])[0], vocab.ids_of(["oil"])[0]] == pytest.approx(0.3)
 
@@ -125,8 +143,9 @@ def test_thresholded_export_matches_the_model_with_dropped_pairs_zeroed(setup):
         t = model.layer.translation(x_q, x_d, q.expand(6, -1), d)
         expected = model.layer.score(torch.where(t >= threshold, t, 0.0), q.expand(6, -1), q_mask.expand(6, -1), d_mask)
     scorer = Model1Scorer(table, index, stats, ScoringConfig(lam=0.2))
-    np.testing.assert_allclose(scorer.score_rows(vocab.encode(["oil prices"]).row(0), np.arange(6)),
-                               expected.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(
+        scorer.score_rows(vocab.encode(["oil prices"]).row(0), np.arange(6)), expected.numpy(), rtol=1e-5
+    )
 
 
 def test_epoch_triples_draw_one_pair_per_query():
@@ -147,13 +166,18 @@ def test_margin_loss_by_hand():
 def test_training_lowers_the_loss_and_the_model_round_trips(setup, tmp_path):
     vocab, _, stats, _, texts = setup
     config = NeuralModel1Config(
-        backbone=setup[3].config.backbone, layer=Model1LayerConfig(proj_dim=8, hidden_dim=8),
-        train=TrainConfig(lr=3e-2, epochs=8, batch_size=3, seed=0, weight_decay=0.0, warmup_ratio=0.0))
+        backbone=setup[3].config.backbone,
+        layer=Model1LayerConfig(proj_dim=8, hidden_dim=8),
+        train=TrainConfig(lr=3e-2, epochs=8, batch_size=3, seed=0, weight_decay=0.0, warmup_ratio=0.0),
+    )
     model, _ = build_model(stats, config)
     qrels = NEGATIVES.select("query_id", doc_id="pos_doc_id", relevance=pl.lit(1, pl.Int32)).unique()
-    dev_run = NEGATIVES.select("query_id", doc_id="neg_doc_id").vstack(
-        NEGATIVES.select("query_id", doc_id="pos_doc_id")).unique().with_columns(
-        score=pl.lit(0.0), rank=pl.lit(1, pl.Int32), run_name=pl.lit("bm25"))
+    dev_run = (
+        NEGATIVES.select("query_id", doc_id="neg_doc_id")
+        .vstack(NEGATIVES.select("query_id", doc_id="pos_doc_id"))
+        .unique()
+        .with_columns(score=pl.lit(0.0), rank=pl.lit(1, pl.Int32), run_name=pl.lit("bm25"))
+    )
     result = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt", dev_run=dev_run, qrels=qrels)
     assert result.steps == 8 and len(result.dev_scores) == 8
     assert np.mean(result.loss_curve[-3:]) < np.mean(result.loss_curve[:3])
@@ -192,8 +216,9 @@ def test_a_cut_index_holds_the_words_the_neural_model_reads(setup):
 
 def test_eq_4_without_the_collection_term(setup):
     _, _, stats, model, texts = setup
-    config = NeuralModel1Config(backbone=model.config.backbone,
-                                layer=Model1LayerConfig(proj_dim=8, hidden_dim=8, self_prob=0.3, lam=0.0))
+    config = NeuralModel1Config(
+        backbone=model.config.backbone, layer=Model1LayerConfig(proj_dim=8, hidden_dim=8, self_prob=0.3, lam=0.0)
+    )
     eq4, _ = build_model(stats, config)
     inputs = eq4.encode_pairs(texts, ["q2", "q2"], ["d2", "d4"])
     with torch.no_grad():

@@ -66,13 +66,10 @@ def reference_php_examples(
     excluded = pl.Series(sorted(set(exclude_articles)), dtype=pl.String)
     keep = ~pl.col("article_id").is_in(excluded.implode()) & ~pl.col("linked_id").is_in(excluded.implode())
     kept = groups.filter(keep)
-    lower_groups = GROUP_ORDER[max(GROUP_ORDER.index(g) for g in negative_groups) + 1:]
+    lower_groups = GROUP_ORDER[max(GROUP_ORDER.index(g) for g in negative_groups) + 1 :]
     seg = ["article_id", "segment_no"]
     salt = seed_of(config.train.seed, stage) % (1 << 63)
-    positives = (
-        kept.filter(pl.col("group").is_in(positive_groups))
-        .select(*seg, pos_id="linked_id").unique()
-    )
+    positives = kept.filter(pl.col("group").is_in(positive_groups)).select(*seg, pos_id="linked_id").unique()
     own = kept.filter(pl.col("group").is_in(negative_groups)).select(*seg, candidate="linked_id").unique()
     # Where each segment's negatives come from: its own negative groups, else the fills in order.
     sources = [own.with_columns(source=pl.lit(_OWN))]
@@ -132,8 +129,10 @@ def _random_candidates(kept: pl.DataFrame, wanting: pl.DataFrame, n: int, salt: 
     if wanting.height == 0:
         return wanting.with_columns(candidate=pl.lit(None, pl.String), source=pl.lit("random"))
     universe = (
-        pl.concat([kept.select(a="article_id"), kept.select(a="linked_id")]).unique()
-        .sort("a").with_row_index("position")
+        pl.concat([kept.select(a="article_id"), kept.select(a="linked_id")])
+        .unique()
+        .sort("a")
+        .with_row_index("position")
     )
     size = universe.height
     linked = kept.select("article_id", candidate="linked_id").unique()
@@ -178,4 +177,3 @@ def _cap(frame: pl.DataFrame, max_examples: int | None, seed: int) -> tuple[pl.D
         return frame, 0
     chosen = np.sort(np.random.default_rng(seed).choice(frame.height, size=max_examples, replace=False))
     return frame[chosen], frame.height - max_examples
-

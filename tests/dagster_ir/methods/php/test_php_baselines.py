@@ -42,12 +42,19 @@ def _link(src, seg, anchor, target):
 
 def _links():
     # river/1 -> sea ("sea"), river/2 -> lake ("lakes"), castle/1 -> river ("river"); a dangling link too
-    rows = [_link("river", 1, "sea", "sea"), _link("river", 2, "lakes", "lake"), _link("castle", 1, "river", "river"),
-            ("sea", 1, "Ships", 18, 23, "Ship", None)]
+    rows = [
+        _link("river", 1, "sea", "sea"),
+        _link("river", 2, "lakes", "lake"),
+        _link("castle", 1, "river", "river"),
+        ("sea", 1, "Ships", 18, 23, "Ship", None),
+    ]
     return pl.DataFrame(rows, schema=list(LINKS), orient="row").cast(LINKS)
 
 
-def _examples(method, config=BaselineConfig(n_negatives=2), exclude=()):
+TWO_NEGATIVES = BaselineConfig(n_negatives=2)
+
+
+def _examples(method, config=TWO_NEGATIVES, exclude=()):
     return build_baseline_examples(method, _segments(), _links(), config, exclude)
 
 
@@ -75,8 +82,10 @@ def test_wlp_queries_are_a_lead_sentence_and_documents_a_linking_segment():
     frame = _examples("wlp")
     # lake <- river/2, sea <- river/1; river <- castle/1 has no negative (the only other linking
     # segments are river's own), so it gives no example
-    assert frame.select("key", "docs").rows() == [("river/2->lake", [RIVER_2, CASTLE, CASTLE]),
-                                                  ("river/1->sea", [RIVER_1, CASTLE, CASTLE])]
+    assert frame.select("key", "docs").rows() == [
+        ("river/2->lake", [RIVER_2, CASTLE, CASTLE]),
+        ("river/1->sea", [RIVER_1, CASTLE, CASTLE]),
+    ]
     assert frame["queries"][0].to_list() == [LAKE] * 3
     assert frame["queries"][1][0] in sentences(SEA)
 
@@ -154,8 +163,11 @@ def _dump(n=40):
         for seg, target in ((1, after), (2, later)):
             start = texts[(name, seg)].index(target)
             links.append((name, seg, target, start, start + len(target), target.title(), target))
-    segments = pl.DataFrame([(a, a.title(), s, "" if s == 1 else "More", t, len(t.split())) for (a, s), t in texts.items()],
-                            schema=list(SEGMENTS), orient="row").cast(SEGMENTS)
+    segments = pl.DataFrame(
+        [(a, a.title(), s, "" if s == 1 else "More", t, len(t.split())) for (a, s), t in texts.items()],
+        schema=list(SEGMENTS),
+        orient="row",
+    ).cast(SEGMENTS)
     return segments, pl.DataFrame(links, schema=list(LINKS), orient="row").cast(LINKS)
 
 
@@ -167,11 +179,17 @@ def test_scans_and_a_cap_that_does_not_bind_give_the_table_of_frames(tmp_path, m
     config = BaselineConfig(n_negatives=2)
     frames = build_baseline_examples(method, segments, links, config, ["a05"])
     assert frames.height > 30
-    scans = build_baseline_examples(method, pl.scan_parquet(tmp_path / "segments.parquet"),
-                                    pl.scan_parquet(tmp_path / "links.parquet"), replace(config, max_examples=80), ["a05"])
+    scans = build_baseline_examples(
+        method,
+        pl.scan_parquet(tmp_path / "segments.parquet"),
+        pl.scan_parquet(tmp_path / "links.parquet"),
+        replace(config, max_examples=80),
+        ["a05"],
+    )
     assert scans.equals(frames)
-    assert _examples(method).equals(build_baseline_examples(method, _segments(), _links(), replace(
-        BaselineConfig(n_negatives=2), max_examples=5)))  # the handmade dump: at most 4 keys an objective
+    assert _examples(method).equals(
+        build_baseline_examples(method, _segments(), _links(), replace(BaselineConfig(n_negatives=2), max_examples=5))
+    )  # the handmade dump: at most 4 keys an objective
 
 
 def test_several_methods_at_once_are_their_tables_in_order():
@@ -190,7 +208,9 @@ def test_a_binding_cap_keeps_the_keys_of_smallest_hash_and_their_own_draws(metho
     segments, links = _dump()
     config = BaselineConfig(n_negatives=2)
     every = build_baseline_examples(method, segments, links, config)
-    capped = {cap: build_baseline_examples(method, segments, links, replace(config, max_examples=cap)) for cap in (6, 11)}
+    capped = {
+        cap: build_baseline_examples(method, segments, links, replace(config, max_examples=cap)) for cap in (6, 11)
+    }
     for objective, rows in every.group_by("objective"):
         small, large = (frame.filter(pl.col("objective") == objective[0]) for frame in capped.values())
         assert (small.height, large.height) == (6, 11), objective  # exactly the cap, each objective
@@ -222,12 +242,20 @@ def test_a_baseline_trains_and_saves_a_cross_encoder_folder(tmp_path, method):
     from dagster_ir.neural.cross_encoder import CrossEncoder
 
     tiny = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))
-    config = PhpConfig(backbone=tiny, max_length=32, max_query_length=12, hp_epochs=1, shp_epochs=0, mrds_epochs=1,
-                       train=TrainConfig(lr=1e-3, warmup_ratio=0.0, batch_size=2, seed=3))
+    config = PhpConfig(
+        backbone=tiny,
+        max_length=32,
+        max_query_length=12,
+        hp_epochs=1,
+        shp_epochs=0,
+        mrds_epochs=1,
+        train=TrainConfig(lr=1e-3, warmup_ratio=0.0, batch_size=2, seed=3),
+    )
     examples = _examples(method)
     logs = []
-    result = pretrain_baseline(method, examples, config, tmp_path / method, tmp_path / "ckpt",
-                               on_log=lambda step, values: logs.append(values))
+    result = pretrain_baseline(
+        method, examples, config, tmp_path / method, tmp_path / "ckpt", on_log=lambda step, values: logs.append(values)
+    )
     assert result.examples == examples.height and result.train.steps == 2 * math.ceil(examples.height / 2)
     assert all(math.isfinite(v["rank"]) and "mlm" in v for v in logs)
     assert CrossEncoder.from_pretrained(str(result.path)).max_length == 32
@@ -242,8 +270,9 @@ def test_baseline_inputs_are_the_pairs_reranking_would_encode_and_masking_follow
     from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.rerank import CrossEncoderScorer
 
-    model = CrossEncoder.from_pretrained(str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16)), max_length=16,
-                                         max_query_length=4)
+    model = CrossEncoder.from_pretrained(
+        str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16)), max_length=16, max_query_length=4
+    )
     examples = _examples("harp", BaselineConfig(harp_objectives=("rdp",)))
     plain = BaselineInputs(examples, model, PhpConfig(mlm_weight=0.0))
     pairs, labels = plain.example(0, np.random.default_rng(0))  # castle->river: "river" with river, castle

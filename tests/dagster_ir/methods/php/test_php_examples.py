@@ -15,8 +15,18 @@ def _groups(rows):
 
 
 # d = "a", segment 1 links b (D1), c (D2), e (D3); f is linked from another segment (D4).
-GROUPS = _groups([("a", 1, "b", "D1"), ("a", 1, "c", "D2"), ("a", 1, "e", "D3"), ("a", 1, "f", "D4"),
-                  ("a", 2, "f", "D3"), ("a", 2, "b", "D4"), ("a", 2, "c", "D4"), ("a", 2, "e", "D4")])
+GROUPS = _groups(
+    [
+        ("a", 1, "b", "D1"),
+        ("a", 1, "c", "D2"),
+        ("a", 1, "e", "D3"),
+        ("a", 1, "f", "D4"),
+        ("a", 2, "f", "D3"),
+        ("a", 2, "b", "D4"),
+        ("a", 2, "c", "D4"),
+        ("a", 2, "e", "D4"),
+    ]
+)
 
 
 def _by_positive(frame):
@@ -72,8 +82,9 @@ def test_examples_depend_on_content_and_seed_not_row_order():
     first, _ = build_php_examples(GROUPS, "hp", config)
     shuffled, _ = build_php_examples(GROUPS.reverse(), "hp", config)
     assert first.equals(shuffled)
-    others = [build_php_examples(GROUPS, "hp", replace(config, train=replace(config.train, seed=s)))[0]
-              for s in range(1, 6)]
+    others = [
+        build_php_examples(GROUPS, "hp", replace(config, train=replace(config.train, seed=s)))[0] for s in range(1, 6)
+    ]
     assert any(not o.equals(first) for o in others)
 
 
@@ -101,8 +112,9 @@ def test_ablations_are_named_configurations():
 
 def test_fill_negatives_takes_lower_groups_then_unlinked_articles():
     # Segment 1 of "a": D1 "b" and D4 "f", no D2 (MRDS) and no D3 (SHP). "x" links "y" only (D1).
-    groups = _groups([("a", 1, "b", "D1"), ("a", 2, "f", "D3"), ("a", 1, "f", "D4"), ("a", 2, "b", "D4"),
-                      ("x", 1, "y", "D1")])
+    groups = _groups(
+        [("a", 1, "b", "D1"), ("a", 2, "f", "D3"), ("a", 1, "f", "D4"), ("a", 2, "b", "D4"), ("x", 1, "y", "D1")]
+    )
     strict, counts = build_php_examples(groups, "mrds", PhpConfig(n_negatives=2))
     assert strict.height == 0 and counts.positives_without_negatives == 2
     lower, counts = build_php_examples(groups, "mrds", PhpConfig(n_negatives=2, fill_negatives="lower"))

@@ -1,5 +1,7 @@
 """Vectorised example drawing on a generated table far larger than the hand-made ones."""
 
+from functools import partial
+
 import polars as pl
 
 from dagster_ir.methods.php import PhpConfig, build_php_examples
@@ -8,12 +10,16 @@ from dagster_ir.schemas import PHP_GROUPS
 N_ARTICLES = 400
 
 
+def _article(i: int, k: int) -> str:
+    return f"a{(i + k) % N_ARTICLES}"
+
+
 def _groups() -> pl.DataFrame:
     """Article i: segment 1 links i+1..i+3 (D1, D3, D3), segment 2 none of them but i+4..i+9 as D4
     (and i+1..i+3 as D4); segment 2 has a D3 link to i+10. Ids wrap around N_ARTICLES."""
     rows = []
     for i in range(N_ARTICLES):
-        art = lambda k: f"a{(i + k) % N_ARTICLES}"  # noqa: E731
+        art = partial(_article, i)
         rows += [(f"a{i}", 1, art(1), "D1"), (f"a{i}", 1, art(2), "D3"), (f"a{i}", 1, art(3), "D3")]
         rows += [(f"a{i}", 1, art(10), "D4")]
         rows += [(f"a{i}", 2, art(k), "D4") for k in range(1, 10)] + [(f"a{i}", 2, art(10), "D3")]

@@ -33,8 +33,10 @@ def _links(articles: int, seed: int) -> pl.DataFrame:
                     rows.append((f"a{i}", segment, f"a{j}"))
         if i % 3 == 0:  # reciprocal links: a_i <-> a_{i+1} <-> a_{i+3}, from leads and from later segments
             rows += [(f"a{i}", 1, f"a{(i + 1) % articles}"), (f"a{(i + 1) % articles}", 2, f"a{i}")]
-            rows += [(f"a{(i + 1) % articles}", 1, f"a{(i + 3) % articles}"), (f"a{(i + 3) % articles}", 1,
-                                                                              f"a{(i + 1) % articles}")]
+            rows += [
+                (f"a{(i + 1) % articles}", 1, f"a{(i + 3) % articles}"),
+                (f"a{(i + 3) % articles}", 1, f"a{(i + 1) % articles}"),
+            ]
     return pl.DataFrame([(s, g, "x", 0, 1, d, d) for s, g, d in rows], schema=LINKS, orient="row")
 
 
@@ -94,8 +96,9 @@ def test_a_binding_cap_keeps_the_examples_of_smallest_key_hash(dump, stage, fill
     assert counts.sampled_out > 0 and counts.positives_without_negatives <= full_counts.positives_without_negatives
     again, _ = build_php_examples(groups.collect(), stage, replace(config, max_examples=cap), EXCLUDED)
     assert again.equals(capped)  # deterministic, scan or frame
-    others = [build_php_examples(groups, stage, _seeded(replace(config, max_examples=cap), s), EXCLUDED)[0]
-              for s in (1, 2, 3)]
+    others = [
+        build_php_examples(groups, stage, _seeded(replace(config, max_examples=cap), s), EXCLUDED)[0] for s in (1, 2, 3)
+    ]
     assert any(not o.select(KEY).equals(capped.select(KEY)) for o in others)  # the seed chooses other keys
     for other, s in zip(others, (1, 2, 3)):
         uncapped, _ = build_php_examples(groups, stage, _seeded(config, s), EXCLUDED)
@@ -110,11 +113,16 @@ def test_cap_skips_keys_without_negatives_even_where_they_hash_smallest() -> Non
     for seed in range(5):
         config = _seeded(PhpConfig(n_negatives=2, max_examples=1), seed)
         frame, counts = build_php_examples(groups.lazy(), "mrds", config)
-        assert frame.height == 1 and frame["article_id"].item() == "a" and frame["neg_ids"].item().to_list() == ["c", "c"]
+        assert (
+            frame.height == 1 and frame["article_id"].item() == "a" and frame["neg_ids"].item().to_list() == ["c", "c"]
+        )
         assert counts.examples + counts.positives_without_negatives + counts.sampled_out == 42
     # two keys with an example and a cap of 2: nothing is sampled out (the cap does not bind)
     frame, counts = build_php_examples(groups, "mrds", PhpConfig(n_negatives=2, max_examples=2))
-    assert frame["pos_id"].to_list() == ["b", "e"] and (counts.positives_without_negatives, counts.sampled_out) == (40, 0)
+    assert frame["pos_id"].to_list() == ["b", "e"] and (counts.positives_without_negatives, counts.sampled_out) == (
+        40,
+        0,
+    )
 
 
 def test_random_fill_leaves_out_an_article_that_links_to_every_other_one() -> None:

@@ -10,13 +10,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dagster_ir.neural.backbone import load_tokenizer, make_tiny_backbone
 from dagster_ir.methods.php import MLM_HEAD_FILE, PhpConfig, PhpInputs, PhpModel, php_loss, pretrain_stage
+from dagster_ir.neural.backbone import load_tokenizer, make_tiny_backbone
 from dagster_ir.neural.training import TrainConfig
 from dagster_ir.schemas import LINKS, PHP_EXAMPLES, SEGMENTS
 
-TEXTS = {"a": "Rivers run to the sea past castles.", "c": "A castle is a fortified home.",
-         "s": "The sea is salty water.", "m": "Mountains are high."}
+TEXTS = {
+    "a": "Rivers run to the sea past castles.",
+    "c": "A castle is a fortified home.",
+    "s": "The sea is salty water.",
+    "m": "Mountains are high.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,18 +35,27 @@ def _segments():
 
 def _links():
     start = TEXTS["a"].index("castles")
-    return pl.DataFrame([("a", 1, "castles", start, start + 7, "Castle", "c")], schema=list(LINKS),
-                        orient="row").cast(LINKS)
+    return pl.DataFrame([("a", 1, "castles", start, start + 7, "Castle", "c")], schema=list(LINKS), orient="row").cast(
+        LINKS
+    )
 
 
 def _examples(stage="hp"):
-    rows = [(stage, "a", 1, "c", ["s", "m"], False), (stage, "a", 1, "s", ["m", "c"], False),
-            (stage, "c", 1, "s", ["a", "m"], False), (stage, "c", 1, "m", ["a", "s"], False)]
+    rows = [
+        (stage, "a", 1, "c", ["s", "m"], False),
+        (stage, "a", 1, "s", ["m", "c"], False),
+        (stage, "c", 1, "s", ["a", "m"], False),
+        (stage, "c", 1, "m", ["a", "s"], False),
+    ]
     return pl.DataFrame(rows, schema=PHP_EXAMPLES, orient="row")
 
 
-CONFIG = PhpConfig(n_negatives=2, max_length=32, max_query_length=12,
-                   train=TrainConfig(lr=1e-3, warmup_ratio=0.0, batch_size=2, max_steps=2, seed=5))
+CONFIG = PhpConfig(
+    n_negatives=2,
+    max_length=32,
+    max_query_length=12,
+    train=TrainConfig(lr=1e-3, warmup_ratio=0.0, batch_size=2, max_steps=2, seed=5),
+)
 
 
 def test_loss_is_lce_plus_weighted_mlm_and_no_mlm_drops_the_head(tiny):
@@ -65,8 +78,13 @@ def test_loss_is_lce_plus_weighted_mlm_and_no_mlm_drops_the_head(tiny):
 def test_mlm_head_comes_from_a_bert_checkpoint_when_it_has_one(tmp_path):
     from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(vocab_size=load_tokenizer().vocab_size, hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32)
+    config = BertConfig(
+        vocab_size=load_tokenizer().vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+    )
     torch.manual_seed(3)
     BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
     load_tokenizer().save_pretrained(tmp_path / "mlm")
@@ -100,8 +118,16 @@ def test_stages_chain_and_save_folders_plain_transformers_loads(tiny, tmp_path):
     assert torch.equal(trained.mlm_head.dense.weight, load_file(str(hp.path / MLM_HEAD_FILE))["dense.weight"])
 
     # a stage without examples passes its init through unchanged
-    mrds = pretrain_stage("mrds", str(hp.path), _examples("hp").head(0), _segments(), _links(), CONFIG,
-                          tmp_path / "mrds", tmp_path / "ck-mrds")
+    mrds = pretrain_stage(
+        "mrds",
+        str(hp.path),
+        _examples("hp").head(0),
+        _segments(),
+        _links(),
+        CONFIG,
+        tmp_path / "mrds",
+        tmp_path / "ck-mrds",
+    )
     assert mrds.train is None and json.loads((mrds.path / "php.json").read_text())["skipped"]
     passed = load_file(str(mrds.path / "model.safetensors"))
     for key, value in load_file(str(hp.path / "model.safetensors")).items():
