@@ -1,7 +1,10 @@
 """The Dagster layer of dagster-ir: assets, resources, IO managers, checks, jobs and sensors.
 
-The Definitions live in `assets.definitions` (what workspace.yaml loads); `assets.defs` imports
-them on first use, so that `dagster-ir` (assets.cli) can report a bad collections YAML on one line.
+Three layers, imports running downward: `assets.lib` (Dagster helpers: partitions, resources, IO
+managers, metadata, settings, staleness), `assets.defs` (the asset modules, one per group, with their
+checks, jobs, schedules and sensors), `assets.definitions` (the one Definitions object, what
+workspace.yaml loads) and `assets.cli` (the `dagster-ir` command line, which imports the definitions
+where it needs them, so that it can report a bad collections YAML on one line).
 """
 
 import warnings
@@ -9,17 +12,3 @@ import warnings
 # Output(data_version=...) is how content hashes and file identities become data versions; Dagster
 # marks the parameter beta. Said once here rather than in every run's log.
 warnings.filterwarnings("ignore", message="Parameter `data_version`", category=Warning)
-
-__all__ = ["defs"]
-
-
-def __getattr__(name: str):
-    if name == "defs":
-        from assets.definitions import defs
-
-        return defs
-    raise AttributeError(f"module 'assets' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), "defs"])

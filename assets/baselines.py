@@ -292,7 +292,7 @@ def neural_baselines(
     for name, chosen in weights.items():  # the candidates' weight chosen on validation, per rotation
         metadata[f"{name} weight"] = chosen
     context.add_output_metadata(metadata)
-    # by content: the version Dagster records of `collection_settings` never changes (see assets.updates)
+    # by content: the version Dagster records of `collection_settings` never changes (see assets.staleness)
     return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))
 
 

@@ -307,7 +307,7 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
 
 
 def cmd_status(root: Path) -> int:
-    from assets.updates import stale_partitions
+    from assets.staleness import stale_partitions
 
     defs, resources = _defs_and_resources(root)
     stale = stale_partitions(defs, _instance(root), resources=resources)
@@ -319,7 +319,7 @@ def cmd_status(root: Path) -> int:
 
 def cmd_status_why(root: Path) -> int:
     """`dagster-ir status --why`: each stale or missing asset partition, and what made it so."""
-    from assets.updates import stale_reasons
+    from assets.staleness import stale_reasons
 
     defs, resources = _defs_and_resources(root)
     found = stale_reasons(defs, _instance(root), resources=resources)

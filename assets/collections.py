@@ -14,7 +14,7 @@ from assets.metadata import source_metadata, source_tags
 from assets.partitions import collection_partitions, wiki_dump_partitions
 from assets.project import collection_specs, config_path
 from assets.resources import DataDirResource
-from assets.updates import UPSTREAM_READ_BY
+from assets.staleness import UPSTREAM_READ_BY
 from dagster_ir.collections import WikiCarSpec, collection_layout, load_collection, split_queries
 from dagster_ir.collections.config import collection_versions, qrels_source
 from dagster_ir.collections.known_ids import check_known_ids

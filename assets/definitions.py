@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.asset_jobs import asset_jobs
 from assets.automation import automate, automation_sensor
 from assets.baselines import baselines_assets, baselines_checks
 from assets.cet import cet_assets, cet_checks
@@ -14,7 +15,6 @@ from assets.executors import executor_definition, project_executor_settings
 from assets.ghrm import ghrm_assets, ghrm_checks
 from assets.io_managers import PolarsParquetIOManager
 from assets.jobs import all_jobs, all_sensors
-from assets.launch import asset_jobs
 from assets.metadata import with_kinds
 from assets.model1 import model1_assets, model1_checks
 from assets.model_report import model_report_assets

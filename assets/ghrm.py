@@ -397,7 +397,7 @@ def ghrm_runs(
     metadata["checkpoints"] = dg.MetadataValue.json(roots)
     context.add_output_metadata(metadata)
     output = pl.concat(runs)
-    # by content: the version Dagster records of `collection_config` never changes (see assets.updates)
+    # by content: the version Dagster records of `collection_config` never changes (see assets.staleness)
     return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))
 
 

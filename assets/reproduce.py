@@ -2,7 +2,7 @@
 
 1. The asset partitions of the collection are every materializable asset partition whose key is
    the collection, one of its training units, or a multi-partition key with one of those as a
-   dimension; `updates.needed_by` adds what they read (the unpartitioned and dump-partitioned
+   dimension; `staleness.needed_by` adds what they read (the unpartitioned and dump-partitioned
    assets, e.g. PHP's pre-training on the Wikipedia links), following the partition mappings.
 2. `updates.update_all(only=...)` materializes those that are missing or stale, and nothing of
    any other collection; the assets run with their default config (the `demo` profiles).
@@ -28,7 +28,7 @@ import dagster as dg
 import polars as pl
 
 from assets.project import training_units
-from assets.updates import Key, needed_by
+from assets.staleness import Key, needed_by
 from dagster_ir.provenance import commit_of, machine
 
 REPORT_ASSET = "model_report"

@@ -202,7 +202,7 @@ def candidate_runs(
         metadata.update(dropped)
         metadata["trec_files"] = dg.MetadataValue.path(str(data.files("runs", context.partition_key)))
         context.add_output_metadata(metadata)
-        # by content: the version Dagster records of `imported_runs` never changes (see assets.updates)
+        # by content: the version Dagster records of `imported_runs` never changes (see assets.staleness)
         version = dg.DataVersion(files_version(work.glob("part-*.parquet")))
         yield dg.Output(written.runs, data_version=version)  # streamed from the parts by the IO manager
     finally:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.asset_jobs import job_name
 from assets.automation import AUTOMATION_SENSOR, DEFAULT_RETRAINING_CRON, TIMEZONE, TRAINED_GROUPS
 from assets.dagster_private import sensor_running
-from assets.launch import job_name
 from assets.observation import profile_tags
 from assets.project import config_path
 from dagster_ir.collections import CollectionConfigError
@@ -75,7 +75,7 @@ def stale_trained(
     defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection = TRAINED_SELECTION
 ) -> list[tuple[dg.AssetKey, str | None]]:
     """The stale or missing asset partitions of `selection` (Dagster's staleness, as `update` sees it)."""
-    from assets.updates import stale_partitions
+    from assets.staleness import stale_partitions
 
     return sorted(stale_partitions(defs, instance, selection), key=lambda kp: (kp[0].to_user_string(), kp[1] or ""))
 
@@ -86,7 +86,7 @@ def retraining_requests(
     """One run request per (named asset job, partition key) holding stale trained asset partitions (its
     stale assets selected, `job_name` set), upstream partitions first; a partition that reads another
     stale partition of this list waits (see the module docstring)."""
-    from assets.updates import _State
+    from assets.staleness import _State
 
     stale = set(stale_trained(defs, instance, selection))
     state = _State(defs, instance, None, selection)

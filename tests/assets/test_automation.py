@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pytest
 
+from assets.asset_jobs import asset_jobs, job_name
 from assets.automation import AUTOMATION_SENSOR, TRAINING_POOL, automate, automation_sensor
-from assets.launch import asset_jobs, job_name
 from assets.schedules import RETRAIN_TAG, retraining_cron, retraining_schedules
 from dagster_ir.collections import CollectionConfigError
 

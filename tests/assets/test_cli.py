@@ -109,7 +109,7 @@ def test_runs_whose_process_died_are_marked_failed(tmp_path):
     import subprocess
     import sys
 
-    from assets.updates import HOST_TAG, PID_TAG, mark_dead_runs_failed
+    from assets.instance import HOST_TAG, PID_TAG, mark_dead_runs_failed
     from dagster_ir.storage.atomic import host_tag
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

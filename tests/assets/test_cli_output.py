@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 from assets.cli import build_parser, main, summary_text
+from assets.staleness import stale_reasons
 from assets.terminal import format_frame
-from assets.updates import stale_reasons
 from dagster_ir.evaluation.cli import _parser
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.lineage import LineageNode, compact_config, render

@@ -37,8 +37,8 @@ def test_the_running_dagster_is_a_supported_minor_version():
 
 def test_only_dagster_private_imports_private_dagster_names():
     offenders = [
-        f"{path.name}:{n}"
-        for path in sorted(ASSETS.glob("*.py"))
+        f"{path.relative_to(ASSETS)}:{n}"
+        for path in sorted(ASSETS.rglob("*.py"))
         if path.name != "dagster_private.py"
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if re.search(r"dagster\._", line)

@@ -100,7 +100,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     )
     runs = output.value
     assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm+bm25", "ghrm-nopool", "ghrm-nopool+bm25"]
-    assert output.data_version == dg.DataVersion(frame_version(runs))  # by content (see assets.updates)
+    assert output.data_version == dg.DataVersion(frame_version(runs))  # by content (see assets.staleness)
     assert runs.select(list(RUN)).schema == pl.Schema(RUN)
     # rotations 0 and 1 test folds 0 and 1: queries q0, q5 and q1, q6, six candidates each
     assert sorted(runs["query_id"].unique()) == ["q0", "q1", "q5", "q6"]

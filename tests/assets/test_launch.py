@@ -9,8 +9,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from assets.asset_jobs import UNPARTITIONED_JOB, asset_jobs, job_name
 from assets.io_managers import PolarsParquetIOManager
-from assets.launch import UNPARTITIONED_JOB, asset_jobs, job_name
 from assets.updates import update_all
 
 EPHEMERAL = "__ephemeral_asset_job__"

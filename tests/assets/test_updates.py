@@ -24,7 +24,8 @@ import json, os, sys
 from pathlib import Path
 import dagster as dg
 from assets.definitions import defs, resources
-from assets.updates import stale_partitions, update_all
+from assets.staleness import stale_partitions
+from assets.updates import update_all
 
 root = Path(os.environ["DAGSTER_IR_DATA"])
 instance = dg.DagsterInstance.get()

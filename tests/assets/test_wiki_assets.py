@@ -7,7 +7,8 @@ import pytest
 
 from assets.cli import add_dump
 from assets.definitions import defs, resources
-from assets.updates import stale_partitions, update_all
+from assets.staleness import stale_partitions
+from assets.updates import update_all
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.dumps import sample_dump_path
 
