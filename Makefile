@@ -72,7 +72,7 @@ browser:
 
 ## ui: the Dagster UI on http://127.0.0.1:3000 over the same data and instance as `make demo`
 ui: install
-	$(BIN)/python -m assets.instance $(DAGSTER_HOME)
+	$(BIN)/python -m assets.cli.instance $(DAGSTER_HOME)
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 ## bench: every speed and memory benchmark, one after the other; the ratios in benchmarks/out/summary.md

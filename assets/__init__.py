@@ -3,7 +3,7 @@
 Three layers, imports running downward: `assets.lib` (Dagster helpers: partitions, resources, IO
 managers, metadata, settings, staleness), `assets.defs` (the asset modules, one per group, with their
 checks, jobs, schedules and sensors), `assets.definitions` (the one Definitions object, what
-workspace.yaml loads) and `assets.cli` (the `dagster-ir` command line, which imports the definitions
+workspace.yaml loads) and `assets.cli.main` (the `dagster-ir` command line, which imports the definitions
 where it needs them, so that it can report a bad collections YAML on one line).
 """
 

@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.asset_jobs import asset_jobs
-from assets.automation import automate, automation_sensor
-from assets.baselines import baselines_assets, baselines_checks
-from assets.cet import cet_assets, cet_checks
-from assets.checks import collection_checks
-from assets.collections import collection_assets
-from assets.evaluation import evaluation_assets
-from assets.executors import executor_definition, project_executor_settings
-from assets.ghrm import ghrm_assets, ghrm_checks
-from assets.io_managers import PolarsParquetIOManager
-from assets.jobs import all_jobs, all_sensors
-from assets.metadata import with_kinds
-from assets.model1 import model1_assets, model1_checks
-from assets.model_report import model_report_assets
-from assets.observation import observation_jobs, source_observation_sensor
-from assets.php import php_assets, php_checks
-from assets.resources import DataDirResource
-from assets.retrieval import retrieval_assets
-from assets.schedules import retraining_cron, retraining_schedules
-from assets.settings import check_settings, collection_settings, run_profile_setting, settable_configs
-from assets.wiki import wiki_assets, wiki_checks
+from assets.defs.automation import automate, automation_sensor
+from assets.defs.baselines import baselines_assets, baselines_checks
+from assets.defs.cet import cet_assets, cet_checks
+from assets.defs.checks import collection_checks
+from assets.defs.collections import collection_assets
+from assets.defs.evaluation import evaluation_assets
+from assets.defs.executors import executor_definition, project_executor_settings
+from assets.defs.ghrm import ghrm_assets, ghrm_checks
+from assets.defs.jobs import all_jobs, all_sensors
+from assets.defs.model1 import model1_assets, model1_checks
+from assets.defs.model_report import model_report_assets
+from assets.defs.observation import observation_jobs, source_observation_sensor
+from assets.defs.php import php_assets, php_checks
+from assets.defs.retrieval import retrieval_assets
+from assets.defs.schedules import retraining_cron, retraining_schedules
+from assets.defs.wiki import wiki_assets, wiki_checks
+from assets.lib.asset_jobs import asset_jobs
+from assets.lib.io_managers import PolarsParquetIOManager
+from assets.lib.metadata import with_kinds
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import check_settings, collection_settings, run_profile_setting, settable_configs
 
 all_assets = [
     *wiki_assets,
@@ -40,10 +40,10 @@ all_assets = [
     *model_report_assets,
     *baselines_assets,
 ]
-# Automation conditions by group, the `training` pool checked on training steps (see assets.automation),
-# and the UI's kind badges (assets.metadata).
+# Automation conditions by group, the `training` pool checked on training steps (see assets.defs.automation),
+# and the UI's kind badges (assets.lib.metadata).
 all_assets = with_kinds(automate(all_assets, retraining_cron()))
-# The assets that take per-collection settings (`assets:` of a collection in the YAML; see assets.settings).
+# The assets that take per-collection settings (`assets:` of a collection in the YAML; see assets.lib.settings).
 SETTABLE = settable_configs(all_assets)
 check_settings(SETTABLE)
 all_checks = [
@@ -79,10 +79,10 @@ def _project_defs() -> dg.Definitions:
 defs = dg.Definitions(
     assets=all_assets,
     asset_checks=all_checks,
-    # one asset job per partitions definition: what `dagster-ir update` submits runs of (assets.launch)
-    # and the observation of the source assets, launched by source_observation_sensor (assets.observation)
+    # one asset job per partitions definition: what `dagster-ir update` submits runs of (assets.cli.launch)
+    # and the observation of the source assets, launched by source_observation_sensor (assets.defs.observation)
     jobs=[*all_jobs, *asset_jobs(all_assets), *observation_jobs],
-    # one retraining schedule per named asset job holding trained assets (assets.schedules)
+    # one retraining schedule per named asset job holding trained assets (assets.defs.schedules)
     schedules=retraining_schedules(all_assets, retraining_cron(), _project_defs),
     sensors=[*all_sensors, automation_sensor(), source_observation_sensor],
     resources=resources(),

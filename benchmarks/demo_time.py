@@ -52,7 +52,7 @@ def demo(data: Path) -> tuple[float, int]:
     env = {**os.environ, "DAGSTER_IR_DATA": str(data), "DAGSTER_HOME": str(data / "dagster_home")}
     (data / "dagster_home").mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "assets.cli", "demo"], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "assets.cli.main", "demo"], env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"dagster-ir demo failed on {data} (exit {done.returncode}):\n{done.stderr[-2000:]}")

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(summary, flush=True)
     os.environ["DAGSTER_IR_CONFIG"] = str(write_config(args.data / "dagster-ir.yaml", args.cranfield, args.seed))
-    from assets.cli import main as cli
+    from assets.cli.main import main as cli
 
     command = ["--data", str(args.data), "reproduce", "--collection", "cranfield", "--profile", "paper"]
     return cli(command + (["--markdown"] if args.markdown else []))

@@ -362,7 +362,7 @@ def model1_config(method: str, seed: int, factor: int):
 
 
 def train_model1(method: str, inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
-    """Neural Model 1 or BERT-Model1 as `assets.model1._train_ranker` trains it on a unit: negatives from BM25's
+    """Neural Model 1 or BERT-Model1 as `assets.defs.model1._train_ranker` trains it on a unit: negatives from BM25's
     top 500 of the training queries' judged documents, the epoch scored by nDCG@10 reranking the validation
     queries' BM25 top `dev_depth`."""
     config = model1_config(method, seed, factor)

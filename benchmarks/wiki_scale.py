@@ -156,9 +156,9 @@ import json, sys, time
 from pathlib import Path
 import dagster as dg
 sys.path.insert(0, sys.argv[5])
-from assets.cli import add_dump_partitions
+from assets.cli.main import add_dump_partitions
 from assets.definitions import defs, resources
-from assets.updates import update_all
+from assets.cli.updates import update_all
 from dagster_ir.storage.catalog import Catalog
 
 dump, root, partitions, parallel = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -241,7 +241,7 @@ def run_size(dump: Path, data: Path, partitions: int, parallel: int, memory_limi
 
 def step_peaks(samples: list[tuple[float, int]], log: str) -> dict[str, float]:
     """Peak memory (MiB) while each run of the update was the latest to start (start-up first)."""
-    # update's run lines: "<time> [n/m] start <assets> [<partition>]" (assets.progress); the others are ignored
+    # update's run lines: "<time> [n/m] start <assets> [<partition>]" (assets.cli.progress); the others are ignored
     marks = [
         (float(t), text.split(" start ", 1)[1].split(" [")[0])
         for t, text in (line.split(" ", 2)[1:] for line in log.splitlines() if line.startswith("STEP "))

@@ -1,6 +1,6 @@
 """README.md's commands exist: every command in a shell block names a real make target or `dagster-ir` subcommand.
 
-The subcommands come from the command line's own parser (`assets.cli.build_parser`), the targets from the
+The subcommands come from the command line's own parser (`assets.cli.main.build_parser`), the targets from the
 Makefile's rules, so a renamed command or target fails here before a newcomer copies it.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.cli import build_parser
+from assets.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELL_BLOCKS = {"", "bash", "sh", "shell", "console"}
@@ -70,7 +70,7 @@ def check(words: list[str], targets: set[str], parser: argparse.ArgumentParser) 
             rest = rest[2:]
         commands_here = subcommands(parser)
         if not rest or rest[0] not in commands_here:
-            return f"dagster-ir subcommand {rest[:1]} not in assets/cli.py (have {sorted(commands_here)})"
+            return f"dagster-ir subcommand {rest[:1]} not in assets/cli/main.py (have {sorted(commands_here)})"
         nested = [a for a in commands_here[rest[0]]._actions if isinstance(a, argparse._SubParsersAction)]
         if nested and (len(rest) < 2 or rest[1] not in nested[0].choices):
             return f"dagster-ir {rest[0]} subcommand {rest[1:2]} not in {sorted(nested[0].choices)}"

@@ -33,7 +33,7 @@ otherwise. `protocol` (see collections.protocol) says how trained methods are ev
 (train/model, dev, test; wiki-car's default); `seeds` lists the seed offsets (default [0]);
 `profile` (`demo` or `paper`) is the profile of every asset partition of the collection and its
 training units that has one, unless a run or `assets` names another (read by the asset layer, see
-`assets.settings`); `assets` gives config fields per asset for this collection's partitions (read by
+`assets.lib.settings`); `assets` gives config fields per asset for this collection's partitions (read by
 the asset layer, which says which assets take them and checks the fields); `on_unknown` says what a
 qrels or imported run row naming a query not in the topics or a document not in the corpus is: an
 error naming the file, line and id (`error`, the default) or a row to drop and count (`drop`; see
@@ -78,8 +78,8 @@ DEFAULT_CONFIG_FILE = Path("dagster-ir.yaml")
 TOP_LEVEL_KEYS: dict[str, str] = {
     "collections": "the collections (load_collections_config)",
     "runs": "external TREC runs to import per collection (load_run_imports)",
-    "executor": "the engine that runs the steps: multiprocess, dask, k8s (assets.executors)",
-    "schedules": "the retraining schedule's cron (assets.schedules.retraining_cron)",
+    "executor": "the engine that runs the steps: multiprocess, dask, k8s (assets.defs.executors)",
+    "schedules": "the retraining schedule's cron (assets.defs.schedules.retraining_cron)",
 }
 DEFAULT_COLLECTION = "wiki-car"
 PROFILE_NAMES = ("demo", "paper")  # the named settings every method has (its module's PROFILES)

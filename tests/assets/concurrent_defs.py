@@ -6,7 +6,7 @@ import time
 import dagster as dg
 import polars as pl
 
-from assets.io_managers import PolarsParquetIOManager
+from assets.lib.io_managers import PolarsParquetIOManager
 
 
 def _slow_frame(n: int) -> pl.DataFrame:
@@ -60,7 +60,7 @@ def derived(counted: pl.DataFrame) -> pl.DataFrame:
 
 
 def counting_defs(data_dir: str) -> tuple[dg.Definitions, dict]:
-    from assets.resources import DataDirResource
+    from assets.lib.resources import DataDirResource
 
     os.environ["COUNT_DIR"] = data_dir
     os.makedirs(data_dir, exist_ok=True)

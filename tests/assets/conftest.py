@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-import assets.settings as settings
+import assets.lib.settings as settings
 from dagster_ir.collections.config import load_collections_config
 from dagster_ir.neural.backbone import make_tiny_backbone
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """Point assets.settings at a YAML file the test writes (`project(text)`), with no run-wide profile."""
+    """Point assets.lib.settings at a YAML file the test writes (`project(text)`), with no run-wide profile."""
     path = tmp_path / "dagster-ir.yaml"
 
     def use(text: str) -> Path:

@@ -9,7 +9,7 @@ import os
 
 import dagster as dg
 
-from assets.executors import ExecutorSettings, executor_definition
+from assets.defs.executors import ExecutorSettings, executor_definition
 
 # One run per partitions definition: a dump file's parse, the corpus-wide link graph, one collection.
 STAGES = {

@@ -4,7 +4,7 @@ import time
 
 import dagster as dg
 
-from assets.automation import TRAINING_POOL, automate
+from assets.defs.automation import TRAINING_POOL, automate
 
 
 def _slow() -> int:

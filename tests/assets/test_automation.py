@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pytest
 
-from assets.asset_jobs import asset_jobs, job_name
-from assets.automation import AUTOMATION_SENSOR, TRAINING_POOL, automate, automation_sensor
-from assets.schedules import RETRAIN_TAG, retraining_cron, retraining_schedules
+from assets.defs.automation import AUTOMATION_SENSOR, TRAINING_POOL, automate, automation_sensor
+from assets.defs.schedules import RETRAIN_TAG, retraining_cron, retraining_schedules
+from assets.lib.asset_jobs import asset_jobs, job_name
 from dagster_ir.collections import CollectionConfigError
 
 CRON = "0 3 * * 0"  # Sundays 03:00 UTC

@@ -5,9 +5,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from assets.baselines import NeuralBaselinesConfig, neural_baselines, neural_baselines_are_rerankings
-from assets.ghrm import Word2VecAssetConfig, word2vec
-from assets.resources import DataDirResource
+from assets.defs.baselines import NeuralBaselinesConfig, neural_baselines, neural_baselines_are_rerankings
+from assets.defs.ghrm import Word2VecAssetConfig, word2vec
+from assets.lib.resources import DataDirResource
 from dagster_ir.methods.baselines import profile
 from dagster_ir.neural.device import native_bf16
 from dagster_ir.schemas import NEGATIVES, QRELS, QUERIES, QUERY_SPLITS, RUN

@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file
 from test_baselines_assets import _collection
 
-from assets.baselines import NeuralBaselinesConfig, neural_baselines
-from assets.ghrm import Word2VecAssetConfig, word2vec
-from assets.resources import DataDirResource
+from assets.defs.baselines import NeuralBaselinesConfig, neural_baselines
+from assets.defs.ghrm import Word2VecAssetConfig, word2vec
+from assets.lib.resources import DataDirResource
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -103,7 +103,7 @@ def ui(tmp_path):
     }
     env.pop("DAGSTER_IR_CONFIG", None)
     registered = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "--data", str(data), "add-dump", _sample_dump()],
+        [sys.executable, "-m", "assets.cli.main", "--data", str(data), "add-dump", _sample_dump()],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -224,7 +224,7 @@ mutation Launch($params: ExecutionParams!) {
 UPDATE_ONE = """
 import os, dagster as dg
 from assets.definitions import defs, resources
-from assets.updates import update_all
+from assets.cli.updates import update_all
 with dg.DagsterInstance.get() as instance:
     report = update_all(defs, instance, resources=resources(os.environ["DAGSTER_IR_DATA"]), log=lambda _: None,
                         selection=dg.AssetSelection.assets("wiki_articles"))  # (wiki_dump: the launched run)
@@ -253,8 +253,8 @@ def _update_run(ui) -> str:
 REPORT_ONE = """
 import os, dagster as dg, polars as pl
 from assets.definitions import resources
-from assets.evaluation import evaluation_report
-from assets.partitions import collection_partitions
+from assets.defs.evaluation import evaluation_report
+from assets.lib.partitions import collection_partitions
 
 # The report's inputs are made here (the first-stage chain that makes them takes minutes on 2 cores);
 # the report asset itself, its metadata and its table go through the project's own code and IO manager.
@@ -316,7 +316,7 @@ query A($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
 
 def test_ui_shows_every_group_launches_a_materialization_and_the_catalog_records_it(ui, tmp_path):
     from assets.definitions import defs
-    from assets.metadata import column_description
+    from assets.lib.metadata import column_description
     from dagster_ir.storage.catalog import Catalog
 
     groups = sorted({node.group_name for node in defs.resolve_asset_graph().asset_nodes})

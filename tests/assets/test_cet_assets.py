@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.cet import (
+from assets.defs.cet import (
     CetConfig,
     CetRunsConfig,
     FalseNegativeConfig,
@@ -18,10 +18,10 @@ from assets.cet import (
     sparse_labels_are_relevant,
     sparse_qrels,
 )
-from assets.collections import collection_assets
-from assets.resources import DataDirResource
-from assets.retrieval import retrieval_assets
-from assets.wiki import wiki_assets
+from assets.defs.collections import collection_assets
+from assets.defs.retrieval import retrieval_assets
+from assets.defs.wiki import wiki_assets
+from assets.lib.resources import DataDirResource
 from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.schemas import FALSE_NEGATIVES, QRELS, RUN
 
@@ -158,14 +158,14 @@ def test_the_lab_runs_from_labels_to_reranked_runs(tiny, tmp_path) -> None:
 def test_under_cv_every_query_is_labelled_and_a_unit_trains_and_scores_its_own_folds(
     tiny, tmp_path, monkeypatch
 ) -> None:
-    import assets.cet
-    import assets.partitions
+    import assets.defs.cet
+    import assets.lib.partitions
     from dagster_ir.collections import Protocol
     from dagster_ir.collections.protocol import training_units as units_of
 
     units = {u.key: u for u in units_of("wiki-car", Protocol("cv", (3,)), 3)}
-    monkeypatch.setattr(assets.cet, "training_units", lambda: units)
-    monkeypatch.setattr(assets.partitions, "training_units", lambda: units)
+    monkeypatch.setattr(assets.defs.cet, "training_units", lambda: units)
+    monkeypatch.setattr(assets.lib.partitions, "training_units", lambda: units)
     c = _collection()
     folds = {"1": 0, "2": 0, "3": 1, "4": 1, "5": 2, "6": 2}  # fold 0 tests, 1 validates, 2 trains
     c["query_splits"] = c["query_splits"].with_columns(

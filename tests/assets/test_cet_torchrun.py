@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import load_file
 from test_cet_assets import _collection
 
-from assets.cet import CetConfig, SparseQrelsConfig, cet, sparse_qrels
-from assets.resources import DataDirResource
+from assets.defs.cet import CetConfig, SparseQrelsConfig, cet, sparse_qrels
+from assets.lib.resources import DataDirResource
 from dagster_ir.methods.cet.model import CoupledRanker
 
 pytestmark = pytest.mark.slow

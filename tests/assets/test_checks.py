@@ -1,6 +1,6 @@
 import polars as pl
 
-from assets.checks import candidate_runs_are_valid, negatives_are_not_positives
+from assets.defs.checks import candidate_runs_are_valid, negatives_are_not_positives
 from dagster_ir.schemas import QRELS, RUN
 
 

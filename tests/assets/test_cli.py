@@ -11,7 +11,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.cli import main
+from assets.cli.main import main
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 from dagster_ir.storage.locks import partition_lock_path
@@ -44,7 +44,7 @@ def test_add_dump_refuses_a_truncated_dump(data, tmp_path, capsys):
 
 def test_a_registered_dump_is_checked_once_unless_asked(data, tmp_path, monkeypatch):
     import dagster_ir.wiki.dump as dump_module
-    from assets.cli import _instance, add_dump
+    from assets.cli.main import _instance, add_dump
 
     checked = []
     real_check = dump_module.check_dump
@@ -109,7 +109,7 @@ def test_runs_whose_process_died_are_marked_failed(tmp_path):
     import subprocess
     import sys
 
-    from assets.instance import HOST_TAG, PID_TAG, mark_dead_runs_failed
+    from assets.cli.instance import HOST_TAG, PID_TAG, mark_dead_runs_failed
     from dagster_ir.storage.atomic import host_tag
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -193,7 +193,7 @@ def _read_only(data, command: list[str], cwd):
 
 def test_catalog_query_on_a_read_only_data_directory(data, tmp_path):
     _catalog_with_table(data)
-    cli = [sys.executable, "-m", "assets.cli", "--data", str(data)]
+    cli = [sys.executable, "-m", "assets.cli.main", "--data", str(data)]
     done = _read_only(data, [*cli, "catalog", "query", "select sum(x) as s from t"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "3" in done.stdout and done.stderr == ""
@@ -235,7 +235,7 @@ def test_catalog_query_cannot_turn_external_access_back_on(data):
 
 
 def test_update_says_which_journal_records_it_rejected(tmp_path, capsys):
-    from assets.cli import sync_catalog
+    from assets.cli.main import sync_catalog
 
     catalog = Catalog(tmp_path)
     catalog.pending_dir.mkdir(parents=True)

@@ -29,7 +29,7 @@ def _cli(tmp_path: Path, *args: str, timeout: int = 900) -> subprocess.Completed
         "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
     }
     return subprocess.run(
-        [sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), *args],
+        [sys.executable, "-m", "assets.cli.main", "--data", str(tmp_path / "data"), *args],
         env=env,
         cwd=tmp_path,
         capture_output=True,

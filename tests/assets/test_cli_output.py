@@ -12,9 +12,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.cli import build_parser, main, summary_text
-from assets.staleness import stale_reasons
-from assets.terminal import format_frame
+from assets.cli.main import build_parser, main, summary_text
+from assets.cli.terminal import format_frame
+from assets.lib.staleness import stale_reasons
 from dagster_ir.evaluation.cli import _parser
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.lineage import LineageNode, compact_config, render
@@ -141,7 +141,7 @@ def test_every_subcommand_help_has_an_example():
 
 def test_help_loads_neither_dagster_nor_polars_nor_torch():
     code = (
-        "import sys\nfrom assets.cli import main\n"
+        "import sys\nfrom assets.cli.main import main\n"
         "for argv in (['--help'], ['catalog', 'query', '--help'], ['report', '--help']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
         "heavy = sorted(m for m in ('dagster', 'polars', 'duckdb', 'torch', 'scipy', 'matplotlib', 'ir_measures')"

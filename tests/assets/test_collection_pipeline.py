@@ -51,7 +51,7 @@ def _cli(tmp_path, *args):
         "HF_HUB_OFFLINE": "1",
     }
     return subprocess.run(
-        [sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), *args],
+        [sys.executable, "-m", "assets.cli.main", "--data", str(tmp_path / "data"), *args],
         env=env,
         capture_output=True,
         text=True,

@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from assets.php import CrossEncoderSettings, cross_encoder
-from assets.resources import DataDirResource
+from assets.defs.php import CrossEncoderSettings, cross_encoder
+from assets.lib.resources import DataDirResource
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.schemas import NEGATIVES, QRELS, QUERY_SPLITS, RUN
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets import dagster_private
+from assets.lib import dagster_private
 
 ASSETS = Path(__file__).parents[2] / "assets"
 
@@ -17,7 +17,7 @@ ASSETS = Path(__file__).parents[2] / "assets"
 def test_every_private_name_still_exists(module):
     loaded = importlib.import_module(module)
     missing = [n for n in dagster_private.PRIVATE_NAMES[module] if not hasattr(loaded, n)]
-    assert not missing, f"Dagster {dg.__version__} has no {module}.{missing[0]}: update assets/dagster_private.py"
+    assert not missing, f"Dagster {dg.__version__} has no {module}.{missing[0]}: update assets/lib/dagster_private.py"
 
 
 def test_private_attributes_still_exist():

@@ -4,11 +4,11 @@ GPU when there is one, bf16 where native, and an explicit setting wins (CUDA sim
 import pytest
 import torch
 
-from assets.baselines import NeuralBaselinesConfig
-from assets.cet import CetConfig, CetRunsConfig
-from assets.model1 import BertModel1AssetConfig, NeuralModel1AssetConfig
-from assets.php import CrossEncoderSettings, PhpSettings, RerankSettings
-from assets.retrieval import DenseEncodingConfig
+from assets.defs.baselines import NeuralBaselinesConfig
+from assets.defs.cet import CetConfig, CetRunsConfig
+from assets.defs.model1 import BertModel1AssetConfig, NeuralModel1AssetConfig
+from assets.defs.php import CrossEncoderSettings, PhpSettings, RerankSettings
+from assets.defs.retrieval import DenseEncodingConfig
 from dagster_ir.neural import device as dev
 
 

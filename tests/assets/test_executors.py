@@ -2,7 +2,7 @@
 
 import pytest
 
-from assets.executors import (
+from assets.defs.executors import (
     ExecutorSettings,
     dask_config,
     executor_definition,
@@ -119,8 +119,8 @@ def test_shipped_cluster_configs_load_and_agree_with_the_helm_values():
 
 def test_gpu_steps_request_gpus_and_the_others_do_not():
     pytest.importorskip("dagster_k8s", reason="the k8s extra is not installed")
-    from assets.automation import TRAINING_STEPS
-    from assets.executors import GPU_STEPS, parse_executor_settings
+    from assets.defs.automation import TRAINING_STEPS
+    from assets.defs.executors import GPU_STEPS, parse_executor_settings
 
     settings = parse_executor_settings(
         {

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets.staleness import failure_message, without_failure_events
+from assets.lib.staleness import failure_message, without_failure_events
 
 
 class BadPage(ValueError):

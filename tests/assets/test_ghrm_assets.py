@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from assets.ghrm import (
+from assets.defs.ghrm import (
     GHRMAssetConfig,
     GHRMSweepsAssetConfig,
     Word2VecAssetConfig,
@@ -14,7 +14,7 @@ from assets.ghrm import (
     ghrm_sweeps,
     word2vec,
 )
-from assets.resources import DataDirResource
+from assets.lib.resources import DataDirResource
 from dagster_ir.methods.ghrm.model import PROFILES
 from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
 from dagster_ir.methods.ghrm.sweeps import SWEEP_RESULTS
@@ -100,7 +100,7 @@ def test_word2vec_then_ghrm_runs(tmp_path):
     )
     runs = output.value
     assert sorted(runs["run_name"].unique()) == ["ghrm", "ghrm+bm25", "ghrm-nopool", "ghrm-nopool+bm25"]
-    assert output.data_version == dg.DataVersion(frame_version(runs))  # by content (see assets.staleness)
+    assert output.data_version == dg.DataVersion(frame_version(runs))  # by content (see assets.lib.staleness)
     assert runs.select(list(RUN)).schema == pl.Schema(RUN)
     # rotations 0 and 1 test folds 0 and 1: queries q0, q5 and q1, q6, six candidates each
     assert sorted(runs["query_id"].unique()) == ["q0", "q1", "q5", "q6"]
@@ -257,7 +257,7 @@ def test_paper_profile_trains_as_the_authors():
 
 
 def test_query_and_document_words_come_from_the_collection_unless_given():
-    from assets.ghrm import fit_lengths
+    from assets.defs.ghrm import fit_lengths
 
     corpus, queries, *_ = _collection()
     base = GHRMAssetConfig()

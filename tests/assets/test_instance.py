@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from assets.instance import CONCURRENCY, ensure_instance_config, open_instance
+from assets.cli.instance import CONCURRENCY, ensure_instance_config, open_instance
 
 OPEN = """
 import sys
-from assets.instance import open_instance
+from assets.cli.instance import open_instance
 instance = open_instance(sys.argv[1])
 print(len(instance.get_runs()))
 """
@@ -49,7 +49,7 @@ def test_opening_the_instance_frees_the_slots_of_runs_that_ended(tmp_path):
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRun
 
-    from assets.instance import free_slots_of_ended_runs, open_instance
+    from assets.cli.instance import free_slots_of_ended_runs, open_instance
 
     instance = open_instance(tmp_path / "home")
     storage = instance.event_log_storage
@@ -72,7 +72,7 @@ def _run(instance, status, pid=None):
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRun
 
-    from assets.instance import HOST_TAG, PID_TAG
+    from assets.cli.instance import HOST_TAG, PID_TAG
     from dagster_ir.storage.atomic import host_tag
 
     tags = {PID_TAG: str(pid), HOST_TAG: host_tag(), "dagster_ir/assets": "php_hp"} if pid else {}
@@ -91,7 +91,7 @@ def test_a_killed_holder_and_a_killed_run_first_in_the_queue_are_both_released(t
     """The state two killed updates leave: the first (already marked failed) holds the slot, the
     second, killed while it waited, is first in the queue and still marked started. Freeing the first
     before marking the second hands the slot to the dead second, and the next update waited for ever."""
-    from assets.instance import open_instance, release_dead_runs
+    from assets.cli.instance import open_instance, release_dead_runs
 
     instance = open_instance(tmp_path / "home")
     storage = instance.event_log_storage
@@ -110,7 +110,7 @@ def test_a_killed_holder_and_a_killed_run_first_in_the_queue_are_both_released(t
 def test_waiting_for_a_slot_says_who_holds_it_and_ends_when_the_holder_dies(tmp_path):
     import threading
 
-    from assets.instance import wait_for_pool_slots
+    from assets.cli.instance import wait_for_pool_slots
 
     instance = open_instance(tmp_path / "home")
     storage = instance.event_log_storage
@@ -130,7 +130,7 @@ def test_waiting_for_a_slot_says_who_holds_it_and_ends_when_the_holder_dies(tmp_
 def test_ctrl_c_while_waiting_for_a_slot_ends_the_update_as_interrupted(tmp_path, monkeypatch):
     import dagster as dg
 
-    import assets.updates as updates
+    import assets.cli.updates as updates
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

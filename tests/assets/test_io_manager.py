@@ -6,7 +6,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from assets.io_managers import PolarsParquetIOManager
+from assets.lib.io_managers import PolarsParquetIOManager
 from dagster_ir.storage.catalog import Catalog
 
 sys.path.insert(0, str(Path(__file__).parent))

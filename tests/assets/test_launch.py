@@ -9,9 +9,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.asset_jobs import UNPARTITIONED_JOB, asset_jobs, job_name
-from assets.io_managers import PolarsParquetIOManager
-from assets.updates import update_all
+from assets.cli.updates import update_all
+from assets.lib.asset_jobs import UNPARTITIONED_JOB, asset_jobs, job_name
+from assets.lib.io_managers import PolarsParquetIOManager
 
 EPHEMERAL = "__ephemeral_asset_job__"
 parts = dg.StaticPartitionsDefinition(["a", "b"])
@@ -48,8 +48,8 @@ def test_update_runs_belong_to_one_named_job_per_partitions_definition(tmp_path)
 
 # Subprocess tests against the project's definitions (the YAML is read when they are imported).
 SMALL = """
-from assets.launch import reconstructable_project_job
-from assets.updates import COMMAND_TAG
+from assets.cli.launch import reconstructable_project_job
+from assets.cli.updates import COMMAND_TAG
 report = update_all(defs, instance, resources=resources(str(root)), log=lambda line: print(line, flush=True),
                     selection=dg.AssetSelection.assets("corpus", "queries", "qrels"))
 assert report.ok, report.failures
@@ -157,7 +157,7 @@ def test_the_update_command_runs_every_step_on_the_configured_dask_cluster(tmp_p
         )
         workers = set(client.run(os.getpid).values())
         done = subprocess.run(
-            [sys.executable, "-m", "assets.cli", "update", "--first-stage"],
+            [sys.executable, "-m", "assets.cli.main", "update", "--first-stage"],
             cwd=tmp_path,
             capture_output=True,
             text=True,

@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.io_managers import PolarsParquetIOManager
+from assets.lib.io_managers import PolarsParquetIOManager
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.lineage import render
 
@@ -146,7 +146,7 @@ def test_walk_follows_the_newest_record_and_renders_a_tree(tmp_path):
 
 
 def test_lineage_command_prints_the_tree_and_refuses_an_unknown_asset(tmp_path, monkeypatch, capsys):
-    from assets.cli import main
+    from assets.cli.main import main
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     with dg.instance_for_test() as instance:

@@ -7,8 +7,8 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from assets.io_managers import PolarsParquetIOManager
-from assets.metadata import COLUMN_DOCS, HEADLINE_LIMIT, headline_markdown
+from assets.lib.io_managers import PolarsParquetIOManager
+from assets.lib.metadata import COLUMN_DOCS, HEADLINE_LIMIT, headline_markdown
 from dagster_ir.evaluation import ReportBook, ReportConfig, ReportFigure, SignificanceConfig, build_report
 from dagster_ir.schemas import PER_QUERY_EVAL
 
@@ -75,7 +75,7 @@ def test_report_headline_holds_the_main_tables_and_stays_under_the_limit():
 
 
 def test_report_results_are_one_table_of_runs_by_measures():
-    from assets.metadata import results_table
+    from assets.lib.metadata import results_table
     from dagster_ir.evaluation import aggregate
 
     table = results_table(aggregate(_per_query(3)), ("nDCG@10", "RR@10", "AP")).value
@@ -85,7 +85,7 @@ def test_report_results_are_one_table_of_runs_by_measures():
 
 
 def test_capped_replaces_the_largest_entries_until_the_event_fits():
-    from assets.metadata import capped, metadata_size
+    from assets.lib.metadata import capped, metadata_size
 
     big = dg.MetadataValue.md("x" * 150_000)
     middle = dg.MetadataValue.md("y" * 40_000)
@@ -98,7 +98,7 @@ def test_capped_replaces_the_largest_entries_until_the_event_fits():
 
 
 def test_a_large_figure_is_named_not_inlined():
-    from assets.metadata import INLINE_IMAGE_LIMIT
+    from assets.lib.metadata import INLINE_IMAGE_LIMIT
 
     fast = ReportConfig(significance=SignificanceConfig(n_resamples=50))
     large = ReportFigure("recall", "Recall by depth", b"\x89PNG" + b"0" * (INLINE_IMAGE_LIMIT + 1))
@@ -108,17 +108,17 @@ def test_a_large_figure_is_named_not_inlined():
 
 
 def test_a_chart_too_large_to_inline_becomes_a_table(monkeypatch):
-    import assets.metadata
-    from assets.plots import bar_chart_markdown
+    import assets.lib.metadata
+    from assets.lib.plots import bar_chart_markdown
 
     assert bar_chart_markdown([1, 2], [0.5, 0.25], "step", "loss").value.startswith("![loss by step](data:image/png")
-    monkeypatch.setattr(assets.metadata, "INLINE_IMAGE_LIMIT", 100)
+    monkeypatch.setattr(assets.lib.metadata, "INLINE_IMAGE_LIMIT", 100)
     table = bar_chart_markdown([1, 2], [0.5, 0.25], "step", "loss").value
     assert [r.data for r in table.records] == [{"step": "1", "loss": 0.5}, {"step": "2", "loss": 0.25}]
 
 
 def test_column_descriptions_are_keyed_by_table_where_a_name_is_shared():
-    from assets.metadata import column_description
+    from assets.lib.metadata import column_description
     from dagster_ir.methods.cet.lab import MANIFEST_SCHEMA
 
     assert column_description("wiki_stats", "value") == "the statistic's value"

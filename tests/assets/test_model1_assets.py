@@ -6,11 +6,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.collections import collection
 from assets.definitions import resources
-from assets.model1 import model1_assets, model1_checks
-from assets.retrieval import retrieval_assets
-from assets.wiki import wiki_assets
+from assets.defs.collections import collection
+from assets.defs.model1 import model1_assets, model1_checks
+from assets.defs.retrieval import retrieval_assets
+from assets.defs.wiki import wiki_assets
 from dagster_ir.neural.backbone import make_tiny_backbone
 from dagster_ir.schemas import MODEL1_TABLE, QRELS, QUERY_SPLITS, RUN
 from dagster_ir.storage.parquet import table_path, write_table

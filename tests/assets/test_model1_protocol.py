@@ -37,11 +37,11 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     import dagster as dg
     import polars as pl
-    from assets.collections import collection
+    from assets.defs.collections import collection
     from assets.definitions import resources
-    from assets.model1 import model1_assets, model1_checks
-    from assets.retrieval import retrieval_assets
-    from assets.wiki import wiki_assets
+    from assets.defs.model1 import model1_assets, model1_checks
+    from assets.defs.retrieval import retrieval_assets
+    from assets.defs.wiki import wiki_assets
     from dagster_ir.neural.backbone import make_tiny_backbone
 
     root = sys.argv[1]

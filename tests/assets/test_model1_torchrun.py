@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import load_file
 from test_model1_assets import collection_frames
 
-from assets.model1 import BertModel1AssetConfig, NeuralModel1AssetConfig, bert_model1, bert_vanilla, neural_model1
-from assets.resources import DataDirResource
+from assets.defs.model1 import BertModel1AssetConfig, NeuralModel1AssetConfig, bert_model1, bert_vanilla, neural_model1
+from assets.lib.resources import DataDirResource
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@ import matplotlib.figure
 import polars as pl
 import pytest
 
-from assets.model_report import SECTIONS, _sections, every_query_rows, sweeps_figure
+from assets.defs.model_report import SECTIONS, _sections, every_query_rows, sweeps_figure
 from dagster_ir.evaluation import ReportFigure, SignificanceConfig, evaluate_run
 from dagster_ir.schemas import PER_QUERY_EVAL
 
@@ -271,7 +271,7 @@ def test_the_model1_section_tests_the_papers_pairs():
 
 
 def test_the_cet_section_gets_figure4_from_the_dev_sweeps_of_the_manifest():
-    from assets.model_report import CET_SECTION, cet_figures
+    from assets.defs.model_report import CET_SECTION, cet_figures
 
     manifest = pl.DataFrame(
         {
@@ -291,7 +291,7 @@ def test_the_cet_section_gets_figure4_from_the_dev_sweeps_of_the_manifest():
 
 
 def test_reranked_runs_read_bm25_below_their_top_k_and_their_interpolations_are_shown():
-    from assets.model_report import BASELINE_ROWS, complete_below_k
+    from assets.defs.model_report import BASELINE_ROWS, complete_below_k
 
     bm25 = pl.DataFrame(
         [("q1", d, 5.0 - r, r, "bm25") for r, d in enumerate("abcd", start=1)],
@@ -316,7 +316,7 @@ def test_reranked_runs_read_bm25_below_their_top_k_and_their_interpolations_are_
 
 
 def test_the_sections_of_word_based_models_name_their_word_vectors():
-    from assets.model_report import vectors_note
+    from assets.defs.model_report import vectors_note
 
     note = vectors_note(pl.DataFrame({"source": ["minilm"], "dim": [384]}))
     assert "MiniLM's input embeddings" in note and "384-d" in note
@@ -336,7 +336,7 @@ def test_the_sections_of_word_based_models_name_their_word_vectors():
     baselines = next(r for r in reports if r.title.startswith("Neural ranking baselines"))
     assert note in baselines.notes and "beyond the papers" in baselines.notes
     assert baselines.comparison["run_name"].unique(maintain_order=True).to_list() == names  # beside the pure row
-    from assets.model_report import beside_pure
+    from assets.defs.model_report import beside_pure
 
     assert beside_pure(["bm25", "knrm", "drmm", "drmm+bm25", "knrm+bm25", "x+bm25"]) == [
         "bm25",

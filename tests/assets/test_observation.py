@@ -9,16 +9,21 @@ daemon would launch it: a run of the job the request names.
 import dagster as dg
 import pytest
 
-from assets import settings
-from assets.collections import collection_config
-from assets.dagster_private import FRESH, STALE, StaleResolver, latest_observed_version, observe
-from assets.observation import COLLECTION_SOURCES_JOB, DUMP_SOURCES_JOB, observation_jobs, source_observation_sensor
-from assets.partitions import collection_partitions
-from assets.project import CONFIG_ENV
-from assets.resources import DataDirResource
-from assets.retrieval import imported_runs
-from assets.settings import PROFILE_TAG, collection_settings, run_profile_setting
-from assets.wiki import wiki_dump_file
+from assets.defs.collections import collection_config
+from assets.defs.observation import (
+    COLLECTION_SOURCES_JOB,
+    DUMP_SOURCES_JOB,
+    observation_jobs,
+    source_observation_sensor,
+)
+from assets.defs.retrieval import imported_runs
+from assets.defs.wiki import wiki_dump_file
+from assets.lib import settings
+from assets.lib.dagster_private import FRESH, STALE, StaleResolver, latest_observed_version, observe
+from assets.lib.partitions import collection_partitions
+from assets.lib.project import CONFIG_ENV
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import PROFILE_TAG, collection_settings, run_profile_setting
 
 COLLECTION = collection_partitions.get_partition_keys()[0]
 

@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 from assets.definitions import resources
-from assets.resources import DataDirResource
-from assets.settings import PROFILE_TAG
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import PROFILE_TAG
 from dagster_ir.neural.backbone import PAPER_BACKBONE, make_tiny_backbone
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def test_the_fake_cache_serves_the_paper_backbone_by_name():
 def test_php_pretraining_fine_tuning_and_reranking(tmp_path):
     from test_php_assets import TOPICS, _upstream_assets, _upstream_tables
 
-    from assets.php import php_assets
+    from assets.defs.php import php_assets
 
     root = tmp_path / "data"
     _upstream_tables(root)
@@ -114,7 +114,7 @@ def test_php_pretraining_fine_tuning_and_reranking(tmp_path):
 def test_cet_lab_and_runs(tmp_path):
     from test_cet_assets import _collection
 
-    from assets.cet import CetConfig, CetRunsConfig, SparseQrelsConfig, cet, cet_runs, sparse_qrels
+    from assets.defs.cet import CetConfig, CetRunsConfig, SparseQrelsConfig, cet, cet_runs, sparse_qrels
 
     c = _collection()
     labels = sparse_qrels(
@@ -152,10 +152,10 @@ def test_cet_lab_and_runs(tmp_path):
 def test_model1_methods(tmp_path):
     from test_model1_assets import PARTITION, UNIT, collection_frames
 
-    from assets.collections import collection
-    from assets.model1 import model1_assets, model1_checks
-    from assets.retrieval import retrieval_assets
-    from assets.wiki import wiki_assets
+    from assets.defs.collections import collection
+    from assets.defs.model1 import model1_assets, model1_checks
+    from assets.defs.retrieval import retrieval_assets
+    from assets.defs.wiki import wiki_assets
     from dagster_ir.storage.parquet import table_path, write_table
 
     for name, frame in collection_frames().items():
@@ -191,7 +191,7 @@ def test_model1_methods(tmp_path):
 def test_ghrm_word2vec_runs_and_sweeps(tmp_path):
     from test_ghrm_assets import _collection
 
-    from assets.ghrm import (
+    from assets.defs.ghrm import (
         GHRMAssetConfig,
         GHRMSweepsAssetConfig,
         Word2VecAssetConfig,
@@ -247,8 +247,8 @@ def test_ghrm_word2vec_runs_and_sweeps(tmp_path):
 def test_neural_baselines_all_ten(tmp_path):
     from test_baselines_assets import _collection
 
-    from assets.baselines import NeuralBaselinesConfig, neural_baselines
-    from assets.ghrm import Word2VecAssetConfig, word2vec
+    from assets.defs.baselines import NeuralBaselinesConfig, neural_baselines
+    from assets.defs.ghrm import Word2VecAssetConfig, word2vec
     from dagster_ir.methods.baselines import MODELS
 
     corpus, queries, qrels, splits, run, negatives = _collection()

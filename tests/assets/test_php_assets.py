@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.php import (
+from assets.defs.php import (
     CrossEncoderSettings,
     PhpBaselineSettings,
     PhpSettings,
@@ -86,7 +86,7 @@ def test_init_names_resolve_to_folders():
 
 
 def test_cranfield_pretrains_and_fine_tunes_all_four_table3_baselines(monkeypatch):
-    import assets.php as php_assets_module
+    import assets.defs.php as php_assets_module
     from dagster_ir.collections import load_collections_config
 
     specs = load_collections_config(Path(__file__).parents[2] / "examples" / "cranfield.yaml")
@@ -201,9 +201,9 @@ def _link_graph(edges):
 
 def _upstream_assets() -> list:
     """The assets the PHP assets read (the report, which reads ours, is left out)."""
-    from assets.collections import collection_assets
-    from assets.retrieval import retrieval_assets
-    from assets.wiki import wiki_assets
+    from assets.defs.collections import collection_assets
+    from assets.defs.retrieval import retrieval_assets
+    from assets.defs.wiki import wiki_assets
 
     return [*wiki_assets, *collection_assets, *retrieval_assets]
 

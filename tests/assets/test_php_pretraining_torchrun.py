@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from test_php_assets import _upstream_assets, _upstream_tables
 
 from assets.definitions import resources
-from assets.php import php_assets
+from assets.defs.php import php_assets
 from dagster_ir.storage.parquet import table_path, write_table
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from test_php_assets import _upstream_assets, _upstream_tables
 
 from assets.definitions import resources
-from assets.php import php_assets
+from assets.defs.php import php_assets
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

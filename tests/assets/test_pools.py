@@ -1,4 +1,4 @@
-"""The `training` pool's limit (the instance's dagster.yaml from assets.instance) holds in a parallel run."""
+"""The `training` pool's limit (the instance's dagster.yaml from assets.cli.instance) holds in a parallel run."""
 
 import sys
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.instance import ensure_instance_config
+from assets.cli.instance import ensure_instance_config
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -7,13 +7,13 @@ import dagster as dg
 import polars as pl
 import pytest
 
-import assets.cli as cli
-import assets.settings as settings
-from assets.cet import CetConfig
-from assets.ghrm import GHRMSweepsAssetConfig
-from assets.io_managers import PolarsParquetIOManager
-from assets.php import CrossEncoderSettings, PhpSettings
-from assets.updates import update_all
+import assets.cli.main as cli
+import assets.lib.settings as settings
+from assets.cli.updates import update_all
+from assets.defs.cet import CetConfig
+from assets.defs.ghrm import GHRMSweepsAssetConfig
+from assets.defs.php import CrossEncoderSettings, PhpSettings
+from assets.lib.io_managers import PolarsParquetIOManager
 from dagster_ir.collections.config import (
     CollectionConfigError,
     collection_versions,

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from assets.progress import Progress, WarningPrinter, format_seconds, short_paths
-from assets.updates import update_all
+from assets.cli.progress import Progress, WarningPrinter, format_seconds, short_paths
+from assets.cli.updates import update_all
 
 
 class Clock:
@@ -81,7 +81,7 @@ def test_warnings_print_once_on_one_line_without_site_packages_paths():
 
 
 def test_the_printer_takes_over_warnings_showwarning():
-    from assets.progress import install_warning_printer
+    from assets.cli.progress import install_warning_printer
 
     saved = warnings.showwarning
     try:

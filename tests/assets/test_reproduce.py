@@ -5,9 +5,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.cli import main
-from assets.reproduce import asset_times, collection_partitions_of, format_times, reproduction_plan
-from assets.updates import update_all
+from assets.cli.main import main
+from assets.cli.reproduce import asset_times, collection_partitions_of, format_times, reproduction_plan
+from assets.cli.updates import update_all
 
 COLLECTIONS = dg.StaticPartitionsDefinition(["a", "b"])
 UNIT_KEYS = {"a": ["a/fold-0/seed-0", "a/fold-1/seed-0"], "b": ["b/seed-0"]}
@@ -130,7 +130,7 @@ def test_an_interrupted_run_stops_the_update(tmp_path):
 def test_markdown_page_has_its_header_the_sections_and_the_times():
     import datetime
 
-    from assets.reproduce import StepTime, markdown_page, settings_of
+    from assets.cli.reproduce import StepTime, markdown_page, settings_of
     from dagster_ir.collections.config import CranfieldSpec
     from dagster_ir.collections.protocol import Protocol
 
@@ -186,7 +186,7 @@ def test_markdown_page_has_its_header_the_sections_and_the_times():
 
 
 def test_markdown_without_a_path_prints_and_a_missing_folder_is_refused(tmp_path, capsys, monkeypatch):
-    from assets.cli import build_parser
+    from assets.cli.main import build_parser
 
     parse = build_parser().parse_args
     assert parse(["reproduce", "--collection", "c"]).markdown is None
@@ -228,7 +228,7 @@ def test_folds_keep_those_units_and_what_they_read_but_no_partition_of_the_colle
 
 
 def test_units_of_folds_takes_every_seed_and_refuses_what_the_collection_lacks():
-    from assets.reproduce import units_of_folds
+    from assets.cli.reproduce import units_of_folds
     from dagster_ir.collections.protocol import TrainingUnit
 
     units = [TrainingUnit("c", "cv", fold, 3, seed) for fold in range(3) for seed in (0, 1)]
@@ -246,8 +246,8 @@ def test_units_of_folds_takes_every_seed_and_refuses_what_the_collection_lacks()
 
 
 def test_the_page_of_some_folds_says_so_and_has_no_tables():
-    from assets.cli import build_parser
-    from assets.reproduce import StepTime, markdown_page
+    from assets.cli.main import build_parser
+    from assets.cli.reproduce import StepTime, markdown_page
 
     assert build_parser().parse_args(["reproduce", "--collection", "c", "--folds", "0", "2"]).folds == [0, 2]
     assert build_parser().parse_args(["reproduce", "--collection", "c"]).folds is None
@@ -277,7 +277,7 @@ def test_folds_of_a_collection_without_rotations_are_refused_before_any_work(tmp
 
 
 def test_assets_keep_their_partitions_and_what_they_read_and_an_unknown_name_is_refused(setup):
-    from assets.reproduce import check_assets
+    from assets.cli.reproduce import check_assets
 
     defs, instance, resources = setup
     owned = collection_partitions_of(defs, instance, "a", set(UNIT_KEYS["a"]), assets=["model"])
@@ -331,7 +331,7 @@ def _ranked(name: str, queries: list[str], relevant_first: bool):
 def test_the_partial_report_has_the_sections_of_the_runs_made_and_leaves_the_full_one_alone(tmp_path, monkeypatch):
     import polars as pl
 
-    from assets.reproduce import partial_report, summary_path
+    from assets.cli.reproduce import partial_report, summary_path
     from dagster_ir.evaluation.summary import read_summary
     from dagster_ir.storage.parquet import table_path, write_table
 
@@ -373,8 +373,8 @@ def test_the_partial_report_has_the_sections_of_the_runs_made_and_leaves_the_ful
 
 
 def test_the_page_of_some_assets_names_them_and_has_their_tables():
-    from assets.cli import build_parser
-    from assets.reproduce import StepTime, markdown_page
+    from assets.cli.main import build_parser
+    from assets.cli.reproduce import StepTime, markdown_page
 
     args = build_parser().parse_args(["reproduce", "--collection", "c", "--assets", "ghrm_runs", "neural_baselines"])
     assert args.assets == ["ghrm_runs", "neural_baselines"] and args.folds is None

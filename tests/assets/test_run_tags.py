@@ -3,8 +3,8 @@
 import dagster as dg
 import polars as pl
 
-from assets.io_managers import PolarsParquetIOManager
-from assets.updates import ASSETS_TAG, COMMAND_TAG, update_all
+from assets.cli.updates import ASSETS_TAG, COMMAND_TAG, update_all
+from assets.lib.io_managers import PolarsParquetIOManager
 
 
 @dg.asset(code_version="1")

@@ -5,8 +5,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-import assets.settings as settings
-from assets.baselines import NeuralBaselinesConfig
+import assets.lib.settings as settings
+from assets.defs.baselines import NeuralBaselinesConfig
 from dagster_ir.collections.config import CollectionConfigError
 
 YAML = """
@@ -60,7 +60,7 @@ def test_every_settable_asset_reads_the_settings_source():
 def test_a_collections_query_words_override_what_ghrm_would_read_off_it(project):
     import polars as pl
 
-    from assets.ghrm import GHRMAssetConfig, fit_lengths
+    from assets.defs.ghrm import GHRMAssetConfig, fit_lengths
 
     project(YAML.replace("neural_baselines: {models: [knrm, bert-maxp], epochs: 3}", "ghrm_runs: {query_words: 12}"))
     config = settings.with_settings(GHRMAssetConfig(), "ghrm_runs", "cran")

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from assets.evaluation import restrict_to_split
+from assets.defs.evaluation import restrict_to_split
 from dagster_ir.schemas import QRELS, RUN
 
 

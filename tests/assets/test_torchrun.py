@@ -8,8 +8,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.io_managers import PolarsParquetIOManager
-from assets.torchrun import TorchrunSettings, run_torchrun
+from assets.lib.io_managers import PolarsParquetIOManager
+from assets.lib.torchrun import TorchrunSettings, run_torchrun
 from dagster_ir.neural.backbone import make_tiny_backbone
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,8 @@ import json, os, sys
 from pathlib import Path
 import dagster as dg
 from assets.definitions import defs, resources
-from assets.staleness import stale_partitions
-from assets.updates import update_all
+from assets.lib.staleness import stale_partitions
+from assets.cli.updates import update_all
 
 root = Path(os.environ["DAGSTER_IR_DATA"])
 instance = dg.DagsterInstance.get()
@@ -98,7 +98,7 @@ def test_a_failing_dump_blocks_only_what_reads_it_and_remove_dump_unblocks(tmp_p
     result = _run(
         tmp_path,
         f"""
-        from assets.cli import add_dump, remove_dump
+        from assets.cli.main import add_dump, remove_dump
         from dagster_ir.storage.atomic import host_tag
         from dagster_ir.storage.catalog import Catalog
         out = {{}}
@@ -192,7 +192,7 @@ def test_a_misspelt_top_level_key_is_an_error(tmp_path):
     (tmp_path / "dagster-ir.yaml").write_text("collections:\n  wiki-car:\n    kind: wiki-car\nrun:\n  wiki-car: {}\n")
     env = {**os.environ, "DAGSTER_IR_CONFIG": str(tmp_path / "dagster-ir.yaml"), "DAGSTER_HOME": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "--data", str(tmp_path / "data"), "status"],
+        [sys.executable, "-m", "assets.cli.main", "--data", str(tmp_path / "data"), "status"],
         env=env,
         capture_output=True,
         text=True,
@@ -209,8 +209,8 @@ import sys, time
 from pathlib import Path
 import os
 from concurrent_defs import counting_defs
-from assets.instance import open_instance
-from assets.updates import update_all
+from assets.cli.instance import open_instance
+from assets.cli.updates import update_all
 defs, resources = counting_defs(sys.argv[1])
 report = update_all(defs, open_instance(os.environ["DAGSTER_HOME"]), resources=resources, log=lambda line: print(line, flush=True))
 print(len(report.runs), len(report.done_elsewhere), report.ok)

@@ -5,10 +5,10 @@ import bz2
 import dagster as dg
 import pytest
 
-from assets.cli import add_dump
+from assets.cli.main import add_dump
+from assets.cli.updates import update_all
 from assets.definitions import defs, resources
-from assets.staleness import stale_partitions
-from assets.updates import update_all
+from assets.lib.staleness import stale_partitions
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.dumps import sample_dump_path
 

@@ -8,9 +8,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.cli import add_dump_partitions, main
+from assets.cli.main import add_dump_partitions, main
+from assets.cli.updates import update_all
 from assets.definitions import defs, resources
-from assets.updates import update_all
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.dumps import DumpRegistry
 

@@ -22,7 +22,7 @@ def test_without_cuda_it_stops_with_a_clear_message(monkeypatch, tmp_path, capsy
 
 
 def test_with_a_gpu_it_runs_the_paper_reproduction_of_one_seed(monkeypatch, tmp_path, capsys):
-    import assets.cli
+    import assets.cli.main
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
@@ -30,7 +30,7 @@ def test_with_a_gpu_it_runs_the_paper_reproduction_of_one_seed(monkeypatch, tmp_
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     monkeypatch.setenv("DAGSTER_IR_CONFIG", "unset")  # gpu_check sets it; monkeypatch restores it afterwards
     calls = []
-    monkeypatch.setattr(assets.cli, "main", lambda argv: calls.append(argv) or 0)
+    monkeypatch.setattr(assets.cli.main, "main", lambda argv: calls.append(argv) or 0)
     cranfield = tmp_path / "cran"
     cranfield.mkdir()
     (cranfield / "cran.all.1400").write_text("")

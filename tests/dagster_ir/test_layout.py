@@ -80,3 +80,89 @@ def test_each_method_package_says_where_to_start():
     for method in ("php", "model1", "ghrm", "cet"):
         doc = ast.get_docstring(ast.parse((ROOT / "methods" / method / "__init__.py").read_text(encoding="utf-8")))
         assert doc and "paper 00" in doc and "Start reading" in doc, method
+
+
+# --- assets/: lib <- defs <- definitions <- cli ----------------------------------------------------
+
+ASSETS = ROOT.parent / "assets"
+ASSET_LAYERS = {"lib": 0, "defs": 1, "definitions": 2, "cli": 3}
+
+
+def asset_layer(module: str) -> int | None:
+    """The layer of `assets.<part>...` (None for the package root, `assets/__init__.py`)."""
+    parts = module.split(".")
+    return ASSET_LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def asset_imports(root: Path) -> dict[str, set[str]]:
+    """{module: the `assets.…` modules it imports, at the top or inside a function} for each file under `root`."""
+    paths = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in sorted(root.rglob("*.py"))}  # fmt: skip
+    graph = {}
+    for module, path in paths.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from assets.lib import settings` imports the module assets.lib.settings
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module
+                          for a in node.names}  # fmt: skip
+        graph[module] = {name for name in found if name in paths and name != module}
+    return graph
+
+
+def upward_asset_imports(root: Path) -> list[str]:
+    upward = []
+    for module, names in asset_imports(root).items():
+        layer = asset_layer(module)
+        for name in names:
+            target = asset_layer(name)
+            if layer is not None and target is not None and target > layer:
+                upward.append(f"{module} imports {name}")
+    return sorted(upward)
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph` that depth-first search meets (empty when it has none)."""
+    cycles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_assets_imports_run_downward():
+    assert upward_asset_imports(ASSETS) == []
+    assert {asset_layer(m) for m in asset_imports(ASSETS)} == {None, *ASSET_LAYERS.values()}
+
+
+def test_assets_has_no_import_cycle():
+    assert import_cycles(asset_imports(ASSETS)) == []
+
+
+def test_an_upward_import_and_a_cycle_are_found(tmp_path):
+    root = tmp_path / "assets"
+    for package in ("lib", "defs", "cli"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "lib" / "a.py").write_text("def f():\n    from assets.cli.terminal import table\n")
+    (root / "cli" / "terminal.py").write_text("")
+    (root / "defs" / "b.py").write_text("from assets.lib import a\nfrom assets.defs import c\n")
+    (root / "defs" / "c.py").write_text("from assets.defs.b import x\n")
+    (root / "cli" / "main.py").write_text("import assets.defs.b\n")
+    assert upward_asset_imports(root) == ["assets.lib.a imports assets.cli.terminal"]
+    graph = asset_imports(root)
+    assert graph["assets.defs.b"] == {"assets.lib.a", "assets.defs.c"}
+    assert import_cycles(graph) == [["assets.defs.b", "assets.defs.c", "assets.defs.b"]]

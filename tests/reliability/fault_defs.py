@@ -1,5 +1,5 @@
 """A small pipeline for the fault-injection tests, shaped like the demo's: a data asset, two training
-steps in the `training` pool (through `assets.automation.automate`, as the real definitions), and a
+steps in the `training` pool (through `assets.defs.automation.automate`, as the real definitions), and a
 report that reads both. Each step works in short sleeps and leaves a marker file per step done
 (`<data>/progress/<asset>-<n>`), and while a file `<data>/hold/<asset>` exists it stops after its
 second step and waits, so a test can kill `update` at a chosen moment. A step's output depends only
@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.automation import TRAINING_POOL, automate
+from assets.defs.automation import TRAINING_POOL, automate
 
 STEPS = 6
 STEP_SECONDS = float(os.environ.get("FAULT_STEP_SECONDS", "0.1"))
@@ -64,8 +64,8 @@ ASSETS = ["docs", "php_hp", "word2vec", "report"]
 
 
 def definitions(root: str) -> tuple[dg.Definitions, dict]:
-    from assets.io_managers import PolarsParquetIOManager
-    from assets.resources import DataDirResource
+    from assets.lib.io_managers import PolarsParquetIOManager
+    from assets.lib.resources import DataDirResource
 
     resources = {"io_manager": PolarsParquetIOManager(data_dir=root), "data": DataDirResource(path=root)}
     return dg.Definitions(assets=automate([docs, php_hp, word2vec, report]), resources=resources), resources

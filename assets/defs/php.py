@@ -5,7 +5,7 @@ wiki_articles + wiki_links -> php_baseline_examples -> php_baselines (Table 3: I
 negatives + (backbone | php stage | ablation | baseline) -> cross_encoder (per training unit) -> reranked_runs (per unit)
 
 `cross_encoder` and `reranked_runs` are partitioned by training unit (collection, fold, seed; see
-`assets.partitions`): each unit fine-tunes on its training queries' negatives, chooses the epoch on
+`assets.lib.partitions`): each unit fine-tunes on its training queries' negatives, chooses the epoch on
 its validation queries and reranks its test queries, so under `protocol: cv` the five folds' runs
 together cover every query. Seed s shifts every seed of the settings by s.
 
@@ -36,14 +36,14 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.automation import TRAINING_POOL
-from assets.metadata import by_content
-from assets.partitions import training_unit, unit_ins, unit_partitions
-from assets.plots import training_curve_metadata
-from assets.project import collection_specs
-from assets.resources import DataDirResource
-from assets.settings import UNIT_SETTINGS, with_profile, with_settings
-from assets.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun, run_train_job
+from assets.defs.automation import TRAINING_POOL
+from assets.lib.metadata import by_content
+from assets.lib.partitions import training_unit, unit_ins, unit_partitions
+from assets.lib.plots import training_curve_metadata
+from assets.lib.project import collection_specs
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import UNIT_SETTINGS, with_profile, with_settings
+from assets.lib.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun, run_train_job
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.backbone import backbone_path
@@ -179,7 +179,7 @@ DEFAULT_INITS = ("bert", "php", "ict", "harp")
 class CrossEncoderSettings(_TrainOverrides):
     """Maps onto `dagster_ir.neural.finetune.FineTuneConfig`; `inits` picks the models to fine-tune.
 
-    Settable per collection (`assets: {cross_encoder: ...}` in the YAML, see `assets.settings`).
+    Settable per collection (`assets: {cross_encoder: ...}` in the YAML, see `assets.lib.settings`).
     """
 
     profile: str = "demo"

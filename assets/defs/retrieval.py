@@ -11,10 +11,10 @@ from dataclasses import asdict
 import dagster as dg
 import polars as pl
 
-from assets.metadata import source_metadata, source_tags
-from assets.partitions import collection_partitions
-from assets.project import collection_specs, config_path, run_imports
-from assets.resources import DataDirResource
+from assets.lib.metadata import source_metadata, source_tags
+from assets.lib.partitions import collection_partitions
+from assets.lib.project import collection_specs, config_path, run_imports
+from assets.lib.resources import DataDirResource
 from dagster_ir.collections.config import run_import_versions
 from dagster_ir.collections.known_ids import check_known_ids
 from dagster_ir.negatives import NegativeConfig, sample_negatives
@@ -202,7 +202,7 @@ def candidate_runs(
         metadata.update(dropped)
         metadata["trec_files"] = dg.MetadataValue.path(str(data.files("runs", context.partition_key)))
         context.add_output_metadata(metadata)
-        # by content: the version Dagster records of `imported_runs` never changes (see assets.staleness)
+        # by content: the version Dagster records of `imported_runs` never changes (see assets.lib.staleness)
         version = dg.DataVersion(files_version(work.glob("part-*.parquet")))
         yield dg.Output(written.runs, data_version=version)  # streamed from the parts by the IO manager
     finally:

@@ -17,7 +17,7 @@ queries:
 
 import dagster as dg
 
-from assets.project import collection_specs, training_units
+from assets.lib.project import collection_specs, training_units
 from dagster_ir.collections import TrainingUnit
 
 wiki_dump_partitions = dg.DynamicPartitionsDefinition(name="wiki_dump")

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import polars as pl
 
-from assets.automation import TRAINING_POOL
-from assets.metadata import by_content
-from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
-from assets.project import training_units
-from assets.resources import DataDirResource
-from assets.settings import UNIT_SETTINGS, with_settings
-from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
+from assets.defs.automation import TRAINING_POOL
+from assets.lib.metadata import by_content
+from assets.lib.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
+from assets.lib.project import training_units
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import UNIT_SETTINGS, with_settings
+from assets.lib.torchrun import TorchrunSettings, is_distributed, run_train_job
 from dagster_ir.collections import offset_seeds, unit_queries
 from dagster_ir.evaluation import SignificanceConfig, aggregate, evaluate_run, figure_to_png_bytes
 from dagster_ir.lazy import lazy_module

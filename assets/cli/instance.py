@@ -3,7 +3,7 @@
 `dagster-ir` (every command) and `make ui` call `ensure_instance_config(DAGSTER_HOME)`. The file
 turns telemetry off (this may run offline) and limits every pool to one step at a time by default
 (`concurrency.pools.default_limit: 1`, op granularity), so the `training` pool (see
-`assets.automation`) never runs two trainings at once, across runs and processes: `dagster-ir
+`assets.defs.automation`) never runs two trainings at once, across runs and processes: `dagster-ir
 update`'s in-process runs claim the same slots as the UI's runs. A file without a `concurrency`
 section gets it appended; one that has it is left as the user wrote it. Change the limit with
 
@@ -36,7 +36,7 @@ TELEMETRY = "telemetry:\n  enabled: false\n"
 CONCURRENCY = (
     "concurrency:\n"
     "  pools:\n"
-    "    default_limit: 1      # training steps (pool `training`) one at a time; see assets/automation.py\n"
+    "    default_limit: 1      # training steps (pool `training`) one at a time; see assets/defs/automation.py\n"
     "    granularity: op\n"
 )
 # Tags of every run `dagster-ir` starts: where its process runs, so a later command can tell it died.
@@ -211,5 +211,5 @@ def releasing_dead_runs(
         thread.join()
 
 
-if __name__ == "__main__":  # `python -m assets.instance [DAGSTER_HOME]` (the Makefile's `ui`)
+if __name__ == "__main__":  # `python -m assets.cli.instance [DAGSTER_HOME]` (the Makefile's `ui`)
     print(ensure_instance_config(sys.argv[1] if len(sys.argv) > 1 else os.environ["DAGSTER_HOME"]))

@@ -1,6 +1,6 @@
 """Bring every asset up to date, materializing only what is missing or stale.
 
-What is missing or stale is `assets.staleness`'s answer.
+What is missing or stale is `assets.lib.staleness`'s answer.
 
 Each round materializes the pending asset partitions whose upstream is done, one run per partition
 key. A failed run does not stop the others: its asset partitions and everything downstream that
@@ -11,7 +11,7 @@ upstream asset, so a failing dump does not block the collections that do not use
 Concurrency: a run first takes the file locks of its asset partitions (in one global order, so two
 processes never deadlock), then reads their status again: a second `update` on the same data
 directory waits for the first and then finds the work done instead of doing it twice. A run with
-a step in a pool (`training`) then waits for a free slot in `assets.instance.wait_for_pool_slots`,
+a step in a pool (`training`) then waits for a free slot in `assets.cli.instance.wait_for_pool_slots`,
 saying who holds it; the runs of dead processes are released before and while it waits, so a killed
 update's slot or place in the queue never blocks the next one.
 """
@@ -27,18 +27,19 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-# Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
-# assets.dagster_private wraps it, with the in-process `observe`.
-from assets.dagster_private import FRESH
-from assets.instance import (
+from assets.cli.instance import (
     HOST_TAG,
     PID_TAG,
     releasing_dead_runs,
     wait_for_pool_slots,
 )
-from assets.launch import launch_run
-from assets.progress import Progress
-from assets.staleness import Key, _State, failure_message, observe_sources, without_failure_events
+from assets.cli.launch import launch_run
+from assets.cli.progress import Progress
+
+# Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
+# assets.lib.dagster_private wraps it, with the in-process `observe`.
+from assets.lib.dagster_private import FRESH
+from assets.lib.staleness import Key, _State, failure_message, observe_sources, without_failure_events
 from dagster_ir.storage.atomic import host_tag
 from dagster_ir.storage.locks import file_lock, partition_lock_path
 
@@ -87,7 +88,7 @@ def update_all(
     `parallel > 1` runs the ready dump partitions of a round (several dump files, or the byte-range
     parts of one multistream dump) in that many worker processes at once; `defs` must then be
     `assets.definitions.defs` (each worker imports it) and `instance` a persistent one.
-    `tags` are added to every run (e.g. the run-wide profile, `assets.settings.PROFILE_TAG`).
+    `tags` are added to every run (e.g. the run-wide profile, `assets.lib.settings.PROFILE_TAG`).
     Never raises for a failed run: see `UpdateReport.failures` and `UpdateReport.ok`.
     `progress` prints one line per run (default: to `log`, or to the terminal when `log` is `print`).
     `traces=False` keeps Dagster's failure events (each with its stack trace) out of the console:
@@ -193,7 +194,7 @@ def _run_group(
             failed.update((k, partition) for k in together)
             return
         stack.enter_context(releasing_dead_runs(state.instance, progress.note) if pools else nullcontext())
-        result = launch_run(  # a run of the named asset job of these assets (assets.launch)
+        result = launch_run(  # a run of the named asset job of these assets (assets.cli.launch)
             definitions,
             defs=state.defs,
             # a multi-asset that cannot be subset runs whole, even if only some outputs are stale
@@ -229,7 +230,7 @@ def quiet_dagster_warnings() -> None:
 
 
 def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
-    from assets.partitions import wiki_dump_partitions
+    from assets.lib.partitions import wiki_dump_partitions
 
     return all(state.graph.get(k).partitions_def == wiki_dump_partitions for k in keys)
 

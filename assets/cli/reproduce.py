@@ -27,8 +27,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.project import training_units
-from assets.staleness import Key, needed_by
+from assets.lib.project import training_units
+from assets.lib.staleness import Key, needed_by
 from dagster_ir.provenance import commit_of, machine
 
 REPORT_ASSET = "model_report"
@@ -319,8 +319,8 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
     report's when its runs are whole; a section whose reference rows (`bert`, say) were not made
     shows the rows that were.
     """
-    from assets.evaluation import ReportSettings
-    from assets.model_report import methods_book, write_run_files
+    from assets.defs.evaluation import ReportSettings
+    from assets.defs.model_report import methods_book, write_run_files
     from dagster_ir.evaluation import write_report
     from dagster_ir.evaluation.summary import write_summary
     from dagster_ir.storage.parquet import scan_tables, table_path

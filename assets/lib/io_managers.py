@@ -21,8 +21,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.dagster_private import asset_step, input_step, output_op_config
-from assets.metadata import column_schema, preview
+from assets.lib.dagster_private import asset_step, input_step, output_op_config
+from assets.lib.metadata import column_schema, preview
 from dagster_ir.settings import DATA_DIR_ENV, data_dir
 from dagster_ir.storage.catalog import Catalog, MaterializationRecord
 from dagster_ir.storage.parquet import (

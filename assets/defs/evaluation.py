@@ -3,10 +3,10 @@
 import dagster as dg
 import polars as pl
 
-from assets.metadata import capped, report_headline, results_table
-from assets.partitions import collection_partitions
-from assets.project import collection_specs
-from assets.resources import DataDirResource
+from assets.lib.metadata import capped, report_headline, results_table
+from assets.lib.partitions import collection_partitions
+from assets.lib.project import collection_specs
+from assets.lib.resources import DataDirResource
 from dagster_ir.collections import report_query_ids, split_query_ids
 from dagster_ir.evaluation import (
     DEFAULT_MEASURES,

@@ -1,7 +1,7 @@
 """The retraining schedules: on their cron tick, request runs of the trained asset partitions that are stale.
 
 The cron comes from the project's YAML (`schedules: {retraining: "0 3 * * 0"}`, UTC; default weekly,
-Sunday 03:00). There is one schedule per named asset job holding trained assets (assets.launch:
+Sunday 03:00). There is one schedule per named asset job holding trained assets (assets.cli.launch:
 `retraining_unpartitioned_assets` for the PHP pre-training, `retraining_collection_assets`,
 `retraining_unit_assets`), all on that cron: a Dagster schedule launches runs of one job, and a
 named job holds the assets of one partitions definition. A tick asks Dagster's staleness (as
@@ -10,7 +10,7 @@ the partition is missing) which trained asset partitions are stale, and returns 
 partition key of its job holding some (its stale assets selected, `dagster/partition` set): runs of
 that named job, so the UI's Runs page names the job, and each run has its steps in its own event log
 and is re-executable from the UI. With none stale it launches nothing (the tick says why). The runs
-carry the run-wide profile the sources were last observed with (assets.observation).
+carry the run-wide profile the sources were last observed with (assets.defs.observation).
 
 A stale partition that reads another stale partition of the same tick (a collection's report over
 units being retrained) is not requested at that tick: both runs would start at once and the reader
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.asset_jobs import job_name
-from assets.automation import AUTOMATION_SENSOR, DEFAULT_RETRAINING_CRON, TIMEZONE, TRAINED_GROUPS
-from assets.dagster_private import sensor_running
-from assets.observation import profile_tags
-from assets.project import config_path
+from assets.defs.automation import AUTOMATION_SENSOR, DEFAULT_RETRAINING_CRON, TIMEZONE, TRAINED_GROUPS
+from assets.defs.observation import profile_tags
+from assets.lib.asset_jobs import job_name
+from assets.lib.dagster_private import sensor_running
+from assets.lib.project import config_path
 from dagster_ir.collections import CollectionConfigError
 from dagster_ir.collections.config import read_config_document
 
@@ -75,7 +75,7 @@ def stale_trained(
     defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection = TRAINED_SELECTION
 ) -> list[tuple[dg.AssetKey, str | None]]:
     """The stale or missing asset partitions of `selection` (Dagster's staleness, as `update` sees it)."""
-    from assets.staleness import stale_partitions
+    from assets.lib.staleness import stale_partitions
 
     return sorted(stale_partitions(defs, instance, selection), key=lambda kp: (kp[0].to_user_string(), kp[1] or ""))
 
@@ -86,7 +86,7 @@ def retraining_requests(
     """One run request per (named asset job, partition key) holding stale trained asset partitions (its
     stale assets selected, `job_name` set), upstream partitions first; a partition that reads another
     stale partition of this list waits (see the module docstring)."""
-    from assets.staleness import _State
+    from assets.lib.staleness import _State
 
     stale = set(stale_trained(defs, instance, selection))
     state = _State(defs, instance, None, selection)
@@ -161,7 +161,7 @@ def make_retraining_schedule(
 def retraining_schedules(
     assets, cron: str, load_defs: Callable[[], dg.Definitions], groups: tuple[str, ...] = TRAINED_GROUPS
 ) -> list[dg.ScheduleDefinition]:
-    """One retraining schedule per named asset job (assets.launch) holding trained assets of `groups`."""
+    """One retraining schedule per named asset job (assets.cli.launch) holding trained assets of `groups`."""
     jobs = sorted(
         {
             job_name(spec.partitions_def)

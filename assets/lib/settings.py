@@ -18,7 +18,7 @@ collection's; a profile in the collection's `assets` settings or in the run's ow
 both. The unpartitioned PHP pre-training assets take the run-wide profile alone (`with_profile`).
 The command line also sets $DAGSTER_IR_PROFILE in its own process, so that observing the settings
 (`collection_settings`, `run_profile_setting`) makes what a profile change touches stale; the UI's
-observation runs carry the last observed profile as their tag instead (assets.observation).
+observation runs carry the last observed profile as their tag instead (assets.defs.observation).
 
 An asset takes settings when it is listed in `SETTABLE` (with its config class, so a misspelt
 field is an error naming the file and the field when the definitions load), calls
@@ -36,9 +36,9 @@ import warnings
 import dagster as dg
 from pydantic import ValidationError
 
-from assets.metadata import source_metadata, source_tags
-from assets.partitions import UNITS_OF_COLLECTION, collection_partitions
-from assets.project import collection_specs, config_path
+from assets.lib.metadata import source_metadata, source_tags
+from assets.lib.partitions import UNITS_OF_COLLECTION, collection_partitions
+from assets.lib.project import collection_specs, config_path
 from dagster_ir.collections.config import PROFILE_NAMES, CollectionConfigError, settings_versions
 
 PROFILE_TAG = "dagster_ir/profile"  # the run-wide profile of a run (`--profile` of the command line)

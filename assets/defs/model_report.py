@@ -7,7 +7,7 @@ on dev by the `cet` asset; Figure 4, the dev sweeps of tau and eta) and the neur
 each paper's section also shows the baselines its table lists (`BASELINE_ROWS`), tested against that
 section's baseline.
 
-Trained runs arrive from every training unit of the collection (`assets.partitions.units_in`):
+Trained runs arrive from every training unit of the collection (`assets.lib.partitions.units_in`):
 each (run, seed) is evaluated over the queries its folds scored, the significance tests compare
 per-query values averaged over seeds, and a table gives the mean and spread over seeds.
 
@@ -25,12 +25,12 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.evaluation import ReportSettings, report_title, restrict_to_split
-from assets.metadata import capped, report_headline, results_table
-from assets.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
-from assets.partitions import COLLECTION_OF_UNIT, collection_partitions, units_in
-from assets.project import collection_specs, training_units
-from assets.resources import DataDirResource
+from assets.defs.evaluation import ReportSettings, report_title, restrict_to_split
+from assets.defs.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
+from assets.lib.metadata import capped, report_headline, results_table
+from assets.lib.partitions import COLLECTION_OF_UNIT, collection_partitions, units_in
+from assets.lib.project import collection_specs, training_units
+from assets.lib.resources import DataDirResource
 from dagster_ir.evaluation import (
     DEFAULT_MEASURES,
     ReportBook,

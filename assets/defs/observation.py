@@ -27,12 +27,12 @@ import json
 
 import dagster as dg
 
-from assets.automation import SOURCES
-from assets.dagster_private import latest_observed_version
-from assets.partitions import wiki_dump_partitions
-from assets.project import config_path
-from assets.resources import DataDirResource
-from assets.settings import PROFILE_TAG
+from assets.defs.automation import SOURCES
+from assets.lib.dagster_private import latest_observed_version
+from assets.lib.partitions import wiki_dump_partitions
+from assets.lib.project import config_path
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import PROFILE_TAG
 from dagster_ir.collections import CollectionConfigError
 from dagster_ir.collections.config import inputs_identity
 

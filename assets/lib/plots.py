@@ -1,6 +1,6 @@
 """Plots for asset metadata: a small PNG rendered with matplotlib, embedded as Markdown for the UI.
 
-An image above `assets.metadata.INLINE_IMAGE_LIMIT` bytes is not embedded (the event log keeps every
+An image above `assets.lib.metadata.INLINE_IMAGE_LIMIT` bytes is not embedded (the event log keeps every
 materialization's metadata): the entry is then the chart's values as a table.
 """
 
@@ -16,7 +16,7 @@ import dagster as dg
 def bar_chart_markdown(x: list, heights: list, xlabel: str, ylabel: str) -> dg.MetadataValue:
     """A bar chart as a Markdown image (base64 PNG), shown inline in the Dagster UI; its values as a
     table when the PNG would pass the inline limit."""
-    from assets.metadata import INLINE_IMAGE_LIMIT
+    from assets.lib.metadata import INLINE_IMAGE_LIMIT
 
     png = _bar_chart_png(x, heights, xlabel, ylabel)
     if len(png) > INLINE_IMAGE_LIMIT:
@@ -54,7 +54,7 @@ def _bar_chart_png(x: list, heights: list, xlabel: str, ylabel: str) -> bytes:
 def training_curve_metadata(folder: Path, partition_key: str, curves: dict, measure: str, asset: str) -> dict:
     """Training curves (`dagster_ir.neural.curves.EpochCurve` by model): JSON per model, a PNG written to
     `folder/training_curves.png` (its path), and the same image inline when it is under the inline limit."""
-    from assets.metadata import INLINE_IMAGE_LIMIT
+    from assets.lib.metadata import INLINE_IMAGE_LIMIT
     from dagster_ir.neural.curves import write_epoch_curves_png
 
     if not curves:

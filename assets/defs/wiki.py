@@ -12,10 +12,10 @@ from urllib.parse import quote
 import dagster as dg
 import polars as pl
 
-from assets.metadata import source_metadata, source_tags
-from assets.partitions import wiki_dump_partitions
-from assets.plots import bar_chart_markdown
-from assets.resources import DataDirResource
+from assets.lib.metadata import source_metadata, source_tags
+from assets.lib.partitions import wiki_dump_partitions
+from assets.lib.plots import bar_chart_markdown
+from assets.lib.resources import DataDirResource
 from dagster_ir.storage.atomic import remove, temp_name
 from dagster_ir.storage.parquet import ParquetParts, table_path
 from dagster_ir.wiki import (

@@ -4,7 +4,7 @@
   partition is parsed as soon as it exists, and the corpus-wide Wikipedia assets, the collections
   and the first-stage runs follow as soon as what they read was updated. The observable sources
   (`wiki_dump_file`, `collection_config`, `imported_runs`, ...) are observed by `dagster-ir update`
-  and by the observation sensor (assets.observation), not materialized, so a never-observed source
+  and by the observation sensor (assets.defs.observation), not materialized, so a never-observed source
   does not count as missing.
 - Trained assets (groups `php`, `model1`, `ghrm`, `cet`, `baselines`, `methods_report`) are *due on the
   retraining cron*: an asset partition is requested at a cron tick only if, since it was last
@@ -15,14 +15,14 @@
   sources (`.replace(...)`), and both wait for their upstream's blocking asset checks
   (`all_deps_blocking_checks_passed()`), so a failed invariant check stops the wave below it.
 - Training steps carry the Dagster pool `training` (`@dg.asset(pool=TRAINING_POOL)` in their modules;
-  limit 1 by default, set in the instance's dagster.yaml, see `assets.instance`), so parallel steps or
+  limit 1 by default, set in the instance's dagster.yaml, see `assets.cli.instance`), so parallel steps or
   runs never train two models at once on the shared cores; IO-bound and light steps are not limited.
   `automate` refuses a training step declared without it.
 
 `automate(assets)` maps the conditions over the list in `assets.definitions`.
 The default automation sensor is declared (stopped, as Dagster's sensors are by default); turn it on
 in the UI (Automation -> default_automation_condition_sensor) to let data flow without a person.
-The retraining schedules (assets.schedules, on by default) are the other route to the trained assets'
+The retraining schedules (assets.defs.schedules, on by default) are the other route to the trained assets'
 retraining; while this sensor is on, their ticks launch nothing, so they never retrain twice.
 """
 
@@ -117,7 +117,7 @@ def automate(assets: Iterable, cron: str = DEFAULT_RETRAINING_CRON) -> list:
             if names and TRAINING_POOL not in item.op.pools:
                 raise ValueError(
                     f"{names[0]}: a training step must be declared with "
-                    f"@dg.asset(pool=TRAINING_POOL) (assets.automation)"
+                    f"@dg.asset(pool=TRAINING_POOL) (assets.defs.automation)"
                 )
         out.append(item)
     return out

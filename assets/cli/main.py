@@ -62,10 +62,10 @@ _DEFAULT_DATA = data_dir(None)
 
 
 def _instance(root: Path, log: Callable[[str], None] | None = None) -> dg.DagsterInstance:
-    from assets.instance import open_instance
+    from assets.cli.instance import open_instance
 
     # a persistent local instance: no telemetry, the training pool's limit, the runs of dead processes
-    # released (reported to `log`); see assets.instance
+    # released (reported to `log`); see assets.cli.instance
     return open_instance(os.environ.get("DAGSTER_HOME") or root / "dagster_home", log)
 
 
@@ -87,7 +87,7 @@ def add_dump(root: Path, path: str, instance: dg.DagsterInstance, *, recheck: bo
     """Check a dump file, register it and add its partition to the instance; returns the partition key.
     `recheck` False: a file already registered under its key is not checked again (the demo's sample at
     every `demo`: the check decompresses the file's tail)."""
-    from assets.partitions import wiki_dump_partitions
+    from assets.lib.partitions import wiki_dump_partitions
     from dagster_ir.storage.dumps import DumpRegistry
     from dagster_ir.wiki.dump import check_dump
 
@@ -105,7 +105,7 @@ def add_dump(root: Path, path: str, instance: dg.DagsterInstance, *, recheck: bo
 def add_dump_partitions(root: Path, path: str, instance: dg.DagsterInstance, partitions: int) -> list[str]:
     """Check a dump and register it as up to `partitions` byte ranges of whole bz2 streams (a
     multistream dump; any other dump is one partition); returns the partition keys."""
-    from assets.partitions import wiki_dump_partitions
+    from assets.lib.partitions import wiki_dump_partitions
     from dagster_ir.storage.dumps import DumpRegistry
     from dagster_ir.wiki.dump import check_dump, split_ranges
 
@@ -128,7 +128,7 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     from urllib.parse import quote
 
     from assets.definitions import defs
-    from assets.partitions import wiki_dump_partitions
+    from assets.lib.partitions import wiki_dump_partitions
     from dagster_ir.storage.atomic import remove
     from dagster_ir.storage.dumps import DumpRegistry
     from dagster_ir.storage.locks import partition_lock_path, remove_lock
@@ -151,7 +151,7 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
 
 def use_profile(profile: str | None) -> dict[str, str]:
     """Make `profile` the run-wide profile of this process (None: the collections' own); the run tags that carry it."""
-    from assets.settings import PROFILE_ENV, PROFILE_TAG
+    from assets.lib.settings import PROFILE_ENV, PROFILE_TAG
 
     if profile is None:
         os.environ.pop(PROFILE_ENV, None)
@@ -206,8 +206,8 @@ def cmd_update(
     profile: str | None = None,
     verbose: bool = False,
 ) -> int:
-    from assets.progress import format_seconds
-    from assets.updates import update_all
+    from assets.cli.progress import format_seconds
+    from assets.cli.updates import update_all
     from dagster_ir.storage.catalog import Catalog
     from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
 
@@ -274,7 +274,7 @@ def _summary(root: Path) -> None:
 def summary_text(root: Path, latest: list[tuple]) -> str:
     """The demo's closing summary: each asset partition's newest table (aligned, nothing cut), then
     where things are and commands that exist to look further."""
-    from assets.terminal import text_table
+    from assets.cli.terminal import text_table
 
     def short(path: str | None) -> str:
         if not path:
@@ -307,7 +307,7 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
 
 
 def cmd_status(root: Path) -> int:
-    from assets.staleness import stale_partitions
+    from assets.lib.staleness import stale_partitions
 
     defs, resources = _defs_and_resources(root)
     stale = stale_partitions(defs, _instance(root), resources=resources)
@@ -319,7 +319,7 @@ def cmd_status(root: Path) -> int:
 
 def cmd_status_why(root: Path) -> int:
     """`dagster-ir status --why`: each stale or missing asset partition, and what made it so."""
-    from assets.staleness import stale_reasons
+    from assets.lib.staleness import stale_reasons
 
     defs, resources = _defs_and_resources(root)
     found = stale_reasons(defs, _instance(root), resources=resources)
@@ -336,7 +336,7 @@ def cmd_status_why(root: Path) -> int:
 
 def cmd_query(catalog, sql: str, fmt: str) -> int:
     """`dagster-ir catalog query`: every row of a read-only query, as a table, CSV, JSON or Markdown."""
-    from assets.terminal import format_frame
+    from assets.cli.terminal import format_frame
 
     print(format_frame(catalog.query(sql), fmt))
     return 0
@@ -384,7 +384,7 @@ def cmd_report(root: Path, argv: list[str]) -> int:
 
 def print_methods_report(root: Path, collection: str) -> None:
     """The methods report of `collection` (each paper's tables), or a line saying it is not built yet."""
-    from assets.reproduce import summary_path
+    from assets.cli.reproduce import summary_path
     from dagster_ir.evaluation.summary import format_summary, read_summary
 
     tables = summary_path(root, collection)
@@ -420,8 +420,7 @@ def cmd_reproduce(
     """
     import dagster as dg
 
-    from assets.project import collection_specs, config_path
-    from assets.reproduce import (
+    from assets.cli.reproduce import (
         REPORT_ASSET,
         asset_times,
         check_assets,
@@ -433,7 +432,8 @@ def cmd_reproduce(
         summary_path,
         units_of_folds,
     )
-    from assets.updates import update_all
+    from assets.cli.updates import update_all
+    from assets.lib.project import collection_specs, config_path
     from dagster_ir.evaluation.summary import format_summary, read_summary
     from dagster_ir.storage.atomic import write_text_atomic
     from dagster_ir.storage.catalog import Catalog
@@ -695,10 +695,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _quiet_warnings() -> None:
     """Dagster's beta/preview notices off (nothing a user can act on); every other warning once, on
-    one line, without site-packages paths (assets.progress)."""
+    one line, without site-packages paths (assets.cli.progress)."""
     import dagster as dg
 
-    from assets.progress import install_warning_printer
+    from assets.cli.progress import install_warning_printer
 
     for category in (dg.BetaWarning, dg.PreviewWarning):
         warnings.filterwarnings("ignore", category=category)

@@ -3,8 +3,8 @@
 import dagster as dg
 import polars as pl
 
-from assets.partitions import collection_partitions
-from assets.retrieval import candidate_runs, negatives
+from assets.defs.retrieval import candidate_runs, negatives
+from assets.lib.partitions import collection_partitions
 
 
 def _result(problems: dict[str, int]) -> dg.AssetCheckResult:

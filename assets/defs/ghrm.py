@@ -15,7 +15,7 @@ split then picks its queries. Checkpoints (safetensors) lie under `files/ghrm/<c
 <checkpoint version + settings hash>/<variant>/fold-<i>/` (the settings after the seed offset, so
 one root per seed); a re-materialization with the same settings and vectors resumes or reuses them.
 
-`ghrm_sweeps` is partitioned by training unit (collection, fold, seed; see `assets.partitions`):
+`ghrm_sweeps` is partitioned by training unit (collection, fold, seed; see `assets.lib.partitions`):
 each unit sweeps the grid on its training queries and scores its validation queries only; the
 methods report merges the units into the sweeps' figure of its GHRM section.
 """
@@ -33,12 +33,12 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from assets.automation import TRAINING_POOL
-from assets.metadata import by_content
-from assets.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
-from assets.project import collection_specs
-from assets.resources import DataDirResource
-from assets.settings import UNIT_SETTINGS, with_settings
+from assets.defs.automation import TRAINING_POOL
+from assets.lib.metadata import by_content
+from assets.lib.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
+from assets.lib.project import collection_specs
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import UNIT_SETTINGS, with_settings
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.evaluation import figure_to_png_bytes
@@ -161,7 +161,7 @@ def word2vec(
             "lemmatize": [domain.text.lemmatize],
         }
     )
-    # by the vectors' content: the settings it reads have no version Dagster sees change (assets.metadata.by_content)
+    # by the vectors' content: the settings it reads have no version Dagster sees change (assets.lib.metadata.by_content)
     return dg.Output(manifest, data_version=dg.DataVersion(content_version(path)))
 
 
@@ -397,7 +397,7 @@ def ghrm_runs(
     metadata["checkpoints"] = dg.MetadataValue.json(roots)
     context.add_output_metadata(metadata)
     output = pl.concat(runs)
-    # by content: the version Dagster records of `collection_config` never changes (see assets.staleness)
+    # by content: the version Dagster records of `collection_config` never changes (see assets.lib.staleness)
     return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))
 
 

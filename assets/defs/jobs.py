@@ -3,14 +3,14 @@
 `wiki_dump_sensor` adds a `wiki_dump` partition for every dump registered with `dagster-ir add-dump`
 and launches its parse run. The corpus-wide assets (`wiki_links`, the link graph, the PHP groups,
 the statistics) and what reads them are rebuilt by their eager automation conditions
-(`assets.automation`) once the default automation sensor is on; `wiki_graph_job` does it by hand.
+(`assets.defs.automation`) once the default automation sensor is on; `wiki_graph_job` does it by hand.
 Both sensors are stopped by default, as Dagster's are: start them in the UI (Automation).
 """
 
 import dagster as dg
 
-from assets.partitions import wiki_dump_partitions
-from assets.resources import DataDirResource
+from assets.lib.partitions import wiki_dump_partitions
+from assets.lib.resources import DataDirResource
 
 wiki_dump_job = dg.define_asset_job(
     "wiki_dump_job",

@@ -2,7 +2,7 @@
 
 corpus, queries, qrels, query_splits, candidate_runs, negatives, word2vec -> neural_baselines (per training unit)
 
-`neural_baselines` is partitioned by training unit (collection, fold, seed; see `assets.partitions`)
+`neural_baselines` is partitioned by training unit (collection, fold, seed; see `assets.lib.partitions`)
 as `cross_encoder`/`reranked_runs` are: each unit trains every model on its training queries'
 `negatives`, chooses the epoch on its validation queries and reranks its test queries' candidates
 (BM25's top 20 in the demo). Run names are the models' (`dagster_ir.methods.baselines.MODELS`:
@@ -13,7 +13,7 @@ queries (`dagster_ir.fusion.interpolate`; beyond the papers).
 The interaction models read the `word2vec` asset's vectors through GHRM's text preprocessing (the
 settings the vectors were trained with). The demo trains the seven interaction models; the BERT
 ones are configuration (`models: [..., bert-firstp, bert-maxp, cedr-knrm]`, see the README), per run
-or per collection (the collection's `assets: {neural_baselines: ...}` in the YAML; `assets.settings`).
+or per collection (the collection's `assets: {neural_baselines: ...}` in the YAML; `assets.lib.settings`).
 `neural_baselines` trains the unit's models under torchrun (DDP over `torchrun.nproc_per_node`
 processes, one per GPU of the host by default, and `torchrun.nnodes` nodes) when that is more than
 one process, else in the step's own process (`dagster_ir.methods.baselines.job`).
@@ -31,12 +31,12 @@ import polars as pl
 if TYPE_CHECKING:
     from dagster_ir.methods.baselines import BaselineConfig
 
-from assets.automation import TRAINING_POOL
-from assets.partitions import training_unit, unit_ins, unit_partitions
-from assets.plots import training_curve_metadata
-from assets.resources import DataDirResource
-from assets.settings import UNIT_SETTINGS, with_settings
-from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
+from assets.defs.automation import TRAINING_POOL
+from assets.lib.partitions import training_unit, unit_ins, unit_partitions
+from assets.lib.plots import training_curve_metadata
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import UNIT_SETTINGS, with_settings
+from assets.lib.torchrun import TorchrunSettings, is_distributed, run_train_job
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
 from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.lazy import lazy_module
@@ -292,7 +292,7 @@ def neural_baselines(
     for name, chosen in weights.items():  # the candidates' weight chosen on validation, per rotation
         metadata[f"{name} weight"] = chosen
     context.add_output_metadata(metadata)
-    # by content: the version Dagster records of `collection_settings` never changes (see assets.staleness)
+    # by content: the version Dagster records of `collection_settings` never changes (see assets.lib.staleness)
     return dg.Output(output, data_version=dg.DataVersion(frame_version(output)))
 
 

@@ -9,12 +9,12 @@ assets stale, and no other's. Only wiki-car collections read the Wikipedia segme
 import dagster as dg
 import polars as pl
 
-from assets.io_managers import load_partitions
-from assets.metadata import source_metadata, source_tags
-from assets.partitions import collection_partitions, wiki_dump_partitions
-from assets.project import collection_specs, config_path
-from assets.resources import DataDirResource
-from assets.staleness import UPSTREAM_READ_BY
+from assets.lib.io_managers import load_partitions
+from assets.lib.metadata import source_metadata, source_tags
+from assets.lib.partitions import collection_partitions, wiki_dump_partitions
+from assets.lib.project import collection_specs, config_path
+from assets.lib.resources import DataDirResource
+from assets.lib.staleness import UPSTREAM_READ_BY
 from dagster_ir.collections import WikiCarSpec, collection_layout, load_collection, split_queries
 from dagster_ir.collections.config import collection_versions, qrels_source
 from dagster_ir.collections.known_ids import check_known_ids

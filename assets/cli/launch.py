@@ -1,4 +1,4 @@
-"""Runs of named asset jobs (`assets.asset_jobs`): what `dagster-ir update`, `demo` and `reproduce` submit.
+"""Runs of named asset jobs (`assets.lib.asset_jobs`): what `dagster-ir update`, `demo` and `reproduce` submit.
 
 How the run executes (`launch_run`):
 - for the project's definitions (`assets.definitions.defs`) on a persistent instance, with an
@@ -22,7 +22,7 @@ import sys
 
 import dagster as dg
 
-from assets.asset_jobs import asset_jobs, job_name
+from assets.lib.asset_jobs import asset_jobs, job_name
 
 
 def project_job(name: str) -> dg.JobDefinition:
@@ -33,7 +33,7 @@ def project_job(name: str) -> dg.JobDefinition:
 
 
 def reconstructable_project_job(name: str):
-    return dg.build_reconstructable_job("assets.launch", "project_job", reconstructable_args=(name,))
+    return dg.build_reconstructable_job("assets.cli.launch", "project_job", reconstructable_args=(name,))
 
 
 def launch_run(
@@ -89,7 +89,7 @@ def _submits_to_project_job(defs: dg.Definitions, instance: dg.DagsterInstance, 
     project = sys.modules.get("assets.definitions")
     if project is None or defs is not getattr(project, "defs", None) or not instance.is_persistent:
         return False
-    from assets.staleness import _data_root
+    from assets.lib.staleness import _data_root
     from dagster_ir.settings import data_dir
 
     root = _data_root(resources)
@@ -100,7 +100,7 @@ def _submits_to_project_job(defs: dg.Definitions, instance: dg.DagsterInstance, 
 
 def executor_configured() -> bool:
     """Whether the project's YAML has an `executor:` section (without one, `update` runs in process)."""
-    from assets.project import config_path
+    from assets.lib.project import config_path
     from dagster_ir.collections.config import read_config_document
 
     path = config_path()

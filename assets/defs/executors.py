@@ -19,7 +19,7 @@ The same assets run on one host or on a cluster; only this section changes (defa
       training_step_resources: {requests: {cpu: "8", memory: 32Gi}, limits: {memory: 64Gi}}
       training_pod_spec: {nodeSelector: {gpu: "true"}, tolerations: [{key: nvidia.com/gpu, operator: Exists}]}
 
-The GPU steps (`GPU_STEPS`: the training steps of `assets.automation.TRAINING_STEPS` and the
+The GPU steps (`GPU_STEPS`: the training steps of `assets.defs.automation.TRAINING_STEPS` and the
 neural scoring steps) get `training_step_resources` (instead of `step_resources`) with
 `nvidia.com/gpu: training_gpus` added to its limits, and `training_pod_spec` on their pod (node
 selectors, tolerations), through `k8s_job_executor`'s `per_step_k8s_config`; the other steps keep
@@ -185,8 +185,8 @@ def load_executor_settings(path: str | Path | None) -> ExecutorSettings:
 
 @cache
 def project_executor_settings() -> ExecutorSettings:
-    """The settings of the project's config file (`assets.project.config_path`), read once."""
-    from assets.project import config_path
+    """The settings of the project's config file (`assets.lib.project.config_path`), read once."""
+    from assets.lib.project import config_path
 
     return load_executor_settings(config_path())
 

@@ -30,8 +30,8 @@ from pathlib import Path
 import dagster as dg
 
 # Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
-# assets.dagster_private wraps it, with the in-process `observe`.
-from assets.dagster_private import FRESH, MISSING, STALE, StaleResolver, observe
+# assets.lib.dagster_private wraps it, with the in-process `observe`.
+from assets.lib.dagster_private import FRESH, MISSING, STALE, StaleResolver, observe
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.parquet import table_path
 
@@ -345,7 +345,7 @@ def _data_root(resources: dict) -> Path | None:
 
 def _parquet_assets(defs: dg.Definitions, resources: dict) -> set[dg.AssetKey]:
     """Asset keys whose outputs the Parquet IO manager stores (their table file must exist)."""
-    from assets.io_managers import PolarsParquetIOManager
+    from assets.lib.io_managers import PolarsParquetIOManager
 
     keys = set()
     for assets_def in defs.assets or []:

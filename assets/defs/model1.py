@@ -4,7 +4,7 @@ model1_em (words, word pieces) --------+
 neural_model1 -> model1_export --------+--> model1_runs (feature runs; lambda, p_self tuned) --> fusion_runs
 bert_model1, bert_vanilla -------------+
 
-Every asset is partitioned by training unit (collection, fold, seed; see `assets.partitions`), as
+Every asset is partitioned by training unit (collection, fold, seed; see `assets.lib.partitions`), as
 `cross_encoder` and `reranked_runs`: a unit trains EM and the neural models on its training
 queries, chooses epochs, lambda and p_self on its validation queries, learns the fusion weights on
 its fusion queries (train/fusion, or the validation fold under `protocol: cv`) and scores its test
@@ -28,13 +28,13 @@ from typing import ClassVar
 import dagster as dg
 import polars as pl
 
-from assets.automation import TRAINING_POOL
-from assets.metadata import by_content
-from assets.partitions import training_unit, unit_ins, unit_partitions
-from assets.plots import bar_chart_markdown
-from assets.resources import DataDirResource
-from assets.settings import UNIT_SETTINGS, with_settings
-from assets.torchrun import TorchrunSettings, is_distributed, run_train_job
+from assets.defs.automation import TRAINING_POOL
+from assets.lib.metadata import by_content
+from assets.lib.partitions import training_unit, unit_ins, unit_partitions
+from assets.lib.plots import bar_chart_markdown
+from assets.lib.resources import DataDirResource
+from assets.lib.settings import UNIT_SETTINGS, with_settings
+from assets.lib.torchrun import TorchrunSettings, is_distributed, run_train_job
 from dagster_ir.collections import TrainingUnit, UnitQueries, offset_seeds, tag_unit, unit_queries
 from dagster_ir.fusion import FusionConfig
 from dagster_ir.lazy import lazy_module

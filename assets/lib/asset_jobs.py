@@ -16,7 +16,7 @@ import dagster as dg
 UNPARTITIONED_JOB = "unpartitioned_assets_job"
 
 
-# The project's partitions definitions (assets.partitions) by name -> their job.
+# The project's partitions definitions (assets.lib.partitions) by name -> their job.
 _KNOWN = {"wiki_dump": "dump_assets_job", "collection": "collection_assets_job", "unit": "unit_assets_job"}
 
 
@@ -35,7 +35,7 @@ def job_name(partitions_def: dg.PartitionsDefinition | None) -> str:
 
 
 def _project_kind(partitions_def) -> str | None:
-    module = sys.modules.get("assets.partitions")
+    module = sys.modules.get("assets.lib.partitions")
     if module is None:
         return None
     if partitions_def == module.wiki_dump_partitions:
