@@ -49,7 +49,9 @@ from dagster_ir.storage.parquet import frame_version
 baselines_job = lazy_module("dagster_ir.methods.baselines.job")
 
 GROUP = "baselines"
-CODE_VERSION = "6"  # 6: CEDR-KNRM starts from the cross-encoder's score; the BERT baselines keep their start when no epoch beats it on validation; 5: the BERT baselines start from gated-segments cross-attention; 2: the BERT baselines under bfloat16 autocast on every core (demo profile); 3: <model>+<candidates>
+CODE_VERSION = (
+    "6"  # 6: CEDR-KNRM starts from the cross-encoder's score; a BERT baseline keeps its start if no epoch beats it
+)
 # rows, strictly decreasing scores, query and document words read off the collection; 4: pairs from the candidates'
 # top train_depth, the BERT passage models over the cosine head
 

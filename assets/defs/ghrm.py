@@ -60,8 +60,7 @@ if TYPE_CHECKING:
     from dagster_ir.methods.ghrm.sweeps import SweepConfig
 
 GROUP = "ghrm"
-CODE_VERSION = "4"  # 4: <variant>+<candidates> rows (first-stage interpolation), strictly decreasing scores,
-# query and document words read off the collection
+CODE_VERSION = "4"  # 4: <variant>+<candidates> rows, strictly decreasing scores, words read off the collection
 CHECKPOINTS = "v2"  # names the checkpoint roots: bump when training changes, so old checkpoints are not resumed
 
 

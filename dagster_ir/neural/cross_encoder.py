@@ -9,18 +9,9 @@ Two score heads (`head`):
   sentence-transformers bi-encoder (mean pooling, cosine) this cross-encoder ranks like the
   bi-encoder before any training: the query and the document still attend to each other, so the
   scores differ, but the backbone's similarity is kept instead of a random head over a [CLS] the
-  model never trained. On Cranfield (fold 0's validation queries, BM25's top 20, nDCG@10, all
-  untrained): BM25 .283; the bundled all-MiniLM-L6-v2 as a bi-encoder .353, as this cross-encoder
-  .331, with a new [CLS] head .164.
-  Why the joint pass ranks below the separate ones (fold 0, validation / test nDCG@10 over BM25's
-  top 20; bi-encoder .353 / .335, this head .331 / .276): not the truncation - the bi-encoder fed
-  the cross-encoder's input (document cut to fit 96 tokens with the query, encoded alone) scores
-  .352 / .339 - and not the document's positions or token type - the joint pass with the document's
-  positions restarting at 1 and token type 0 scores .323 / .285 - but the attention between query
-  and document: the backbone was trained to encode each text alone, and in one pass every query
-  token also attends to the document (and back), so the two mean-pooled segments are no longer the
-  vectors the cosine was trained on. `neural.distill` warm-starts this head on the bi-encoder's
-  scores (Margin-MSE); measured there.
+  model never trained. Under full attention the joint pass ranks below the bi-encoder, since every
+  query token also attends to the document (and back); `neural.distill` warm-starts this head on
+  the bi-encoder's scores (Margin-MSE).
 Cross-attention (`cross_attention`):
 - "full" (the default under the "cls" head): the backbone's own attention; the model is the plain
   transformers one.
@@ -31,23 +22,20 @@ Cross-attention (`cross_attention`):
   pulls. The gates live in the cross-encoder (parameter `gates`), not in the transformers model:
   `save` writes them to cross_encoder.json, and a plain Hugging Face load of the folder ignores
   them (it gives the full-attention model). Needs token types (BERT-style backbones); the "cls"
-  head then runs the model's full forward (no [CLS]-only last layer).
-  On Cranfield (fold 0, BM25's top 20, nDCG@10 validation / test) the gated start scores .311 /
-  .269, below full attention's .332 / .276 (the document's positions after the query cost most:
-  figures in `neural.gated_attention`), so "full" stays the default.
+  head then runs the model's full forward (no [CLS]-only last layer). Its start ranks below full
+  attention's on validation (the document's positions after the query cost most), so "full" stays
+  the default under the "cls" head.
 - "gated-segments": "gated" with the document segment's position ids restarting at 0 at its first
   token (the query keeps 0, 1, ...): closed gates encode each segment exactly as it is encoded alone
   from position 0, so the untrained model is the bi-encoder but for the document's `[CLS]` and token
   type; open gates are then not the plain cross-encoder (the document does not sit after the query).
   Every forward of the encoder gets these positions when its caller gives none (`position_ids`).
-  On Cranfield (same setting) its start scores .344 / .341, above full attention's on validation;
-  fine-tuning (demo profile, 2 epochs) fell below that start on validation (.329, .321), so the start
-  is kept (`neural.gated_attention`). Over the five rotations' validation folds (untrained, BM25's
-  top 20): full .332 .290 .311 .295 .276 (mean .301), gated-segments .344 .321 .341 .356 .341 (mean
-  .341), better in every fold: so it is the default under the "cosine" head (a mean-pooling
-  bi-encoder backbone such as the bundled one), and `bert`, `php`, the PHP stages and baselines and
-  the BERT baselines all start from it; the "cls" head (bert-base-uncased, the paper profile) keeps
-  "full".
+  Its start beats full attention's on every Cranfield validation fold, so it is the default under the
+  "cosine" head (a mean-pooling bi-encoder backbone such as the bundled one), and `bert`, `php`, the
+  PHP stages and baselines and the BERT baselines all start from it; the "cls" head
+  (bert-base-uncased, the paper profile) keeps "full".
+The measurements behind these choices are in the documentation's PHP page ("Where the
+cross-encoders start").
 Default (`head=None`): a saved folder's own head; a backbone whose sentence-transformers pooling
 config (`1_Pooling/config.json`) says mean pooling gets "cosine" (the bundled all-MiniLM-L6-v2);
 any other backbone (bert-base-uncased, the tiny test models) gets "cls".

@@ -13,22 +13,8 @@ segment encoded alone (the bi-encoder's, within the positions and token types of
 so a sentence-transformers bi-encoder under the cosine head scores as that bi-encoder; with
 every g_l = 1 the pass is the plain cross-encoder's.
 
-Measured on Cranfield (fold 0: 135 training, 45 validation, 45 test queries; BM25's top 20 reranked,
-nDCG@10 validation / test; the bundled all-MiniLM-L6-v2 under the cosine head, demo profile with
-Cranfield's 2 epochs uncapped, bf16 autocast; `benchmarks/gated_cross_attention.py`; an Intel Xeon
-with AMX, 2 cores shared with other jobs): BM25 .283 / .304; full cross-attention
-untrained .332 / .276 (fine-tuning never beat it on validation, so it is what is kept); the
-bi-encoder (measured before) .353 / .335. Gated, untrained: .311 / .269 - below the full start, not the bi-encoder's
-figure. Fine-tuned (102 steps, 1003 s, loss .655 -> .214): validation .312 after epoch 1 (kept),
-.305 after epoch 2; test of the kept weights .318; the gates opened to .24 .18 .34 .25 .40 .02
-(layers 1-6) at epoch 1 and .25 .23 .44 .28 .47 .02 at the end. Why the closed start is below the
-bi-encoder: not the cross-attention (there is none at g = 0) but the document segment's embedding
-input - the query `[CLS] q [SEP]` and the document encoded apart with the plain backbone (fp32,
-validation / test): "d [SEP]" at the joint input's positions (after the query) and token type 1
-.310 / .269 (= the gated start), type 0 .317 / .258; positions restarting at 0, type 1 .344 / .341,
-type 0 .347 / .341; "[CLS] d [SEP]" from position 0, type 0 .353 / .340 (the bi-encoder). The document's positions after the query cost most of the gap; they are the joint
-input's and are kept here, so that open gates are exactly the plain cross-encoder. So "gated" stays
-opt-in (the default is "full"): on validation its start is below full attention's.
+Its measurements (Cranfield fold 0, `benchmarks/gated_cross_attention.py`) are in the documentation's
+PHP page ("Gated cross-attention without segment positions", "Where the cross-encoders start").
 
 Parameterisation: g_l = clamp(GATE_RATE * p_l, 0, 1) with a straight-through gradient (the value is
 clamped, the gradient is that of GATE_RATE * p_l everywhere), p_l starting at 0. So the gradient at
@@ -64,15 +50,9 @@ and the document segment restarts at 0 at its first token (the first token of ty
 it counts on, masked anyway). With every g_l = 0 each segment is then exactly that segment encoded
 alone from position 0 - the query `[CLS] q [SEP]` as a bi-encoder encodes it, the document `d [SEP]`
 under token type 1 - so the closed start is the bi-encoder but for the document's missing `[CLS]`
-and its token type (measured with the plain backbone above: .344 / .341). The price: open gates are
-no longer the plain cross-encoder (its document sits after the query): the query and the document
-attend to each other at overlapping positions, an input the backbone never saw. Measured (same
-setting as above, `--cross-attention gated-segments`): untrained .344 / .341 - the encoded-apart
-figure, above full attention's start (.332 / .276) and "gated"'s (.311 / .269) on validation, below
-the bi-encoder's .353 on validation. Fine-tuned (102 steps, 367 s, loss .122 -> .092, against
-.655 -> .214 for "gated"): validation .329 after epoch 1, .321 after
-epoch 2, both below the start, so validation keeps the start (test .341); the gates opened to
-.16 0 0 .09 .14 .15 (layers 1-6) at step 40 and .16 0 .04 .20 .21 .05 at step 100."""
+and its token type. The price: open gates are no longer the plain cross-encoder (its document sits
+after the query): the query and the document attend to each other at overlapping positions, an input
+the backbone never saw."""
 
 from __future__ import annotations
 
