@@ -23,11 +23,12 @@ import sys
 import dagster as dg
 
 from assets.lib.asset_jobs import asset_jobs, job_name
+from dagster_ir.settings import data_dir
 
 
 def project_job(name: str) -> dg.JobDefinition:
     """The project's job `name` (what each worker of a run rebuilds: see `dg.build_reconstructable_job`)."""
-    from assets.definitions import defs
+    from assets.definitions import defs  # reads the collections YAML at import
 
     return defs.resolve_job_def(name)
 
@@ -89,8 +90,7 @@ def _submits_to_project_job(defs: dg.Definitions, instance: dg.DagsterInstance, 
     project = sys.modules.get("assets.definitions")
     if project is None or defs is not getattr(project, "defs", None) or not instance.is_persistent:
         return False
-    from assets.lib.staleness import _data_root
-    from dagster_ir.settings import data_dir
+    from assets.lib.staleness import _data_root  # dagster: not loaded by --help
 
     root = _data_root(resources)
     if root is not None and os.path.realpath(root) != os.path.realpath(data_dir(None)):
@@ -100,8 +100,8 @@ def _submits_to_project_job(defs: dg.Definitions, instance: dg.DagsterInstance, 
 
 def executor_configured() -> bool:
     """Whether the project's YAML has an `executor:` section (without one, `update` runs in process)."""
-    from assets.lib.project import config_path
-    from dagster_ir.collections.config import read_config_document
+    from assets.lib.project import config_path  # polars, DuckDB: not loaded by --help
+    from dagster_ir.collections.config import read_config_document  # polars, DuckDB: not loaded by --help
 
     path = config_path()
     return path is not None and read_config_document(path).get("executor") is not None

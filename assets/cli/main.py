@@ -47,8 +47,15 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
+from assets.cli.progress import format_seconds, install_warning_printer
+from assets.cli.terminal import format_frame, text_table
+from dagster_ir.evaluation.cli import _parser, main_report
 from dagster_ir.settings import DATA_DIR_ENV, data_dir
+from dagster_ir.storage.atomic import clean_orphans, remove, write_text_atomic
+from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+from dagster_ir.storage.locks import partition_lock_path, remove_lock
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -62,7 +69,7 @@ _DEFAULT_DATA = data_dir(None)
 
 
 def _instance(root: Path, log: Callable[[str], None] | None = None) -> dg.DagsterInstance:
-    from assets.cli.instance import open_instance
+    from assets.cli.instance import open_instance  # dagster: not loaded by --help
 
     # a persistent local instance: no telemetry, the training pool's limit, the runs of dead processes
     # released (reported to `log`); see assets.cli.instance
@@ -78,7 +85,7 @@ PROFILE_HELP = (
 
 def _defs_and_resources(root: Path):
     os.environ[DATA_DIR_ENV] = str(root)
-    from assets.definitions import defs, resources
+    from assets.definitions import defs, resources  # reads the collections YAML at import
 
     return defs, resources(str(root))
 
@@ -87,9 +94,8 @@ def add_dump(root: Path, path: str, instance: dg.DagsterInstance, *, recheck: bo
     """Check a dump file, register it and add its partition to the instance; returns the partition key.
     `recheck` False: a file already registered under its key is not checked again (the demo's sample at
     every `demo`: the check decompresses the file's tail)."""
-    from assets.lib.partitions import wiki_dump_partitions
-    from dagster_ir.storage.dumps import DumpRegistry
-    from dagster_ir.wiki.dump import check_dump
+    from assets.lib.partitions import wiki_dump_partitions  # reads the collections YAML at import
+    from dagster_ir.wiki.dump import check_dump  # polars, DuckDB: not loaded by --help
 
     resolved = Path(path).expanduser().resolve()
     registry = DumpRegistry(root)
@@ -105,9 +111,8 @@ def add_dump(root: Path, path: str, instance: dg.DagsterInstance, *, recheck: bo
 def add_dump_partitions(root: Path, path: str, instance: dg.DagsterInstance, partitions: int) -> list[str]:
     """Check a dump and register it as up to `partitions` byte ranges of whole bz2 streams (a
     multistream dump; any other dump is one partition); returns the partition keys."""
-    from assets.lib.partitions import wiki_dump_partitions
-    from dagster_ir.storage.dumps import DumpRegistry
-    from dagster_ir.wiki.dump import check_dump, split_ranges
+    from assets.lib.partitions import wiki_dump_partitions  # reads the collections YAML at import
+    from dagster_ir.wiki.dump import check_dump, split_ranges  # polars, DuckDB: not loaded by --help
 
     check_dump(Path(path).expanduser())
     ranges = split_ranges(Path(path).expanduser(), partitions) if partitions > 1 else [(0, 0)]
@@ -125,14 +130,10 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
     Assets that read it (wiki_links, the wiki-car collection, PHP) become stale: their catalog
     records name a partition that no longer exists, so the next `update` rebuilds them without it.
     """
-    from urllib.parse import quote
 
-    from assets.definitions import defs
-    from assets.lib.partitions import wiki_dump_partitions
-    from dagster_ir.storage.atomic import remove
-    from dagster_ir.storage.dumps import DumpRegistry
-    from dagster_ir.storage.locks import partition_lock_path, remove_lock
-    from dagster_ir.storage.parquet import table_path
+    from assets.definitions import defs  # reads the collections YAML at import
+    from assets.lib.partitions import wiki_dump_partitions  # reads the collections YAML at import
+    from dagster_ir.storage.parquet import table_path  # polars, DuckDB: not loaded by --help
 
     DumpRegistry(root).remove(key)
     if instance.has_dynamic_partition(wiki_dump_partitions.name, key):
@@ -151,7 +152,7 @@ def remove_dump(root: Path, key: str, instance: dg.DagsterInstance) -> list[Path
 
 def use_profile(profile: str | None) -> dict[str, str]:
     """Make `profile` the run-wide profile of this process (None: the collections' own); the run tags that carry it."""
-    from assets.lib.settings import PROFILE_ENV, PROFILE_TAG
+    from assets.lib.settings import PROFILE_ENV, PROFILE_TAG  # dagster: not loaded by --help
 
     if profile is None:
         os.environ.pop(PROFILE_ENV, None)
@@ -166,7 +167,6 @@ def prepare_update(root: Path, log: Callable[[str], None] = print) -> dg.Dagster
     Runs whose process is gone are marked failed and their pool slots and queue entries freed;
     temporary files of dead writers are removed.
     """
-    from dagster_ir.storage.atomic import clean_orphans
 
     instance = _instance(root, log)
     for leftover in clean_orphans(root):
@@ -177,7 +177,7 @@ def prepare_update(root: Path, log: Callable[[str], None] = print) -> dg.Dagster
 def sync_catalog(root: Path, rejected_before: set[Path]) -> bool:
     """Fold the journal into the catalog; say on stderr which records were rejected since
     `rejected_before` was taken, and when the catalog is busy. Whether it synced."""
-    from dagster_ir.storage.catalog import Catalog
+    from dagster_ir.storage.catalog import Catalog  # polars, DuckDB: not loaded by --help
 
     catalog = Catalog(root)
     synced = catalog.sync()
@@ -206,10 +206,8 @@ def cmd_update(
     profile: str | None = None,
     verbose: bool = False,
 ) -> int:
-    from assets.cli.progress import format_seconds
-    from assets.cli.updates import update_all
-    from dagster_ir.storage.catalog import Catalog
-    from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+    from assets.cli.updates import update_all  # dagster: not loaded by --help
+    from dagster_ir.storage.catalog import Catalog  # polars, DuckDB: not loaded by --help
 
     tags = use_profile(profile)
     instance = prepare_update(root)
@@ -219,7 +217,7 @@ def cmd_update(
         print(f"dump: {key} (gensim's bundled enwiki sample)")
     defs, resources = _defs_and_resources(root)
     started = time.monotonic()
-    from assets.definitions import DEMO_SELECTION, FIRST_STAGE_SELECTION
+    from assets.definitions import DEMO_SELECTION, FIRST_STAGE_SELECTION  # reads the collections YAML at import
 
     report = update_all(
         defs,
@@ -254,7 +252,7 @@ def cmd_update(
 
 
 def _summary(root: Path) -> None:
-    from dagster_ir.storage.catalog import Catalog
+    from dagster_ir.storage.catalog import Catalog  # polars, DuckDB: not loaded by --help
 
     print()
     print(
@@ -274,7 +272,6 @@ def _summary(root: Path) -> None:
 def summary_text(root: Path, latest: list[tuple]) -> str:
     """The demo's closing summary: each asset partition's newest table (aligned, nothing cut), then
     where things are and commands that exist to look further."""
-    from assets.cli.terminal import text_table
 
     def short(path: str | None) -> str:
         if not path:
@@ -307,7 +304,7 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
 
 
 def cmd_status(root: Path) -> int:
-    from assets.lib.staleness import stale_partitions
+    from assets.lib.staleness import stale_partitions  # dagster: not loaded by --help
 
     defs, resources = _defs_and_resources(root)
     stale = stale_partitions(defs, _instance(root), resources=resources)
@@ -319,7 +316,7 @@ def cmd_status(root: Path) -> int:
 
 def cmd_status_why(root: Path) -> int:
     """`dagster-ir status --why`: each stale or missing asset partition, and what made it so."""
-    from assets.lib.staleness import stale_reasons
+    from assets.lib.staleness import stale_reasons  # dagster: not loaded by --help
 
     defs, resources = _defs_and_resources(root)
     found = stale_reasons(defs, _instance(root), resources=resources)
@@ -336,7 +333,6 @@ def cmd_status_why(root: Path) -> int:
 
 def cmd_query(catalog, sql: str, fmt: str) -> int:
     """`dagster-ir catalog query`: every row of a read-only query, as a table, CSV, JSON or Markdown."""
-    from assets.cli.terminal import format_frame
 
     print(format_frame(catalog.query(sql), fmt))
     return 0
@@ -350,13 +346,12 @@ def cmd_report(root: Path, argv: list[str]) -> int:
     `dagster_ir.evaluation.cli`'s (baseline, measures, correction, or `--qrels FILE --run NAME=FILE ...`
     to evaluate TREC files directly, which prints no methods report).
     """
-    from dagster_ir.evaluation.cli import _parser, main_report
 
     if "-h" in argv or "--help" in argv:
         _parser(collection_default="wiki-car").print_help()
         return 0
     _quiet_warnings()
-    from dagster_ir.storage.parquet import table_path
+    from dagster_ir.storage.parquet import table_path  # polars, DuckDB: not loaded by --help
 
     collection, stored = "wiki-car", "--qrels" not in argv and "--per-query" not in argv
     if "--collection" in argv:
@@ -384,8 +379,8 @@ def cmd_report(root: Path, argv: list[str]) -> int:
 
 def print_methods_report(root: Path, collection: str) -> None:
     """The methods report of `collection` (each paper's tables), or a line saying it is not built yet."""
-    from assets.cli.reproduce import summary_path
-    from dagster_ir.evaluation.summary import format_summary, read_summary
+    from assets.cli.reproduce import summary_path  # dagster: not loaded by --help
+    from dagster_ir.evaluation.summary import format_summary, read_summary  # polars, DuckDB: not loaded by --help
 
     tables = summary_path(root, collection)
     print()
@@ -418,9 +413,9 @@ def cmd_reproduce(
     `assets`: only those assets' partitions of the collection and what they read (one paper's table,
     say); the tables are the methods report's sections of the runs they made (`reproduce.partial_report`).
     """
-    import dagster as dg
+    import dagster as dg  # dagster: not loaded by --help
 
-    from assets.cli.reproduce import (
+    from assets.cli.reproduce import (  # dagster: not loaded by --help
         REPORT_ASSET,
         asset_times,
         check_assets,
@@ -432,12 +427,10 @@ def cmd_reproduce(
         summary_path,
         units_of_folds,
     )
-    from assets.cli.updates import update_all
-    from assets.lib.project import collection_specs, config_path
-    from dagster_ir.evaluation.summary import format_summary, read_summary
-    from dagster_ir.storage.atomic import write_text_atomic
-    from dagster_ir.storage.catalog import Catalog
-    from dagster_ir.storage.dumps import DumpRegistry, sample_dump_path
+    from assets.cli.updates import update_all  # dagster: not loaded by --help
+    from assets.lib.project import collection_specs, config_path  # polars, DuckDB: not loaded by --help
+    from dagster_ir.evaluation.summary import format_summary, read_summary  # polars, DuckDB: not loaded by --help
+    from dagster_ir.storage.catalog import Catalog  # polars, DuckDB: not loaded by --help
 
     specs = collection_specs()
     if collection not in specs:
@@ -696,9 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _quiet_warnings() -> None:
     """Dagster's beta/preview notices off (nothing a user can act on); every other warning once, on
     one line, without site-packages paths (assets.cli.progress)."""
-    import dagster as dg
-
-    from assets.cli.progress import install_warning_printer
+    import dagster as dg  # dagster: not loaded by --help
 
     for category in (dg.BetaWarning, dg.PreviewWarning):
         warnings.filterwarnings("ignore", category=category)
@@ -706,8 +697,7 @@ def _quiet_warnings() -> None:
 
 
 def _run(args: argparse.Namespace, root: Path) -> int:
-    from dagster_ir.storage.catalog import Catalog
-    from dagster_ir.storage.dumps import DumpRegistry
+    from dagster_ir.storage.catalog import Catalog  # polars, DuckDB: not loaded by --help
 
     if args.command in ("demo", "update"):
         return cmd_update(
@@ -742,7 +732,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return 0
     cat = Catalog(root)
     if args.command == "lineage":
-        from dagster_ir.storage.lineage import render
+        from dagster_ir.storage.lineage import render  # polars, DuckDB: not loaded by --help
 
         print(
             render(
@@ -771,7 +761,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
 
 def _dump_file(node, root: Path) -> str | None:
     """`file=<dump path>` for a `wiki_dump` record (its table holds the file it registered)."""
-    import polars as pl
+    import polars as pl  # polars, DuckDB: not loaded by --help
 
     table = root / node.path if node.path else None  # catalog paths are relative to the data directory
     if node.asset != "wiki_dump" or table is None or not table.exists():
@@ -782,11 +772,11 @@ def _dump_file(node, root: Path) -> str | None:
 
 def _input_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input, not a bug: printed on one line, exit status 1."""
-    import duckdb
+    import duckdb  # polars, DuckDB: not loaded by --help
 
-    from dagster_ir.collections import CollectionConfigError
-    from dagster_ir.storage.catalog import CatalogBusyError, CatalogQueryError
-    from dagster_ir.wiki.dump import DumpError
+    from dagster_ir.collections import CollectionConfigError  # polars, DuckDB: not loaded by --help
+    from dagster_ir.storage.catalog import CatalogBusyError, CatalogQueryError  # polars, DuckDB: not loaded by --help
+    from dagster_ir.wiki.dump import DumpError  # polars, DuckDB: not loaded by --help
 
     return (
         DumpError,

@@ -29,7 +29,10 @@ import polars as pl
 
 from assets.lib.project import training_units
 from assets.lib.staleness import Key, needed_by
+from dagster_ir.evaluation import write_report
+from dagster_ir.evaluation.summary import SUMMARY_FILE, format_summary, write_summary
 from dagster_ir.provenance import commit_of, machine
+from dagster_ir.storage.parquet import scan_tables, table_path
 
 REPORT_ASSET = "model_report"
 
@@ -241,7 +244,6 @@ def markdown_page(
     `folds`: the page of `reproduce --folds`: no tables (they need every fold), the times of those folds.
     `assets`: the page of `reproduce --assets`: the tables of those assets' runs (`partial_report`).
     """
-    from dagster_ir.evaluation.summary import format_summary
 
     when = when or datetime.datetime.now(datetime.UTC)
     header = [
@@ -299,7 +301,6 @@ def markdown_page(
 def summary_path(root: Path, collection: str, *, partial: bool = False) -> Path:
     """Where the methods report of `collection` keeps its tables (`dagster_ir.evaluation.summary`);
     `partial`: the report of `reproduce --assets` (`partial_report`), beside it."""
-    from dagster_ir.evaluation.summary import SUMMARY_FILE
 
     return root / "files" / "reports" / collection / ("partial" if partial else "methods") / SUMMARY_FILE
 
@@ -319,11 +320,8 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
     report's when its runs are whole; a section whose reference rows (`bert`, say) were not made
     shows the rows that were.
     """
-    from assets.defs.evaluation import ReportSettings
-    from assets.defs.model_report import methods_book, write_run_files
-    from dagster_ir.evaluation import write_report
-    from dagster_ir.evaluation.summary import write_summary
-    from dagster_ir.storage.parquet import scan_tables, table_path
+    from assets.defs.evaluation import ReportSettings  # dagster: not loaded by --help
+    from assets.defs.model_report import methods_book, write_run_files  # dagster: not loaded by --help
 
     partitions: dict[str, list[str | None]] = {}
     for key, partition in sorted(plan, key=lambda kp: (kp[0].to_user_string(), kp[1] or "")):

@@ -45,7 +45,7 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence], numeric: Sequenc
 
 def format_frame(frame, fmt: str = "table") -> str:
     """A Polars frame as `fmt` (one of FORMATS), every row and column, no cell cut."""
-    import polars as pl
+    import polars as pl  # polars, DuckDB: not loaded by --help
 
     if fmt not in FORMATS:
         raise ValueError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")

@@ -22,8 +22,10 @@ import os
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 
 import dagster as dg
 
@@ -230,7 +232,7 @@ def quiet_dagster_warnings() -> None:
 
 
 def _dump_partitioned(state: _State, keys: list[dg.AssetKey]) -> bool:
-    from assets.lib.partitions import wiki_dump_partitions
+    from assets.lib.partitions import wiki_dump_partitions  # reads the collections YAML at import
 
     return all(state.graph.get(k).partitions_def == wiki_dump_partitions for k in keys)
 
@@ -247,8 +249,6 @@ def _run_groups_in_processes(
     traces: bool = True,
 ) -> None:
     """`_run_group` for each (partition, keys), `parallel` at a time in spawned worker processes."""
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
 
     ref = dg.serialize_value(state.instance.get_ref())  # Dagster records travel as JSON, not pickles
     root = str(state.root) if state.root is not None else ""
@@ -284,7 +284,7 @@ def _run_group_in_worker(ref: str, root: str, partition: str, names: list[str], 
     """One partition's run in a worker process, against the same instance and data directory
     (the resources are `assets.definitions.resources(root)`); returns what `_run_group` recorded."""
     quiet_dagster_warnings()  # before the definitions load: a spawned worker starts with default filters
-    from assets.definitions import defs, resources
+    from assets.definitions import defs, resources  # reads the collections YAML at import
 
     keys = [dg.AssetKey.from_user_string(name) for name in names]
     with dg.DagsterInstance.from_ref(dg.deserialize_value(ref)) as instance:

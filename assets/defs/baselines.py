@@ -42,6 +42,8 @@ from dagster_ir.collections.lengths import collection_lengths
 from dagster_ir.lazy import lazy_module
 from dagster_ir.methods.baselines import BERT_MODELS, WORD_MODELS
 from dagster_ir.methods.ghrm.text import TextConfig, tokens
+from dagster_ir.methods.ghrm.word2vec import load_vectors
+from dagster_ir.neural.curves import epoch_curve
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import frame_version
@@ -99,7 +101,7 @@ class NeuralBaselinesConfig(dg.Config):
     torchrun: TorchrunSettings = TorchrunSettings()
 
     def to_domain(self) -> "BaselineConfig":
-        from dagster_ir.methods.baselines import BaselineConfig, profile
+        from dagster_ir.methods.baselines import BaselineConfig, profile  # torch: loaded when the step runs
 
         values = {
             k: v for k, v in self.model_dump().items() if k in BaselineConfig.__dataclass_fields__ and v is not None
@@ -120,7 +122,7 @@ def fit_lengths(
         "doc_words": "config" if config.doc_words is not None else config.lengths,
     }
     if config.lengths == "collection" and "collection" in source.values():
-        from dagster_ir.methods.baselines.protocol import corpus_texts
+        from dagster_ir.methods.baselines.protocol import corpus_texts  # torch: loaded when the step runs
 
         found = collection_lengths(queries["text"].to_list(), corpus_texts(corpus), tokenize, config.length_percentile)
         domain = replace(domain, **{k: getattr(found, k) for k, v in source.items() if v == "collection"})
@@ -153,10 +155,12 @@ def neural_baselines(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """DRMM, KNRM, Conv-KNRM, MatchPyramid, PACRR, Co-PACRR, DUET (and the BERT baselines) reranking the unit's test queries."""
-    from dagster_ir.methods.baselines.protocol import first_stage_interpolations, run_baselines, run_rotations
-    from dagster_ir.methods.baselines.reranker import check_precision
-    from dagster_ir.methods.ghrm.word2vec import load_vectors
-    from dagster_ir.neural.curves import epoch_curve
+    from dagster_ir.methods.baselines.protocol import (  # torch: loaded when the step runs
+        first_stage_interpolations,
+        run_baselines,
+        run_rotations,
+    )
+    from dagster_ir.methods.baselines.reranker import check_precision  # torch: loaded when the step runs
 
     unit = training_unit(context)
     config = with_settings(config, "neural_baselines", unit.collection, context)

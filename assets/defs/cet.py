@@ -248,7 +248,7 @@ class CetConfig(dg.Config):
     torchrun: TorchrunSettings = TorchrunSettings()
 
     def to_domain(self) -> "LabConfig":
-        from dagster_ir.methods.cet.model import profile
+        from dagster_ir.methods.cet.model import profile  # torch: loaded when the step runs
 
         base = profile(self.profile)
         ranker = replace(base.cet.ranker, **_given(backbone=self.backbone, max_length=self.max_length))
@@ -310,7 +310,7 @@ def cet(
     query_splits: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """R (and S for CET) checkpoints of naive, zhan, rocketqa, rance, DML and CET trained on the unit's sparse labels."""
-    from dagster_ir.methods.cet.lab import LabData, manifest, train_lab
+    from dagster_ir.methods.cet.lab import LabData, manifest, train_lab  # torch: loaded when the step runs
 
     config = with_settings(config, "cet", training_unit(context).collection, context)
     unit = training_unit(context)
@@ -397,7 +397,7 @@ class CetRunsConfig(dg.Config):
     alpha: float = 0.05
 
     def to_domain(self) -> "LabConfig":
-        from dagster_ir.methods.cet.model import profile
+        from dagster_ir.methods.cet.model import profile  # torch: loaded when the step runs
 
         base = profile(self.profile)
         placement = resolve_placement(self.device, self.bf16)
@@ -430,7 +430,7 @@ def cet_runs(
     query_splits: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """Each Table 1 ranker's R reranking its candidates' top-k on the unit's test queries (RUN rows and the seed)."""
-    from dagster_ir.methods.cet.lab import rerank_lab
+    from dagster_ir.methods.cet.lab import rerank_lab  # torch: loaded when the step runs
 
     config = with_settings(config, "cet_runs", training_unit(context).collection, context)
     unit = training_unit(context)
@@ -500,7 +500,7 @@ def sparse_labels_are_relevant(sparse_qrels: pl.DataFrame, qrels: pl.DataFrame) 
 def cet_runs_rerank_the_same_candidates(cet_runs: pl.DataFrame) -> dg.AssetCheckResult:
     """Every ranker of the strong run reorders the same (query, doc) candidates, once each, with finite
     scores (bm25+bert reranks the basic run's: only its rows' uniqueness and scores are checked)."""
-    from dagster_ir.methods.cet.lab import BM25_BERT
+    from dagster_ir.methods.cet.lab import BM25_BERT  # torch: loaded when the step runs
 
     duplicates = cet_runs.select(pl.struct("run_name", "query_id", "doc_id").is_duplicated().sum()).item()
     non_finite = cet_runs.select((~pl.col("score").is_finite()).sum()).item()

@@ -44,6 +44,7 @@ from typing import Any
 
 import dagster as dg
 
+from assets.lib.project import config_path
 from dagster_ir.collections.config import CollectionConfigError, read_config_document
 from dagster_ir.settings import DATA_DIR_ENV
 
@@ -186,7 +187,6 @@ def load_executor_settings(path: str | Path | None) -> ExecutorSettings:
 @cache
 def project_executor_settings() -> ExecutorSettings:
     """The settings of the project's config file (`assets.lib.project.config_path`), read once."""
-    from assets.lib.project import config_path
 
     return load_executor_settings(config_path())
 
@@ -250,7 +250,7 @@ def executor_definition(settings: ExecutorSettings) -> dg.ExecutorDefinition:
         return dg.multiprocess_executor
     if settings.kind == "dask":
         return _dask_executor().configured(dask_config(settings))
-    from dagster_k8s import k8s_job_executor
+    from dagster_k8s import k8s_job_executor  # an optional extra (dask, k8s)
 
     return k8s_job_executor.configured(k8s_config(settings))
 
@@ -269,7 +269,7 @@ class _Opaque:
 
 
 def _execute_on_worker(dependencies: list, packed: _Opaque) -> list:
-    from dagster_dask.executor import query_on_dask_worker
+    from dagster_dask.executor import query_on_dask_worker  # an optional extra (dask, k8s)
 
     return query_on_dask_worker(dependencies, *packed.args)
 
@@ -280,8 +280,12 @@ def _dask_executor() -> dg.ExecutorDefinition:
     start (0.29.27 fails them with "Iteration is not allowed on `@record`"), and (2) task keys that
     name the run, so two runs of one job on one scheduler (two dump files) are not merged into one
     (dagster-io/dagster#21418). Steps run one per Dask task, upstream results awaited by Dask."""
-    import dask.distributed
-    from dagster_dask.executor import DaskExecutor, dask_executor, get_dask_resource_requirements
+    import dask.distributed  # an optional extra (dask, k8s)
+    from dagster_dask.executor import (  # an optional extra (dask, k8s)
+        DaskExecutor,
+        dask_executor,
+        get_dask_resource_requirements,
+    )
 
     class RunKeyedDaskExecutor(DaskExecutor):
         def execute(self, plan_context, execution_plan):
@@ -336,7 +340,7 @@ def _dask_executor() -> dg.ExecutorDefinition:
 
 def validated_k8s_config(settings: ExecutorSettings) -> dict:
     """`k8s_config(settings)` checked against `k8s_job_executor`'s schema, defaults filled in."""
-    from dagster_k8s import k8s_job_executor
+    from dagster_k8s import k8s_job_executor  # an optional extra (dask, k8s)
 
     @dg.op
     def probe() -> None:
@@ -356,9 +360,9 @@ def k8s_step_job(settings: ExecutorSettings, step_key: str, run_id: str) -> dict
     Offline: the container context and job spec are built by the calls `K8sStepHandler.launch_step`
     makes, with the Helm chart's instance ConfigMap and DAGSTER_HOME in place of a run launcher.
     """
-    import kubernetes
-    from dagster_k8s.container_context import K8sContainerContext
-    from dagster_k8s.job import (
+    import kubernetes  # an optional extra (dask, k8s)
+    from dagster_k8s.container_context import K8sContainerContext  # an optional extra (dask, k8s)
+    from dagster_k8s.job import (  # an optional extra (dask, k8s)
         DagsterK8sJobConfig,
         UserDefinedDagsterK8sConfig,
         construct_dagster_k8s_job,

@@ -116,7 +116,7 @@ def word2vec(
     context: dg.AssetExecutionContext, config: Word2VecAssetConfig, data: DataDirResource, corpus: pl.LazyFrame
 ) -> dg.Output[pl.DataFrame]:
     """Word vectors for GHRM and the interaction baselines: MiniLM's input embeddings, word2vec trained here, or a file."""
-    from dagster_ir.methods.ghrm.protocol import corpus_texts
+    from dagster_ir.methods.ghrm.protocol import corpus_texts  # torch: loaded when the step runs
 
     config = with_settings(config, "word2vec", context.partition_key, context)
     domain = config.to_domain()
@@ -259,7 +259,7 @@ class GHRMAssetConfig(GHRMSettings):
 def fit_lengths(config: GHRMSettings, domain: GHRMConfig, queries: pl.DataFrame, corpus) -> tuple[GHRMConfig, dict]:
     """`domain` with the query and document words read off the collection where the config left them None
     (`lengths: collection`); and metadata saying which lengths were used and where they came from."""
-    from dagster_ir.methods.ghrm.protocol import corpus_texts
+    from dagster_ir.methods.ghrm.protocol import corpus_texts  # torch: loaded when the step runs
 
     if config.lengths not in ("collection", "profile"):
         raise ValueError(f"GHRM lengths: {config.lengths!r} is neither 'collection' nor 'profile'")
@@ -287,7 +287,7 @@ def fit_lengths(config: GHRMSettings, domain: GHRMConfig, queries: pl.DataFrame,
 
 def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, candidate_runs, word2vec) -> tuple:
     """(the candidate run, GHRMData) after checking the vectors were trained on text read as GHRM reads it."""
-    from dagster_ir.methods.ghrm.protocol import prepare_data
+    from dagster_ir.methods.ghrm.protocol import prepare_data  # torch: loaded when the step runs
 
     run = candidate_runs.filter(pl.col("run_name") == config.candidate_run)
     if run.height == 0:
@@ -336,7 +336,7 @@ def ghrm_runs(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM, GHRM-nopool and GHRM-soft reranking BM25's top: 5 folds rotated, epoch chosen on validation, per seed."""
-    from dagster_ir.methods.ghrm.protocol import (
+    from dagster_ir.methods.ghrm.protocol import (  # torch: loaded when the step runs
         fingerprint,
         fold_run,
         interpolated_fold_run,
@@ -403,7 +403,7 @@ def ghrm_runs(
 def _variant_metadata(
     variant: str, results, variant_run: pl.DataFrame, first_stage: pl.DataFrame, qrels: pl.DataFrame
 ) -> dict:
-    from dagster_ir.methods.ghrm.protocol import fold_means, mean_measure
+    from dagster_ir.methods.ghrm.protocol import fold_means, mean_measure  # torch: loaded when the step runs
 
     query_ids = variant_run["query_id"].unique().to_list()
     steps = sum(r.result.steps for r in results)
@@ -426,10 +426,10 @@ def _mean_curve(curves: list[list[float]]) -> list[float]:
 
 def _line_chart(series: dict[str, list[float]], xlabel: str, ylabel: str) -> dg.MetadataValue:
     """Curves as a Markdown image (base64 PNG), shown inline in the Dagster UI."""
-    import matplotlib
+    import matplotlib  # matplotlib: loaded to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded to draw
 
     fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
     for name, values in series.items():
@@ -477,7 +477,7 @@ class GHRMSweepsAssetConfig(GHRMSettings):
     top_ks: list[int] | None = None
 
     def to_sweep(self) -> "SweepConfig":
-        from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES
+        from dagster_ir.methods.ghrm.sweeps import PROFILES as SWEEP_PROFILES  # torch: loaded when the step runs
 
         if self.sweep_profile not in SWEEP_PROFILES:
             raise ValueError(f"unknown sweep profile {self.sweep_profile!r} (have {sorted(SWEEP_PROFILES)})")
@@ -505,8 +505,13 @@ def ghrm_sweeps(
     word2vec: pl.DataFrame,
 ) -> dg.Output[pl.DataFrame]:
     """GHRM's pooling rate, blocks T and readout k swept as in Figures 3-5 on the unit's validation queries."""
-    from dagster_ir.methods.ghrm.protocol import fingerprint
-    from dagster_ir.methods.ghrm.sweeps import choose, run_sweep, sweep_figure, sweep_means
+    from dagster_ir.methods.ghrm.protocol import fingerprint  # torch: loaded when the step runs
+    from dagster_ir.methods.ghrm.sweeps import (  # torch: loaded when the step runs
+        choose,
+        run_sweep,
+        sweep_figure,
+        sweep_means,
+    )
 
     config = with_settings(config, "ghrm_sweeps", training_unit(context).collection, context)
     unit = training_unit(context)

@@ -348,7 +348,7 @@ def _with_seed(run: pl.DataFrame) -> pl.DataFrame:
 
 def sweeps_figure(ghrm_sweeps: pl.DataFrame) -> ReportFigure:
     """GHRM's sweeps over every unit (Figures 3-5 on validation queries), the chosen values ringed."""
-    from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure
+    from dagster_ir.methods.ghrm.sweeps import choose, sweep_caption, sweep_figure  # torch: loaded when the step runs
 
     measure = GHRM_SELECTION_MEASURE
     measures = ghrm_sweeps["measure"].unique(maintain_order=True).to_list()

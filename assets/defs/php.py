@@ -45,10 +45,12 @@ from assets.lib.resources import DataDirResource
 from assets.lib.settings import UNIT_SETTINGS, with_profile, with_settings
 from assets.lib.torchrun import TorchrunSettings, is_distributed, launch_metadata, run_torchrun, run_train_job
 from dagster_ir.collections import offset_seeds, tag_unit, unit_queries
+from dagster_ir.fusion.interpolate import interpolated_run
 from dagster_ir.lazy import lazy_module
 from dagster_ir.neural.backbone import backbone_path
 from dagster_ir.neural.device import Placement, default_processes, resolve_placement
 from dagster_ir.neural.training import TrainConfig
+from dagster_ir.retrieval.dense import BiEncoderScorer, DenseConfig
 from dagster_ir.schemas import RUN
 from dagster_ir.storage.parquet import frame_version
 from dagster_ir.wiki import latest_articles
@@ -247,10 +249,10 @@ def _profile(profiles: dict, name: str):
 
 def _curves_markdown(curves: dict[str, list[float]], title: str) -> dg.MetadataValue:
     """Loss curves (one line per name) as a Markdown image for the Dagster UI."""
-    import matplotlib
+    import matplotlib  # matplotlib: loaded to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded to draw
 
     fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
     for name, values in curves.items():
@@ -872,12 +874,10 @@ def reranked_runs(
 ) -> dg.Output[pl.DataFrame]:
     """The unit's test queries: the candidate run's top-k reranked by each fine-tuned cross-encoder and the
     bi-encoder, and each interpolated with the candidates (`<model>+<candidate>`, the weight chosen on validation)."""
-    from dagster_ir.fusion.interpolate import interpolated_run
 
     config = with_settings(config, "reranked_runs", training_unit(context).collection, context)
-    from dagster_ir.neural.cross_encoder import CrossEncoder
-    from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
-    from dagster_ir.retrieval.dense import BiEncoderScorer, DenseConfig
+    from dagster_ir.neural.cross_encoder import CrossEncoder  # torch: loaded when the step runs
+    from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank  # torch: loaded when the step runs
 
     candidates = candidate_runs.filter(pl.col("run_name") == config.candidate).select(list(RUN))
     if candidates.height == 0:

@@ -33,6 +33,7 @@ from assets.defs.observation import profile_tags
 from assets.lib.asset_jobs import job_name
 from assets.lib.dagster_private import sensor_running
 from assets.lib.project import config_path
+from assets.lib.staleness import _State, stale_partitions
 from dagster_ir.collections import CollectionConfigError
 from dagster_ir.collections.config import read_config_document
 
@@ -75,7 +76,6 @@ def stale_trained(
     defs: dg.Definitions, instance: dg.DagsterInstance, selection: dg.AssetSelection = TRAINED_SELECTION
 ) -> list[tuple[dg.AssetKey, str | None]]:
     """The stale or missing asset partitions of `selection` (Dagster's staleness, as `update` sees it)."""
-    from assets.lib.staleness import stale_partitions
 
     return sorted(stale_partitions(defs, instance, selection), key=lambda kp: (kp[0].to_user_string(), kp[1] or ""))
 
@@ -86,7 +86,6 @@ def retraining_requests(
     """One run request per (named asset job, partition key) holding stale trained asset partitions (its
     stale assets selected, `job_name` set), upstream partitions first; a partition that reads another
     stale partition of this list waits (see the module docstring)."""
-    from assets.lib.staleness import _State
 
     stale = set(stale_trained(defs, instance, selection))
     state = _State(defs, instance, None, selection)

@@ -20,6 +20,9 @@ import json
 import dagster as dg
 import polars as pl
 
+from dagster_ir.evaluation.report import _markdown_table
+from dagster_ir.storage.parquet import frame_version
+
 PREVIEW_ROWS = 5
 PREVIEW_CHARS = 80  # longer strings are cut in the preview
 HEADLINE_LIMIT = 64_000  # bytes of Markdown in one metadata entry
@@ -214,7 +217,6 @@ def report_headline(report, full_report: str, limit: int = HEADLINE_LIMIT) -> dg
 def headline_markdown(
     report, full_report: str, limit: int = HEADLINE_LIMIT, image_limit: int = INLINE_IMAGE_LIMIT
 ) -> str:
-    from dagster_ir.evaluation.report import _markdown_table
 
     sections = getattr(report, "sections", None) or (report,)
     tail = f"\n\nFull report (every table, figures and appendices): `{full_report}`\n"
@@ -319,6 +321,5 @@ def by_content(frame: pl.DataFrame) -> dg.Output:
     holds, so a version computed from the inputs would not change when the settings do, and the
     readers of this asset would never go stale (see tests/assets/test_data_versions.py).
     """
-    from dagster_ir.storage.parquet import frame_version
 
     return dg.Output(frame, data_version=dg.DataVersion(frame_version(frame)))

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.lib import metadata as asset_metadata  # INLINE_IMAGE_LIMIT read at each call (a test lowers it)
+from dagster_ir.neural.curves import write_epoch_curves_png
+
 
 def bar_chart_markdown(x: list, heights: list, xlabel: str, ylabel: str) -> dg.MetadataValue:
     """A bar chart as a Markdown image (base64 PNG), shown inline in the Dagster UI; its values as a
     table when the PNG would pass the inline limit."""
-    from assets.lib.metadata import INLINE_IMAGE_LIMIT
 
     png = _bar_chart_png(x, heights, xlabel, ylabel)
-    if len(png) > INLINE_IMAGE_LIMIT:
+    if len(png) > asset_metadata.INLINE_IMAGE_LIMIT:
         return values_table(x, heights, xlabel, ylabel)
     encoded = base64.b64encode(png).decode()
     return dg.MetadataValue.md(f"![{ylabel} by {xlabel}](data:image/png;base64,{encoded})")
@@ -33,10 +35,10 @@ def values_table(x: list, heights: list, xlabel: str, ylabel: str) -> dg.Metadat
 
 
 def _bar_chart_png(x: list, heights: list, xlabel: str, ylabel: str) -> bytes:
-    import matplotlib
+    import matplotlib  # matplotlib: loaded to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded to draw
 
     fig, ax = plt.subplots(figsize=(6, 3), dpi=80)
     ax.bar([str(v) for v in x], heights, color="#4f6fad")
@@ -54,8 +56,6 @@ def _bar_chart_png(x: list, heights: list, xlabel: str, ylabel: str) -> bytes:
 def training_curve_metadata(folder: Path, partition_key: str, curves: dict, measure: str, asset: str) -> dict:
     """Training curves (`dagster_ir.neural.curves.EpochCurve` by model): JSON per model, a PNG written to
     `folder/training_curves.png` (its path), and the same image inline when it is under the inline limit."""
-    from assets.lib.metadata import INLINE_IMAGE_LIMIT
-    from dagster_ir.neural.curves import write_epoch_curves_png
 
     if not curves:
         return {}
@@ -65,7 +65,7 @@ def training_curve_metadata(folder: Path, partition_key: str, curves: dict, meas
         **{f"{name}_curve": dg.MetadataValue.json(curve.as_dict()) for name, curve in curves.items()},
     }
     data = png.read_bytes()
-    if len(data) <= INLINE_IMAGE_LIMIT:
+    if len(data) <= asset_metadata.INLINE_IMAGE_LIMIT:
         encoded = base64.b64encode(data).decode()
         metadata["training_curves"] = dg.MetadataValue.md(f"![training curves](data:image/png;base64,{encoded})")
     return metadata

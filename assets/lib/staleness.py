@@ -32,6 +32,7 @@ import dagster as dg
 # Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
 # assets.lib.dagster_private wraps it, with the in-process `observe`.
 from assets.lib.dagster_private import FRESH, MISSING, STALE, StaleResolver, observe
+from assets.lib.io_managers import PolarsParquetIOManager
 from dagster_ir.storage.catalog import Catalog
 from dagster_ir.storage.parquet import table_path
 
@@ -345,7 +346,6 @@ def _data_root(resources: dict) -> Path | None:
 
 def _parquet_assets(defs: dg.Definitions, resources: dict) -> set[dg.AssetKey]:
     """Asset keys whose outputs the Parquet IO manager stores (their table file must exist)."""
-    from assets.lib.io_managers import PolarsParquetIOManager
 
     keys = set()
     for assets_def in defs.assets or []:

@@ -24,6 +24,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from dagster_ir.neural import train_job
 from dagster_ir.neural.distributed import LaunchConfig, LaunchResult, launch, torchrun_command
 
 
@@ -134,7 +135,6 @@ def run_train_job(
 
     The job folder is removed once its result is read; the checkpoint folders the function trains
     into are the caller's (a relaunch resumes from them)."""
-    from dagster_ir.neural import train_job
 
     job = train_job.write_job(folder, target, values=values, frames=frames, device=device)
     launched = run_torchrun(

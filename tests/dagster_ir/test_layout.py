@@ -166,3 +166,23 @@ def test_an_upward_import_and_a_cycle_are_found(tmp_path):
     graph = asset_imports(root)
     assert graph["assets.defs.b"] == {"assets.lib.a", "assets.defs.c"}
     assert import_cycles(graph) == [["assets.defs.b", "assets.defs.c", "assets.defs.b"]]
+
+
+def unexplained_function_imports(root: Path) -> list[str]:
+    """Imports inside functions under `root` whose line has no comment saying why it is not at the top."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for function in ast.walk(ast.parse("\n".join(lines), filename=str(path))):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found += [f"{path.relative_to(root.parent)}:{node.lineno}" for node in ast.walk(function)
+                          if isinstance(node, (ast.Import, ast.ImportFrom)) and "#" not in lines[node.lineno - 1]]  # fmt: skip
+    return sorted(set(found))
+
+
+def test_an_import_inside_a_function_of_assets_says_why(tmp_path):
+    # e.g. `# torch: loaded when the step runs`, `# dagster: not loaded by --help`
+    assert unexplained_function_imports(ASSETS) == []
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "a.py").write_text("def f():\n    import json\n\n    import os  # why\n")
+    assert unexplained_function_imports(tmp_path / "assets") == ["assets/a.py:2"]
