@@ -132,14 +132,24 @@ def clean_orphans(root: str | os.PathLike[str]) -> list[Path]:
 
 
 def sync_tree(path: Path) -> None:
-    """fsync a file, or every file and folder under a folder (the folder last)."""
+    """fsync a file, or every file and folder under a folder (the folder last), each file first given at
+    least the mode `0o666 & ~umask` (safetensors creates its files 0600 whatever the umask)."""
+    shared = 0o666 & ~umask()
     if path.is_dir():
         for folder, _, files in os.walk(path, topdown=False):
             for name in files:
+                _share(Path(folder, name), shared)
                 _fsync(Path(folder, name))
             _fsync(Path(folder))
     else:
+        _share(path, shared)
         _fsync(path)
+
+
+def _share(path: Path, mode: int) -> None:
+    current = os.stat(path).st_mode & 0o7777
+    if current | mode != current:
+        os.chmod(path, current | mode)
 
 
 def umask() -> int:

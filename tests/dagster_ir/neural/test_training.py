@@ -280,3 +280,18 @@ def test_checkpoint_folders_get_temporary_names_of_their_own(tmp_path, monkeypat
         "step-00000004",
         "step-00000005",
     ]
+
+
+@pytest.mark.parametrize(("mask", "file_mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_checkpoints_are_readable_as_the_umask_says(tmp_path, mask, file_mode):
+    import os
+    import stat
+
+    old = os.umask(mask)
+    try:
+        train(Toy(), _make_batches(8), _mse, _config(epochs=1), tmp_path)
+    finally:
+        os.umask(old)
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+    assert any(p.suffix == ".safetensors" for p in files)
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: file_mode for p in files}

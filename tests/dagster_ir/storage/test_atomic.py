@@ -155,3 +155,23 @@ def test_a_killed_child_not_yet_waited_for_is_not_alive():
         child.kill()
         child.wait()
     assert pid_alive(os.getpid())
+
+
+@pytest.mark.parametrize(("mask", "file_mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_files_a_library_creates_0600_get_the_umask_mode_too(tmp_path, mask, file_mode):
+    import torch
+    from safetensors.torch import save_file
+
+    old = os.umask(mask)
+    try:
+        with atomic_path(tmp_path / "d", directory=True) as tmp:
+            save_file({"w": torch.zeros(2)}, str(tmp / "model.safetensors"))  # created 0600
+            (tmp / "sub").mkdir()
+            save_file({"w": torch.zeros(2)}, str(tmp / "sub" / "more.safetensors"))
+        with atomic_path(tmp_path / "one.safetensors") as tmp:
+            save_file({"w": torch.zeros(2)}, str(tmp))
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "d" / "model.safetensors", tmp_path / "d" / "sub" / "more.safetensors",
+                 tmp_path / "one.safetensors"):  # fmt: skip
+        assert stat.S_IMODE(path.stat().st_mode) == file_mode, path
