@@ -516,6 +516,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.command + (f" {args.catalog_command}" if args.command == "catalog" else "")
     try:
         return _run(args, root)
+    except PermissionError as error:  # a read-only data directory: what could not be written, on one line
+        print(f"dagster-ir {name}: cannot write {error.filename or root}: permission denied", file=sys.stderr)
+        return 1
     except _input_errors() as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"dagster-ir {name}: {message}", file=sys.stderr)

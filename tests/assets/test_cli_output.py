@@ -200,3 +200,17 @@ def test_status_why_names_the_changed_code_and_the_upstream_with_new_data(tmp_pa
         ).success
         (only,) = stale_reasons(defs(), instance)
         assert only[1] == "stale" and any(r.startswith("upstream: has a new") for r in only[2]), only
+
+
+def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    import assets.cli.main as cli
+
+    lock = tmp_path / "dagster_home" / ".dagster-ir-storage.lock"
+
+    def read_only(*args, **kwargs):  # what opening the instance meets on a read-only directory
+        raise PermissionError(13, "Permission denied", str(lock))
+
+    monkeypatch.setattr(cli, "_instance", read_only)
+    assert main(["--data", str(tmp_path), "status"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"dagster-ir status: cannot write {lock}: permission denied\n"
