@@ -171,7 +171,7 @@ def _json_object(line: str, path: PathLike, number: int) -> dict:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:
-        raise _fail(path, number, f"invalid JSON ({error.msg} at column {error.colno})") from None
+        raise _fail(path, number, f"invalid JSON at column {error.colno}: {error.msg}") from None
     if not isinstance(record, dict):
         raise _fail(path, number, f"expected a JSON object, found {type(record).__name__}")
     return record

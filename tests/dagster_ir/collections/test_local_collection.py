@@ -340,3 +340,13 @@ def test_an_unknown_topic_format_is_refused(tmp_path):
     path.write_text("1\ta\n")
     with pytest.raises(ValueError, match="format must be 'trec', 'tsv' or 'jsonl', got 'xml'"):
         read_topics(path, format="xml")
+
+
+def test_an_unterminated_string_says_where_once(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"doc_id": "a", "text": "x}\n', encoding="utf-8")
+    with pytest.raises(
+        Exception, match=r"c.jsonl:1: invalid JSON at column 25: Unterminated string starting at$"
+    ) as info:
+        read_corpus(path)
+    assert "at at" not in str(info.value)
