@@ -8,7 +8,9 @@ Every path stored under the data directory is relative to it: the catalog's `pat
 `table_root`, and a table's `path` column (the index, embeddings or checkpoint an asset wrote),
 which `load_input` gives back absolute, under the data directory it reads from. So a moved data
 directory rebuilds, and a copied one reads only its own files. A path outside the data directory
-(a registered dump file) stays absolute.
+(a registered dump file) stays absolute. The columns that may hold a path or a model's name
+(`PATH_LIKE_COLUMNS`: what a model started from, CET's checkpoints) store a path under the data
+directory as `./<relative path>`, which no model name starts with, and get it back absolute too.
 """
 
 from __future__ import annotations
@@ -181,6 +183,9 @@ def load_partitions(
 
 
 PATH_COLUMN = "path"  # a table's column of files or folders an asset wrote (stored relative)
+# columns holding a checkpoint under the data directory or a model's name ("bundled", a Hugging Face
+# name): a path under the data directory is stored "./<relative path>"
+PATH_LIKE_COLUMNS = ("init", "relevance_path", "selection_path")
 
 
 def relative_to(path: str | Path, root: Path) -> str:
@@ -191,33 +196,48 @@ def relative_to(path: str | Path, root: Path) -> str:
         return str(path)
 
 
+def _string_columns(frame: pl.DataFrame | pl.LazyFrame, names: tuple[str, ...]) -> list[str]:
+    schema = frame.collect_schema()
+    return [name for name in names if schema.get(name) == pl.String]
+
+
 def relative_paths(frame: pl.DataFrame | pl.LazyFrame, root: Path) -> pl.DataFrame | pl.LazyFrame:
-    """`frame` with its `path` column relative to `root` where it lies under it."""
-    if frame.collect_schema().get(PATH_COLUMN) != pl.String:
-        return frame
+    """`frame` with its `path` column relative to `root` where it lies under it, and its path-like
+    columns `./<relative path>` there."""
     prefix = f"{root.as_posix().rstrip('/')}/"
-    column = pl.col(PATH_COLUMN)
+    marks = {PATH_COLUMN: "", **{name: "./" for name in PATH_LIKE_COLUMNS}}
     return frame.with_columns(
-        pl.when(column == prefix.rstrip("/"))
+        pl.when(pl.col(name) == prefix.rstrip("/"))
         .then(pl.lit("."))
-        .when(column.str.starts_with(prefix))
-        .then(column.str.strip_prefix(prefix))
-        .otherwise(column)
-        .alias(PATH_COLUMN)
+        .when(pl.col(name).str.starts_with(prefix))
+        .then(pl.lit(marks[name]) + pl.col(name).str.strip_prefix(prefix))
+        .otherwise(pl.col(name))
+        .alias(name)
+        for name in _string_columns(frame, (PATH_COLUMN, *PATH_LIKE_COLUMNS))
     )
 
 
 def absolute_paths(frame: pl.LazyFrame, root: Path) -> pl.LazyFrame:
-    """`frame` with a relative `path` column resolved under `root` (absolute ones as they are)."""
-    if frame.collect_schema().get(PATH_COLUMN) != pl.String:
-        return frame
-    column = pl.col(PATH_COLUMN)
-    return frame.with_columns(
-        pl.when(column.is_null() | column.str.starts_with("/"))
-        .then(column)
-        .otherwise(pl.lit(f"{root.as_posix().rstrip('/')}/") + column)
+    """`frame` with a relative `path` column, and `./` paths of its path-like columns, resolved under
+    `root` (absolute paths and model names as they are)."""
+    base = f"{root.as_posix().rstrip('/')}/"
+    resolved = [
+        pl.when(pl.col(PATH_COLUMN).is_null() | pl.col(PATH_COLUMN).str.starts_with("/"))
+        .then(pl.col(PATH_COLUMN))
+        .otherwise(pl.lit(base) + pl.col(PATH_COLUMN))
         .alias(PATH_COLUMN)
-    )
+        for _ in _string_columns(frame, (PATH_COLUMN,))
+    ]
+    resolved += [
+        pl.when(pl.col(name) == ".")
+        .then(pl.lit(base.rstrip("/")))
+        .when(pl.col(name).str.starts_with("./"))
+        .then(pl.lit(base) + pl.col(name).str.strip_prefix("./"))
+        .otherwise(pl.col(name))
+        .alias(name)
+        for name in _string_columns(frame, PATH_LIKE_COLUMNS)
+    ]
+    return frame.with_columns(resolved)
 
 
 def _op_config(context: dg.OutputContext) -> dict:

@@ -108,3 +108,54 @@ def test_a_poisoned_journal_does_not_fail_materializations(tmp_path):
     ]
     assert [p.name for p in catalog.rejected()] == ["00000000000000000001-empty.json"]
     assert catalog.pending() == []
+
+
+def _manifest_asset(root: Path):
+    @dg.asset(name="manifest")
+    def manifest() -> pl.DataFrame:
+        """Checkpoints under the data directory beside names and paths that are not."""
+        return pl.DataFrame(
+            {
+                "path": [str(root / "files" / "a"), "/opt/elsewhere/b"],
+                "init": [str(root / "files" / "start"), "bert-base-uncased"],
+                "relevance_path": [str(root / "files" / "r"), str(root)],
+                "selection_path": [None, "/opt/elsewhere/s"],
+            }
+        )
+
+    return manifest
+
+
+@dg.asset(name="reader")
+def reader(manifest: pl.DataFrame) -> pl.DataFrame:
+    """What a downstream asset is given."""
+    return manifest.rename({c: f"read_{c}" for c in manifest.columns})
+
+
+def test_a_copied_data_directory_gives_its_own_paths_and_stores_none_of_the_original(tmp_path):
+    import shutil
+
+    first, copy = tmp_path / "first", tmp_path / "copy"
+    io = PolarsParquetIOManager(data_dir=str(first))
+    assert dg.materialize([_manifest_asset(first), reader], resources={"io_manager": io}).success
+    stored = pl.read_parquet(first / "tables" / "manifest" / "data.parquet")
+    assert stored.to_dict(as_series=False) == {
+        "path": ["files/a", "/opt/elsewhere/b"],
+        "init": ["./files/start", "bert-base-uncased"],
+        "relevance_path": ["./files/r", "."],
+        "selection_path": [None, "/opt/elsewhere/s"],
+    }
+    shutil.copytree(first, copy)
+    shutil.rmtree(first)
+    io = PolarsParquetIOManager(data_dir=str(copy))
+    # the copy rebuilds `reader` from its own `manifest` table
+    result = dg.materialize([_manifest_asset(copy), reader], selection=["reader"], resources={"io_manager": io})
+    assert result.success
+    read = pl.read_parquet(copy / "tables" / "reader" / "data.parquet")
+    # `reader` stores what it was given, under its own names: absolute paths into the copy
+    assert read.to_dict(as_series=False) == {
+        "read_path": [str(copy / "files" / "a"), "/opt/elsewhere/b"],
+        "read_init": [str(copy / "files" / "start"), "bert-base-uncased"],
+        "read_relevance_path": [str(copy / "files" / "r"), str(copy)],
+        "read_selection_path": [None, "/opt/elsewhere/s"],
+    }
