@@ -156,7 +156,7 @@ import json, sys, time
 from pathlib import Path
 import dagster as dg
 sys.path.insert(0, sys.argv[5])
-from assets.cli.main import add_dump_partitions
+from assets.cli.commands import add_dump_partitions
 from assets.definitions import defs, resources
 from assets.cli.updates import update_all
 from dagster_ir.storage.catalog import Catalog

@@ -44,7 +44,7 @@ def test_add_dump_refuses_a_truncated_dump(data, tmp_path, capsys):
 
 def test_a_registered_dump_is_checked_once_unless_asked(data, tmp_path, monkeypatch):
     import dagster_ir.wiki.dump as dump_module
-    from assets.cli.main import _instance, add_dump
+    from assets.cli.commands import _instance, add_dump
 
     checked = []
     real_check = dump_module.check_dump
@@ -235,7 +235,7 @@ def test_catalog_query_cannot_turn_external_access_back_on(data):
 
 
 def test_update_says_which_journal_records_it_rejected(tmp_path, capsys):
-    from assets.cli.main import sync_catalog
+    from assets.cli.commands import sync_catalog
 
     catalog = Catalog(tmp_path)
     catalog.pending_dir.mkdir(parents=True)

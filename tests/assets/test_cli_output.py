@@ -12,7 +12,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.cli.main import build_parser, main, summary_text
+from assets.cli.commands import summary_text
+from assets.cli.main import build_parser, main
 from assets.cli.terminal import format_frame
 from assets.lib.staleness import stale_reasons
 from dagster_ir.evaluation.cli import _parser
@@ -203,14 +204,14 @@ def test_status_why_names_the_changed_code_and_the_upstream_with_new_data(tmp_pa
 
 
 def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
-    import assets.cli.main as cli
+    import assets.cli.commands as commands
 
     lock = tmp_path / "dagster_home" / ".dagster-ir-storage.lock"
 
     def read_only(*args, **kwargs):  # what opening the instance meets on a read-only directory
         raise PermissionError(13, "Permission denied", str(lock))
 
-    monkeypatch.setattr(cli, "_instance", read_only)
+    monkeypatch.setattr(commands, "_instance", read_only)
     assert main(["--data", str(tmp_path), "status"]) == 1
     err = capsys.readouterr().err
     assert err == f"dagster-ir status: cannot write {lock}: permission denied\n"

@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.cli.main import add_dump
+from assets.cli.commands import add_dump
 from dagster_ir.storage.dumps import sample_dump_path
 from dagster_ir.storage.parquet import frame_version
 

@@ -11,14 +11,11 @@ from assets.defs.php import (
     PhpBaselineSettings,
     PhpSettings,
     RerankSettings,
-    eval_articles,
     php_assets,
-    php_baseline_examples,
-    php_baseline_examples_are_contrastive,
     php_checks,
-    php_examples,
-    resolve_init,
 )
+from assets.defs.php.assets import eval_articles, php_baseline_examples, php_examples, resolve_init
+from assets.defs.php.checks import php_baseline_examples_are_contrastive
 from dagster_ir.methods import php
 from dagster_ir.neural import finetune
 from dagster_ir.schemas import PHP_GROUPS
@@ -86,7 +83,7 @@ def test_init_names_resolve_to_folders():
 
 
 def test_cranfield_pretrains_and_fine_tunes_all_four_table3_baselines(monkeypatch):
-    import assets.defs.php as php_assets_module
+    import assets.defs.php.assets as php_assets_module
     from dagster_ir.collections import load_collections_config
 
     specs = load_collections_config(Path(__file__).parents[2] / "examples" / "cranfield.yaml")

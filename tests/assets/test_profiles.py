@@ -7,6 +7,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+import assets.cli.commands as commands
 import assets.cli.main as cli
 import assets.lib.settings as settings
 from assets.cli.updates import update_all
@@ -99,7 +100,7 @@ def test_a_new_run_profile_makes_its_readers_stale_and_tags_the_runs(tmp_path, m
     resources = {"io_manager": PolarsParquetIOManager(data_dir=str(tmp_path))}
 
     def update(profile):
-        return update_all(defs, instance, resources=resources, tags=cli.use_profile(profile), log=lambda _: None)
+        return update_all(defs, instance, resources=resources, tags=commands.use_profile(profile), log=lambda _: None)
 
     with dg.instance_for_test() as instance:
         assert update(None).materialized == 1
@@ -111,7 +112,7 @@ def test_a_new_run_profile_makes_its_readers_stale_and_tags_the_runs(tmp_path, m
         assert len(runs) == 1
         assert update("paper").materialized == 0
         assert update(None).materialized == 1  # back to the default: again
-    cli.use_profile(None)
+    commands.use_profile(None)
 
 
 def test_the_cli_passes_profile_to_update_and_reproduce(monkeypatch, tmp_path):

@@ -98,7 +98,7 @@ def test_a_failing_dump_blocks_only_what_reads_it_and_remove_dump_unblocks(tmp_p
     result = _run(
         tmp_path,
         f"""
-        from assets.cli.main import add_dump, remove_dump
+        from assets.cli.commands import add_dump, remove_dump
         from dagster_ir.storage.atomic import host_tag
         from dagster_ir.storage.catalog import Catalog
         out = {{}}

@@ -5,7 +5,7 @@ import bz2
 import dagster as dg
 import pytest
 
-from assets.cli.main import add_dump
+from assets.cli.commands import add_dump
 from assets.cli.updates import update_all
 from assets.definitions import defs, resources
 from assets.lib.staleness import stale_partitions

@@ -8,7 +8,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.cli.main import add_dump_partitions, main
+from assets.cli.commands import add_dump_partitions
+from assets.cli.main import main
 from assets.cli.updates import update_all
 from assets.definitions import defs, resources
 from dagster_ir.storage.catalog import Catalog

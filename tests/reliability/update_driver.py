@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import dagster as dg  # noqa: E402
 import fault_defs  # noqa: E402
 
-from assets.cli.main import prepare_update  # noqa: E402
+from assets.cli.commands import prepare_update  # noqa: E402
 from assets.cli.updates import update_all  # noqa: E402
 
 
