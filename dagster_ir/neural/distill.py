@@ -18,15 +18,9 @@ Deviation from the PHP paper: the paper starts every model (BERT, PHP and the Ta
 from bert-base-uncased as released; a distilled start is a step before all of them, taken only
 where validation says it helps - it is opt-in (`warm_start`), not the default.
 
-Measured on Cranfield (the bundled all-MiniLM-L6-v2, cosine head, max length 96 / query 32;
-500 title pseudo-queries, BM25's top 20, teacher the pipeline's 128-token document embeddings,
-2 random pairs per query, 63 steps of 16 pairs, lr 5e-5; Margin-MSE 9.53 -> 2.07 on the training
-pairs; 1391 s on 2 shared cores, about 9 CPU-minutes). Fold 0, nDCG@10 over BM25's top 20,
-validation / test: BM25 .283 / .304; bi-encoder .353 / .335; the cross-encoder untrained from the
-backbone .331 / .276, from this warm start .331 / .312 - a tie on validation, so validation gives
-no reason to switch starts on this fold although test moved by .036. Fine-tuned from the warm
-start (`finetune`'s candidates recipe, 2 epochs, 102 steps) validation fell to .307 / .313, so
-the start was kept (test .312), as it was from the backbone (.329 / .326, test .276).
+Its measurements on Cranfield (a tie with the plain start on validation, so not the default) are in
+the documentation's PHP page ("Why the joint pass ranks below the bi-encoder, and an optional warm
+start").
 
 No relevance judgement is read: the queries are pseudo-queries made from the collection
 (`pseudo_queries`: each document's title, or its first words when it has none) and the candidates

@@ -15,24 +15,14 @@ judged-relevant documents within the candidate run's top `train_depth` (default:
 depth reranked) and negatives are drawn from the same top `train_depth`, so training looks like
 the task: telling the relevant candidates from the others in the first stage's top k.
 `train_pairs: "negatives"` trains on the shared `negatives` asset instead (every judged positive,
-negatives from BM25's top 100: the recipe before). Measured on Cranfield (fold 0, seed 0, BM25's
-top 20, nDCG@10; validation 45 queries, test 45; BM25 .283 / .304): the [CLS] head with the old
-recipe (50 steps) .268 on test (the earlier default); the cosine head untrained .331 / .276; the
-cosine head with the old recipe .322 / .322 (loss .62 -> .43 over 50 steps, no validation); with
-this recipe (2 epochs over 404 pairs, 102 steps) the loss fell .55 -> .31 but validation went
-.331 -> .329 -> .326, so the start was kept (test .276). On this fold no fine-tuning beat the
-start on validation: the choice is validation's, the test figures are reported only.
+negatives from BM25's top 100: the recipe before). The two recipes' measurements are in the
+documentation's PHP page ("How the fine-tuning recipe was measured").
 
 PROFILES: "paper" = AdamW lr 1e-5, warm-up 0.01, weight decay 0.1, 1 epoch, batch 32, max length
 512 (bert-base-uncased); "demo" = one epoch over the unit's examples capped at 40 steps of 8
 examples with one negative each (wiki-car's unit has about 800 examples: half an epoch; the
 collections YAML sets real budgets per collection, e.g. `epochs: 2, max_steps: 0` for Cranfield),
-lr 2e-4, max length 96, on the bundled MiniLM; validation scores the start and the end. Before, the
-demo profile ran 50 steps of 8 examples (100 before that: `make demo` fine-tunes four of these, the
-largest single cost of the demo); at 100 steps that reranker reached nDCG@10 0.465
-on wiki-car's test split over BM25's top 20 (BM25: 0.437); 24 steps of 4 examples with 3
-negatives gave 0.263, 60 steps of 8 with 3 negatives 0.425 - more distinct examples beat more
-negatives per example at this budget.
+lr 2e-4, max length 96, on the bundled MiniLM; validation scores the start and the end.
 """
 
 from __future__ import annotations
