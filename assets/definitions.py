@@ -21,10 +21,15 @@ from assets.defs.retrieval import retrieval_assets
 from assets.defs.schedules import retraining_cron, retraining_schedules
 from assets.defs.wiki import wiki_assets, wiki_checks
 from assets.lib.asset_jobs import asset_jobs
+from assets.lib.dagster_private import quiet_log_watchers
 from assets.lib.io_managers import PolarsParquetIOManager
 from assets.lib.metadata import with_kinds
 from assets.lib.resources import DataDirResource
 from assets.lib.settings import check_settings, collection_settings, run_profile_setting, settable_configs
+
+# Ctrl-C during a step prints the one "interrupted" line, not a traceback from each of Dagster's
+# compute-log watchers: in every process that runs steps (each imports these definitions).
+quiet_log_watchers()
 
 all_assets = [
     *wiki_assets,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 # The data directory a command typed without --data would use (commands set $DAGSTER_IR_DATA for
 # the asset code, so it is read once, here).
 _DEFAULT_DATA = data_dir(None)
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it
 
 
 def _instance(root: Path, log: Callable[[str], None] | None = None) -> dg.DagsterInstance:
@@ -185,16 +186,14 @@ def cmd_update(
     )
     sync_catalog(root, rejected_before)
     took = time.monotonic() - started
-    print(
-        f"\n{report.materialized} asset partitions materialized in {len(report.runs)} runs, "
-        f"{report.fresh} were already up to date; {format_seconds(took)}"
-    )
-    if report.done_elsewhere:
-        print(f"{len(report.done_elsewhere)} found materialized by another run meanwhile")
+    runs = len(report.runs)
+    print(f"\n{report.summary()}; {runs} run{'' if runs == 1 else 's'}, {format_seconds(took)}")
+    if report.interrupted:
+        return INTERRUPTED
     if not report.ok:
         print(
-            f"\n{len(report.failures)} runs FAILED; {len(report.skipped)} asset partitions downstream of them "
-            "were skipped:",
+            f"\n{len(report.failures)} run{'' if len(report.failures) == 1 else 's'} FAILED; "
+            f"{len(report.skipped)} asset partitions downstream were skipped:",
             file=sys.stderr,
         )
         for partition, keys, message in report.failures:
@@ -416,10 +415,9 @@ def cmd_reproduce(
         traces=verbose,
     )
     sync_catalog(root, rejected_before)
-    print(
-        f"\n{collection}: {report.materialized} asset partitions materialized, {report.fresh} up to date, "
-        f"{time.monotonic() - started:.0f} s\n"
-    )
+    print(f"\n{collection}: {report.summary()}; {time.monotonic() - started:.0f} s\n")
+    if report.interrupted:
+        return INTERRUPTED
     partial = assets is not None and REPORT_ASSET not in assets
     tables = summary_path(root, collection)
     if partial:  # the sections of the runs made now (none after a failure: their tables may be missing)

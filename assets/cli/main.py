@@ -40,12 +40,14 @@ UI always has it).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assets.cli.commands import (
+    INTERRUPTED,
     _instance,
     _quiet_warnings,
     add_dump_partitions,
@@ -91,14 +93,25 @@ def main(argv: list[str] | None = None) -> int:
     name = args.command + (f" {args.catalog_command}" if args.command == "catalog" else "")
     try:
         return _run(args, root)
-    except PermissionError as error:  # a read-only data directory: what could not be written, on one line
-        print(f"dagster-ir {name}: cannot write {error.filename or root}: permission denied", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C outside a run (a run's interrupt is in its report): one line
+        print(f"\ndagster-ir {name}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except OSError as error:  # a read-only data directory: what could not be written, on one line
+        if error.errno not in _READ_ONLY:
+            raise
+        why = "read-only file system" if error.errno == errno.EROFS else "permission denied"
+        print(f"dagster-ir {name}: cannot write {error.filename or root}: {why}{_READS_ONLY}", file=sys.stderr)
         return 1
     except _input_errors() as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"dagster-ir {name}: {message}", file=sys.stderr)
         return 1
 
+
+_READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
+# What works on a data directory this process cannot write (`status` records its observations of the
+# source files in the Dagster instance under the directory, so it needs to write there).
+_READS_ONLY = " (on a read-only data directory: `catalog query`, `lineage` and `report` work)"
 
 VERBOSE_HELP = "print each failed step's stack trace too (it is always in the run's log in the UI)"
 

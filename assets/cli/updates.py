@@ -40,7 +40,7 @@ from assets.cli.progress import Progress
 
 # Dagster's stale-status resolver (what the UI's "stale" badges use) has no public entry point:
 # assets.lib.dagster_private wraps it, with the in-process `observe`.
-from assets.lib.dagster_private import FRESH
+from assets.lib.dagster_private import FRESH, quiet_log_watchers
 from assets.lib.staleness import Key, _State, failure_message, observe_sources, without_failure_events
 from dagster_ir.storage.atomic import host_tag
 from dagster_ir.storage.locks import file_lock, partition_lock_path
@@ -52,8 +52,14 @@ COMMAND_TAG, ASSETS_TAG = "dagster_ir/command", "dagster_ir/assets"
 
 @dataclass
 class UpdateReport:
+    """What an update did to each asset partition of its selection; the counts add up to `planned`:
+    materialized + unchanged + fresh + failed + skipped + done elsewhere + not started."""
+
     runs: list[tuple[str | None, list[str]]] = field(default_factory=list)  # (partition, asset keys)
-    fresh: int = 0
+    fresh: int = 0  # up to date before the update did anything, and not run by it
+    planned: int = 0  # asset partitions of the selection
+    unchanged: int = 0  # stale at the start, found up to date once their upstream ran again with the same data
+    not_started: int = 0  # still pending when an interrupt stopped the update
     failures: list[tuple[str | None, list[str], str]] = field(default_factory=list)  # (partition, keys, error)
     skipped: list[Key] = field(default_factory=list)  # downstream of a failure
     done_elsewhere: list[Key] = field(default_factory=list)  # materialized by another process meanwhile
@@ -64,8 +70,43 @@ class UpdateReport:
         return sum(len(keys) for _, keys in self.runs)
 
     @property
+    def failed(self) -> int:
+        return sum(len(keys) for _, keys, _ in self.failures)
+
+    @property
     def ok(self) -> bool:
         return not self.failures
+
+    def summary(self) -> str:
+        """One line of counts that add up to the planned asset partitions (zeros left out)."""
+        parts = [
+            (self.materialized, "materialized"),
+            (self.unchanged, "unchanged (their upstream ran again with the same data)"),
+            (self.fresh, "already up to date"),
+            (self.failed, "failed"),
+            (len(self.skipped), "skipped (downstream of a failure)"),
+            (len(self.done_elsewhere), "materialized by another run meanwhile"),
+            (self.not_started, "not started (interrupted)"),
+        ]
+        said = [f"{n} {what}" for n, what in parts if n] or ["nothing to do"]
+        return f"{self.planned} asset partition{'' if self.planned == 1 else 's'}: " + ", ".join(said)
+
+    def _close(self, start: dict, last: dict, attempted: set) -> None:
+        """Count what was not run: `start` and `last` are the statuses at the first and the last round."""
+        touched = {(dg.AssetKey.from_user_string(k), p) for p, keys in self.runs for k in keys}
+        touched |= {(dg.AssetKey.from_user_string(k), p) for p, keys, _ in self.failures for k in keys}
+        touched |= set(self.skipped) | set(self.done_elsewhere)
+        self.planned = len(start)
+        self.fresh = self.unchanged = self.not_started = 0
+        for key, status in start.items():
+            if key in touched:
+                continue
+            if last.get(key, status) != FRESH and key not in attempted:
+                self.not_started += 1
+            elif status != FRESH:
+                self.unchanged += 1
+            else:
+                self.fresh += 1
 
 
 def update_all(
@@ -96,6 +137,7 @@ def update_all(
     `traces=False` keeps Dagster's failure events (each with its stack trace) out of the console:
     the one-line message of each failure is in the report, the trace in the run's log in the UI.
     """
+    quiet_log_watchers()  # Ctrl-C: the one "interrupted" line, no traceback from Dagster's log watchers
     progress = progress or Progress(None if log is print else log)
     observe_sources(defs, instance, resources, log=progress.note, traces=traces)
     state = _State(defs, instance, resources, selection, only)
@@ -104,19 +146,19 @@ def update_all(
     report = UpdateReport()
     attempted: set[Key] = set()
     failed: set[Key] = set()
-    fresh_at_start = None
+    at_start: dict | None = None
     for _ in range(max_rounds):
         statuses = state.statuses()
+        if at_start is None:  # what was up to date before this update did anything
+            at_start = statuses
         pending = {k for k, s in statuses.items() if s != FRESH}
-        if fresh_at_start is None:  # up to date before this update did anything (not what it materialized)
-            fresh_at_start = len(statuses) - len(pending)
         todo = pending - attempted
         blocked = _downstream_of(failed, todo, state)
         todo -= blocked
         progress.expect(len(todo))
         if not todo:
-            report.fresh = fresh_at_start
             report.skipped = sorted(blocked, key=_order)
+            report._close(at_start, statuses, attempted)
             return report
         ready: dict[str | None, list[dg.AssetKey]] = defaultdict(list)
         for key, partition in sorted(todo, key=_order):
@@ -143,7 +185,8 @@ def update_all(
                 traces,
             )
             if report.interrupted:  # a `timeout` or Ctrl-C means stop, not "go on past a failure"
-                progress.note("interrupted: the update stops here")
+                progress.note("interrupted: the update stops here; the next `update` goes on from where it stopped")
+                report._close(at_start, statuses, attempted)
                 return report
     raise RuntimeError(f"assets still pending after {max_rounds} rounds")
 
@@ -191,7 +234,6 @@ def _run_group(
             report.interrupted = True
             message = "interrupted while waiting for a pool slot"
             progress.finished(names, partition, started, 0.0, ok=False)
-            progress.note(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
             report.failures.append((partition, names, message))
             failed.update((k, partition) for k in together)
             return
@@ -218,9 +260,10 @@ def _run_group(
     if result.success:
         report.runs.append((partition, names))
         return
-    message = failure_message(result)
     report.interrupted = _interrupted(result)
-    progress.note(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
+    message = "interrupted (Ctrl-C or SIGTERM)" if report.interrupted else failure_message(result)
+    if not report.interrupted:  # an interrupt's one line is update_all's
+        progress.note(f"FAILED {', '.join(names)}" + (f" [{partition}]" if partition else "") + f": {message}")
     report.failures.append((partition, names, message))
     failed.update((k, partition) for k in together)
 

@@ -13,6 +13,8 @@ Checked against the Dagster minor versions named in pyproject.toml (`[tool.dagst
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -21,12 +23,14 @@ import dagster as dg
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.definitions.observe import observe as _observe
+from dagster._core.execution import compute_logs as _compute_logs
 from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 
 PRIVATE_NAMES = {
     "dagster._core.asset_graph_view.asset_graph_view": ("AssetGraphView", "TemporalContext"),
     "dagster._core.definitions.data_version": ("CachingStaleStatusResolver", "StaleStatus", "StaleCause"),
     "dagster._core.definitions.observe": ("observe",),
+    "dagster._core.execution.compute_logs": ("subprocess", "watch_orphans", "execute_posix_tail"),
     "dagster._core.scheduler.instigation": ("InstigatorStatus", "InstigatorType"),
 }
 # Attributes used on public objects that are not themselves public.
@@ -119,3 +123,26 @@ def latest_observed_version(instance: dg.DagsterInstance, key: dg.AssetKey) -> s
     records = instance.fetch_observations(key, limit=1).records
     observation = records[0].asset_observation if records else None
     return observation.data_version if observation is not None else None
+
+
+class _WatcherIgnoresCtrlC:
+    """`subprocess` as Dagster's compute-log module sees it: its orphan watcher starts ignoring SIGINT."""
+
+    def __getattr__(self, name: str):
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(args, **kwargs):  # noqa: N802 (subprocess's name)
+        watcher = _compute_logs.watch_orphans.__file__
+        if isinstance(args, list) and len(args) > 1 and str(args[1]).endswith(watcher.rsplit("/", 1)[-1]):
+            kwargs.setdefault("preexec_fn", lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        return subprocess.Popen(args, **kwargs)
+
+
+def quiet_log_watchers() -> None:
+    """Ctrl-C in a terminal reaches every process of its foreground group, and so the Python script that
+    Dagster starts beside each step's `tail` (it ends the `tail` if the step's process dies): each printed a
+    KeyboardInterrupt traceback. Started ignoring SIGINT (a Python child keeps an ignored SIGINT), the
+    watcher stays quiet; the step still stops it (SIGTERM) when it ends. Idempotent."""
+    if not isinstance(_compute_logs.subprocess, _WatcherIgnoresCtrlC):
+        _compute_logs.subprocess = _WatcherIgnoresCtrlC()  # type: ignore[assignment]

@@ -193,31 +193,65 @@ def stale_reasons(
 ) -> list[tuple[Key, str, list[str]]]:
     """Every missing or stale (asset, partition) with its status ("missing" / "stale") and why:
     the upstream asset partition that has a new data version, the code version that changed, the
-    table file that is gone, or the partition it read that no longer exists. Sorted by asset."""
+    table file that is gone, or the partition it read that no longer exists. One stale only because
+    something further upstream is pending names that asset partition and its own reason. Sorted by asset."""
     if resources is not None:
         observe_sources(defs, instance, resources)
     state = _State(defs, instance, resources, selection)
     resolver = StaleResolver(instance, state.graph)
     statuses = state.statuses(resolver=resolver)
-    out = []
-    for (key, partition), status in sorted(
-        statuses.items(), key=lambda item: (item[0][0].to_user_string(), item[0][1] or "")
-    ):
+    removed = state._read_removed_partitions() if state.root is not None else set()
+    own: dict[Key, list[str] | None] = {}  # None: stale only through a pending upstream (see `_downstream_of_pending`)
+    for (key, partition), status in statuses.items():
         if status == FRESH:
             continue
         dagster_says = resolver.status(key, partition)
         if status == MISSING and dagster_says == FRESH:
-            reasons = [f"its table file is gone ({table_path(state.root, list(key.path), partition)})"]
+            own[key, partition] = [f"its table file is gone ({table_path(state.root, list(key.path), partition)})"]
         elif status == STALE and dagster_says == FRESH:
-            reasons = [
+            read_removed = (
                 "it read a partition that no longer exists (a removed dump, or a collection dropped from the YAML)"
-            ]
+            )
+            own[key, partition] = [read_removed] if (key, partition) in removed else None
         elif status == MISSING:
-            reasons = ["never materialized"]
+            own[key, partition] = ["never materialized"]
         else:
-            reasons = resolver.causes(key, partition) or ["stale (Dagster names no cause)"]
+            own[key, partition] = resolver.causes(key, partition) or ["stale (Dagster names no cause)"]
+    out = []
+    for (key, partition), reasons in sorted(own.items(), key=lambda item: _order_key(item[0])):
+        if reasons is None:
+            reasons = [
+                f"reads {_key_name(origin)}, {'missing' if statuses[origin] == MISSING else 'stale'}: {own[origin][0]}"
+                for origin in _pending_origins((key, partition), state, own)
+            ] or ["an upstream asset partition is stale"]
+        status = statuses[key, partition]
         out.append(((key, partition), "missing" if status == MISSING else "stale", reasons))
     return out
+
+
+def _pending_origins(start: Key, state: _State, own: dict[Key, list[str] | None]) -> list[Key]:
+    """The nearest pending upstream asset partitions of `start` that are stale or missing for a reason of
+    their own (not only through their upstream), in asset order."""
+    found, seen, todo = set(), {start}, [start]
+    while todo:
+        for parent in state.parents(*todo.pop()):
+            if parent in seen or parent not in own:
+                continue
+            seen.add(parent)
+            if own[parent] is not None:
+                found.add(parent)
+            else:
+                todo.append(parent)
+    return sorted(found, key=_order_key)
+
+
+def _order_key(key_partition: Key) -> tuple[str, str]:
+    return key_partition[0].to_user_string(), key_partition[1] or ""
+
+
+def _key_name(key_partition: Key) -> str:
+    key, partition = key_partition
+    return key.to_user_string() + (f"[{partition}]" if partition else "")
 
 
 _FAILURE_EVENTS = {"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"}

@@ -2,6 +2,7 @@
 help with examples that loads nothing heavy, and `status --why`."""
 
 import csv
+import errno
 import io
 import json
 import subprocess
@@ -203,15 +204,77 @@ def test_status_why_names_the_changed_code_and_the_upstream_with_new_data(tmp_pa
         assert only[1] == "stale" and any(r.startswith("upstream: has a new") for r in only[2]), only
 
 
-def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "error, why",
+    [
+        (PermissionError(errno.EACCES, "Permission denied"), "permission denied"),
+        (OSError(errno.EROFS, "Read-only file system"), "read-only file system"),
+    ],
+)
+def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys, error, why):
     import assets.cli.commands as commands
 
     lock = tmp_path / "dagster_home" / ".dagster-ir-storage.lock"
+    error.filename = str(lock)
 
     def read_only(*args, **kwargs):  # what opening the instance meets on a read-only directory
-        raise PermissionError(13, "Permission denied", str(lock))
+        raise error
 
     monkeypatch.setattr(commands, "_instance", read_only)
     assert main(["--data", str(tmp_path), "status"]) == 1
     err = capsys.readouterr().err
-    assert err == f"dagster-ir status: cannot write {lock}: permission denied\n"
+    assert err.startswith(f"dagster-ir status: cannot write {lock}: {why} (") and err.count("\n") == 1, err
+
+
+def test_an_os_error_that_is_not_about_writing_is_not_hidden(tmp_path, monkeypatch):
+    import assets.cli.commands as commands
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(commands, "_instance", broken)
+    with pytest.raises(OSError, match="Input/output"):
+        main(["--data", str(tmp_path), "status"])
+
+
+def test_status_why_names_the_upstream_change_behind_an_asset_two_levels_down(tmp_path):
+    """Dagster looks one level up: `last` is stale only through `middle`, whose upstream has new data.
+    Its reason is that origin, not a removed partition (nothing was removed)."""
+    from assets.lib.resources import DataDirResource
+
+    state = {"value": 1}
+
+    def assets():
+        @dg.asset(code_version="1")
+        def first() -> dg.Output[int]:
+            return dg.Output(state["value"], data_version=dg.DataVersion(str(state["value"])))
+
+        @dg.asset(code_version="1")
+        def middle(first: int) -> int:
+            return first + 1
+
+        @dg.asset(code_version="1")
+        def last(middle: int) -> int:
+            return middle + 1
+
+        return [first, middle, last]
+
+    resources = {
+        "io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path / "io")),
+        "data": DataDirResource(path=str(tmp_path / "data")),
+    }
+    with dg.instance_for_test() as instance:
+        defs = lambda: dg.Definitions(assets=assets(), resources=resources)  # noqa: E731
+        assert dg.materialize(assets(), instance=instance, resources=resources).success
+        state["value"] = 5
+        first = [a for a in assets() if a.key.to_user_string() == "first"]
+        assert dg.materialize(first, instance=instance, resources=resources).success
+        found = {k.to_user_string(): reasons for (k, _), _, reasons in stale_reasons(defs(), instance, resources=None)}
+        assert set(found) == {"middle"}, found  # without the data directory: Dagster's one level
+        found = {
+            k.to_user_string(): reasons for (k, _), _, reasons in stale_reasons(defs(), instance, resources=resources)
+        }
+        assert set(found) == {"middle", "last"}, found
+        (cause,) = found["middle"]
+        assert cause.startswith("first: has a new") and "data version" in cause, found
+        assert found["last"] == [f"reads middle, stale: {cause}"], found

@@ -145,4 +145,6 @@ def test_ctrl_c_while_waiting_for_a_slot_ends_the_update_as_interrupted(tmp_path
     lines = []
     report = updates.update_all(dg.Definitions(assets=[trained]), instance, resources={}, log=lines.append)
     assert report.interrupted and report.failures == [(None, ["trained"], "interrupted while waiting for a pool slot")]
-    assert lines[-1] == "interrupted: the update stops here" and not instance.get_runs()
+    assert lines[-1].startswith("interrupted: the update stops here") and not instance.get_runs()
+    assert sum("interrupted" in line for line in lines) == 1, lines
+    assert report.summary() == "1 asset partition: 1 failed"

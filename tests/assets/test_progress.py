@@ -113,3 +113,68 @@ def test_update_counts_runs_and_says_up_to_date_only_for_what_it_did_not_build(t
         assert sum(" done  " in line for line in lines) == 2
         again = update_all(defs, instance, resources=resources, log=lines.append)
         assert (again.materialized, again.fresh) == (0, 2)
+        assert again.summary() == "2 asset partitions: 2 already up to date"
+
+
+def _assets_with_an_interrupt(tmp_path):
+    """a -> b -> c and d; b's step gets a SIGINT (Ctrl-C) while it runs."""
+    import os
+    import signal
+    import time
+
+    @dg.asset
+    def a() -> int:
+        return 1
+
+    @dg.asset
+    def b(a: int) -> int:
+        if (tmp_path / "interrupt").exists():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        return a
+
+    @dg.asset
+    def c(b: int) -> int:
+        return b
+
+    @dg.asset
+    def d() -> int:
+        return 1
+
+    resources = {"io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path))}
+    return dg.Definitions(assets=[a, b, c, d], resources=resources), resources
+
+
+def test_the_counts_of_an_interrupted_update_and_of_the_next_one_add_up_to_the_planned(tmp_path):
+    defs, resources = _assets_with_an_interrupt(tmp_path)
+    (tmp_path / "interrupt").touch()
+    with dg.instance_for_test() as instance:
+        report = update_all(defs, instance, resources=resources, log=lambda line: None, traces=False)
+        assert report.interrupted
+        # a and d ran before b (one run per partition key, in key order); c never started
+        assert (report.planned, report.materialized, report.failed, report.not_started, report.fresh) == (4, 2, 1, 1, 0)
+        assert report.summary() == "4 asset partitions: 2 materialized, 1 failed, 1 not started (interrupted)"
+        (tmp_path / "interrupt").unlink()
+        again = update_all(defs, instance, resources=resources, log=lambda line: None)
+        assert (again.planned, again.materialized, again.fresh, again.not_started) == (4, 2, 2, 0)
+        assert again.summary() == "4 asset partitions: 2 materialized, 2 already up to date"
+
+
+def test_partitions_that_turn_fresh_without_a_run_are_counted_unchanged():
+    from assets.cli.updates import UpdateReport
+    from assets.lib.dagster_private import FRESH
+
+    a, b, c, d, e, f = (dg.AssetKey(name) for name in "abcdef")
+    stale = "STALE"
+    start = {(a, None): stale, (b, None): stale, (c, None): FRESH, (d, "x"): stale, (e, "x"): stale, (f, None): stale}
+    # a ran; b turned fresh once a ran (same data); d failed and e, reading d, was skipped; f was done elsewhere
+    report = UpdateReport(runs=[(None, ["a"])], failures=[("x", ["d"], "boom")], skipped=[(e, "x")])
+    report.done_elsewhere = [(f, None)]
+    last = {**start, (a, None): FRESH, (b, None): FRESH}
+    report._close(start, last, attempted={(a, None), (d, "x"), (f, None)})
+    assert (report.materialized, report.unchanged, report.fresh, report.failed) == (1, 1, 1, 1)
+    assert (len(report.skipped), len(report.done_elsewhere), report.not_started) == (1, 1, 0)
+    assert report.summary() == (
+        "6 asset partitions: 1 materialized, 1 unchanged (their upstream ran again with the same data), "
+        "1 already up to date, 1 failed, 1 skipped (downstream of a failure), 1 materialized by another run meanwhile"
+    )

@@ -94,7 +94,9 @@ def _finish(process: subprocess.Popen, root: Path) -> dict:
         pytest.fail(f"update hung (still running after {DEADLINE} s):\n{_logs(root)}")
     logs = _logs(root)
     assert process.returncode == 0, logs
-    return json.loads(logs.strip().splitlines()[-1])
+    summary = json.loads(logs.strip().splitlines()[-1])
+    assert sum(summary["counts"].values()) == summary["planned"], summary  # every partition counted once
+    return summary
 
 
 def _logs(root: Path) -> str:
@@ -196,4 +198,31 @@ def test_killed_while_queued_for_the_slot_behind_a_killed_holder(tmp_path, refer
     _kill(holder)  # holds the slot, dead
     _hold(root, "php_hp", False)
     _finish(_start(root), root)
+    _check_recovered(root, reference)
+
+
+def test_ctrl_c_in_a_training_step_is_one_line_exit_130_and_the_next_update_goes_on(tmp_path, reference):
+    root = tmp_path / "data"
+    _hold(root, "php_hp")
+    first = _start(root)
+    _wait_for(first, "progress in the training step", _marker(root, "php_hp-1"), root)
+    os.killpg(first.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    first.wait(timeout=DEADLINE)
+    logs = _logs(root)
+    assert first.returncode == 130, logs
+    assert "Traceback" not in logs and "KeyboardInterrupt" not in logs, logs
+    lines = logs.strip().splitlines()[:-1]  # the last is the driver's JSON summary
+    assert sum("interrupted" in line for line in lines) == 1, logs
+    summary = json.loads(logs.strip().splitlines()[-1])
+    counts = summary["counts"]
+    assert sum(counts.values()) == summary["planned"] == len(fault_defs.ASSETS), summary
+    # docs ran; php_hp and word2vec (one run: the same partition key) were interrupted; report never started
+    assert (counts["materialized"], counts["failed"], counts["not_started"]) == (1, 2, 1), summary
+    with dg.DagsterInstance.from_config(str(root / "home")) as instance:
+        statuses = [record.dagster_run.status for record in instance.get_run_records()]
+    assert dg.DagsterRunStatus.FAILURE in statuses and dg.DagsterRunStatus.STARTED not in statuses
+    assert _pool(root) == ([], []), "the interrupted step's pool slot is still claimed"
+    _hold(root, "php_hp", False)
+    second = _finish(_start(root), root)
+    assert second["counts"]["fresh"] == 1 and "docs" not in second["ran"], second
     _check_recovered(root, reference)

@@ -26,13 +26,21 @@ def main(root: Path, names: list[str]) -> None:
     instance = prepare_update(root, log)
     defs, resources = fault_defs.definitions(str(root))
     selection = dg.AssetSelection.assets(*names) if names else None
-    report = update_all(defs, instance, resources=resources, log=log, selection=selection)
-    print(
-        json.dumps(
-            {"ran": [k for _, keys in report.runs for k in keys], "failed": report.failures, "fresh": report.fresh}
-        ),
-        flush=True,
-    )
+    # traces=False: as the command prints by default (its --verbose prints each failed step's stack)
+    report = update_all(defs, instance, resources=resources, log=log, selection=selection, traces=False)
+    counts = {
+        "materialized": report.materialized,
+        "unchanged": report.unchanged,
+        "fresh": report.fresh,
+        "failed": report.failed,
+        "skipped": len(report.skipped),
+        "done_elsewhere": len(report.done_elsewhere),
+        "not_started": report.not_started,
+    }
+    ran = [k for _, keys in report.runs for k in keys]
+    summary = {"ran": ran, "failed": report.failures, "fresh": report.fresh, "planned": report.planned}
+    print(json.dumps({**summary, "counts": counts, "line": report.summary()}), flush=True)
+    sys.exit(130 if report.interrupted else 0)  # as `dagster-ir update` after Ctrl-C
 
 
 if __name__ == "__main__":
