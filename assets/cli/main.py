@@ -96,15 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C outside a run (a run's interrupt is in its report): one line
         print(f"\ndagster-ir {name}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except _input_errors() as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"dagster-ir {name}: {message}", file=sys.stderr)
+        return 1
     except OSError as error:  # a read-only data directory: what could not be written, on one line
         if error.errno not in _READ_ONLY:
             raise
         why = "read-only file system" if error.errno == errno.EROFS else "permission denied"
         print(f"dagster-ir {name}: cannot write {error.filename or root}: {why}{_READS_ONLY}", file=sys.stderr)
-        return 1
-    except _input_errors() as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"dagster-ir {name}: {message}", file=sys.stderr)
         return 1
 
 

@@ -285,7 +285,11 @@ def neural_baselines(
         for i, r in enumerate(results)
     }
     folder = data.files("neural_baselines", unit.key)
-    metadata.update(training_curve_metadata(folder, unit.key, curves, domain.selection_measure, "neural_baselines"))
+    metadata.update(
+        training_curve_metadata(
+            folder, unit.key, curves, domain.selection_measure, "neural_baselines", shown=data.relative
+        )
+    )
     metadata["train_pairs"] = domain.train_pairs
     metadata["train_depth"] = domain.train_depth or domain.rerank_depth
     for name in config.models:  # one value per rotation when rotated

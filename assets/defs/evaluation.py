@@ -99,9 +99,11 @@ def evaluation_report(
     context.add_output_metadata(
         capped(
             {
-                "report": report_headline(report, str(files.html)),  # main tables, < 64 KB; the full report is the file
-                "html": dg.MetadataValue.path(str(files.html)),
-                "markdown": dg.MetadataValue.path(str(files.markdown)),
+                "report": report_headline(
+                    report, data.relative(files.html)
+                ),  # main tables, < 64 KB; the full report is the file
+                "html": dg.MetadataValue.path(data.relative(files.html)),
+                "markdown": dg.MetadataValue.path(data.relative(files.markdown)),
                 "results": results_table(
                     summary, ("nDCG@10", "RR@10", "R@1000")
                 ),  # one table, not a chart per run x measure

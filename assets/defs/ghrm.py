@@ -145,7 +145,7 @@ def word2vec(
             "seconds": round(seconds, 2),
             "source": source,
             "config": dg.MetadataValue.json(asdict(domain)),
-            "file": dg.MetadataValue.path(str(path)),
+            "file": dg.MetadataValue.path(data.relative(path)),
         }
     )
     manifest = pl.DataFrame(
@@ -538,7 +538,7 @@ def ghrm_sweeps(
             **lengths,
             "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
             "grid": dg.MetadataValue.json(json.loads(json.dumps(asdict(sweep)))),
-            "checkpoints": dg.MetadataValue.path(str(root)),
+            "checkpoints": dg.MetadataValue.path(data.relative(root)),
         }
     )
     return by_content(tag_unit(results, unit))

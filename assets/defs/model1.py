@@ -190,7 +190,7 @@ def model1_em(
                     "mean log-likelihood per target token",
                 ),
                 f"{kind} config": dg.MetadataValue.json(json.loads(json.dumps(asdict(domain)))),
-                f"{kind} giza": dg.MetadataValue.path(str(giza)),
+                f"{kind} giza": dg.MetadataValue.path(data.relative(giza)),
             }
         )
         frames.append(trained.table.to_frame().with_columns(vocabulary=pl.lit(kind)))
@@ -378,7 +378,7 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
             "negatives": negatives.height,
             "validation_nDCG@10": [round(s, 4) for s in result.dev_scores],
             "loss": _curve(result.loss_curve, "margin loss"),
-            "model": dg.MetadataValue.path(str(folder)),
+            "model": dg.MetadataValue.path(data.relative(folder)),
             "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(config), default=str))),
         }
     )
@@ -569,7 +569,7 @@ def model1_export(
             "targets": settings.export_targets,
             "seconds": round(seconds, 2),
             "pairs_per_s": round(pairs / max(seconds, 1e-9)),
-            "giza": dg.MetadataValue.path(str(giza)),
+            "giza": dg.MetadataValue.path(data.relative(giza)),
         }
     )
     return tag_unit(table.to_frame(), unit)

@@ -220,10 +220,12 @@ def model_report(
     context.add_output_metadata(
         capped(
             {
-                "report": report_headline(book, str(files.html)),  # main tables, < 64 KB; the full report is the file
-                "html": dg.MetadataValue.path(str(files.html)),
-                "markdown": dg.MetadataValue.path(str(files.markdown)),
-                "run files": dg.MetadataValue.path(str(run_files)),
+                "report": report_headline(
+                    book, data.relative(files.html)
+                ),  # main tables, < 64 KB; the full report is the file
+                "html": dg.MetadataValue.path(data.relative(files.html)),
+                "markdown": dg.MetadataValue.path(data.relative(files.markdown)),
+                "run files": dg.MetadataValue.path(data.relative(run_files)),
                 "results": results_table(summary, ("nDCG@10", "RR@10")),  # one table, not a chart per run x measure
             }
         )

@@ -69,7 +69,7 @@ def bm25_index(
         {
             "documents": stats.documents,
             "seconds": round(stats.seconds, 2),
-            "index": dg.MetadataValue.path(str(index_dir)),
+            "index": dg.MetadataValue.path(data.relative(index_dir)),
         }
     )
     return pl.DataFrame(
@@ -108,7 +108,7 @@ def dense_embeddings(
             "dim": encoded.dim,
             **Placement(config.to_domain().device, False).metadata(),
             "passages_per_s": round(rate, 1),
-            "file": dg.MetadataValue.path(str(path)),
+            "file": dg.MetadataValue.path(data.relative(path)),
         }
     )
     return pl.DataFrame(
@@ -200,7 +200,7 @@ def candidate_runs(
         )
         metadata["query_blocks"] = written.blocks
         metadata.update(dropped)
-        metadata["trec_files"] = dg.MetadataValue.path(str(data.files("runs", context.partition_key)))
+        metadata["trec_files"] = dg.MetadataValue.path(data.relative(data.files("runs", context.partition_key)))
         context.add_output_metadata(metadata)
         # by content: the version Dagster records of `imported_runs` never changes (see assets.lib.staleness)
         version = dg.DataVersion(files_version(work.glob("part-*.parquet")))

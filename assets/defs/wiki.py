@@ -88,7 +88,9 @@ def wiki_dump(context: dg.AssetExecutionContext, data: DataDirResource) -> dg.Ou
         {"dump": [context.partition_key], "path": [str(path)], "bytes": [stat.st_size], "mtime_ns": [stat.st_mtime_ns]}
     )
     version = registry.identity(context.partition_key)
-    return dg.Output(frame, data_version=dg.DataVersion(version), metadata={"path": dg.MetadataValue.path(str(path))})
+    return dg.Output(
+        frame, data_version=dg.DataVersion(version), metadata={"path": dg.MetadataValue.path(data.relative(path))}
+    )
 
 
 @dg.multi_asset(

@@ -130,7 +130,7 @@ class PolarsParquetIOManager(dg.ConfigurableIOManager):
         )
         metadata = {
             "dagster/row_count": dg.MetadataValue.int(rows),
-            "path": dg.MetadataValue.path(str(path)),
+            "path": dg.MetadataValue.path(relative_to(path, self._root())),  # the catalog's `path`, too
             "bytes": dg.MetadataValue.int(size),
             "content_version": record.data_version,
             "dagster/column_schema": column_schema(columns, context.asset_key.to_user_string()),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -53,15 +54,17 @@ def _bar_chart_png(x: list, heights: list, xlabel: str, ylabel: str) -> bytes:
     return buffer.getvalue()
 
 
-def training_curve_metadata(folder: Path, partition_key: str, curves: dict, measure: str, asset: str) -> dict:
+def training_curve_metadata(
+    folder: Path, partition_key: str, curves: dict, measure: str, asset: str, *, shown: Callable[[Path], str] = str
+) -> dict:
     """Training curves (`dagster_ir.neural.curves.EpochCurve` by model): JSON per model, a PNG written to
-    `folder/training_curves.png` (its path), and the same image inline when it is under the inline limit."""
+    `folder/training_curves.png` (its path, as `shown` gives it: relative to the data directory), and the same image inline when it is under the inline limit."""
 
     if not curves:
         return {}
     png = write_epoch_curves_png(folder / "training_curves.png", curves, measure, f"{asset} on {partition_key}")
     metadata = {
-        "training_curves_png": dg.MetadataValue.path(str(png)),
+        "training_curves_png": dg.MetadataValue.path(shown(png)),
         **{f"{name}_curve": dg.MetadataValue.json(curve.as_dict()) for name, curve in curves.items()},
     }
     data = png.read_bytes()

@@ -25,6 +25,14 @@ class DataDirResource(dg.ConfigurableResource):
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
+    def relative(self, path: str | Path) -> str:
+        """`path` as a metadata entry or a stored record names it: relative to the data directory when it
+        lies under it (`files/...`, `tables/...`), so a moved or copied directory's entries stay true."""
+        try:
+            return Path(path).resolve().relative_to(self.root().resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
     def catalog(self) -> Catalog:
         return Catalog(self.root())
 

@@ -372,7 +372,8 @@ def test_php_and_rerankers_materialize_end_to_end(tmp_path):
     assert manifest["dev_score"].is_not_null().all() and manifest["start_score"].is_not_null().all()  # chosen on dev
     assert manifest["chosen_epoch"].is_between(0, 2).all() and set(manifest["head"]) == {"cls"}  # the tiny backbone
     metadata = tuned.asset_materializations_for_node("cross_encoder")[0].metadata
-    assert Path(metadata["training_curves_png"].value).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not Path(metadata["training_curves_png"].value).is_absolute()  # under the data directory
+    assert (root / metadata["training_curves_png"].value).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert metadata["bert_curve"].value["epoch"] == [0, 1, 2] and metadata["train_pairs"].value == "candidates"
     assert metadata["bert_cross_attention"].value == "full" and "bert_gates" not in metadata  # a [CLS] backbone
     assert manifest["train_seed"].to_list() == [42] * 4 and manifest["seed"].to_list() == [0] * 4

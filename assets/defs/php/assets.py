@@ -210,7 +210,7 @@ def _pretrain(
             on_log=_logger(context, stage),
         )
     shutil.rmtree(checkpoints, ignore_errors=True)  # the stage folder holds the result
-    context.add_output_metadata({**launched, **_stage_metadata(result, domain, time.monotonic() - started)})
+    context.add_output_metadata({**launched, **_stage_metadata(result, domain, time.monotonic() - started, data)})
     return _stage_manifest(result, domain)
 
 
@@ -227,10 +227,10 @@ def _logger(context, stage: str):
     return log
 
 
-def _stage_metadata(result: "php.StageResult", domain: "php.PhpConfig", seconds: float) -> dict:
+def _stage_metadata(result: "php.StageResult", domain: "php.PhpConfig", seconds: float, data: DataDirResource) -> dict:
     trained = result.train
     metadata = {
-        "model_path": dg.MetadataValue.path(str(result.path)),
+        "model_path": dg.MetadataValue.path(data.relative(result.path)),
         "examples": result.examples,
         "seed": domain.train.seed,
         "seconds": round(seconds, 2),
@@ -660,6 +660,7 @@ def cross_encoder(
                 curves,
                 domain.dev_measure,
                 "cross_encoder",
+                shown=data.relative,
             ),
             "train_pairs": domain.train_pairs,
             "train_depth": domain.pair_depth,
