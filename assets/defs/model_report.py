@@ -98,6 +98,15 @@ TOP_K_NOTE = (
     "BM25's other candidates follow in BM25's order, so a measure deeper than k (RR@100, nDCG@100, AP) "
     "reads the reranked top k over BM25's own list, as BM25's row does."
 )
+# CET's rankers rerank the strong run's top k (`dense`; bm25+bert reranks BM25's): each is completed
+# below k by the candidates it reranked (the `candidates` of CET's manifest), so its deep measures
+# and dense's own compare the same lists below k.
+CET_INPUT, CET_CANDIDATES = "cet_runs", "dense"
+CET_TOP_K_NOTE = (
+    "A CET ranker reranks its candidates' top k only (dense's, or BM25's for bm25+bert; demo 20); below k "
+    "the candidates' other documents follow in their own order, so a measure deeper than k (RR@100, "
+    "nDCG@100, AP) reads the reranked top k over the candidate run's own list, as dense's row does."
+)
 
 INTERPOLATION_NOTE = (
     "Rows <model>+bm25 go beyond the papers, which report none: the model's and BM25's scores are "
@@ -154,7 +163,7 @@ SECTIONS = (
         "dml",
         tuple(TABLE_MEASURES),
         ("dense",),
-        TOP_K_NOTE,
+        CET_TOP_K_NOTE,
         fallback="naive",
     ),
     Section(
@@ -255,7 +264,11 @@ def methods_book(
     first_stage = candidate_runs.filter(pl.col("run_name") == FIRST_STAGE).select(list(RUN))
     runs = pl.concat(
         [
-            complete_below_k(_with_seed(run), first_stage) if name in RERANKING_INPUTS else _with_seed(run)
+            complete_below_k(_with_seed(run), first_stage)
+            if name in RERANKING_INPUTS
+            else complete_cet_below_k(_with_seed(run), candidate_runs, cet)
+            if name == CET_INPUT
+            else _with_seed(run)
             for name, run in inputs.items()
         ]
     )
@@ -334,6 +347,24 @@ def complete_below_k(run: pl.DataFrame, first_stage: pl.DataFrame) -> pl.DataFra
     if first_stage.height == 0 or run.height == 0:
         return run
     return append_candidates(run, first_stage, keys=("seed",)).select(run.columns)
+
+
+def complete_cet_below_k(run: pl.DataFrame, candidate_runs: pl.DataFrame, manifest: pl.DataFrame) -> pl.DataFrame:
+    """CET's rankings (RUN plus seed), each completed below k by the candidate run it reranked: the
+    manifest's `candidates` of its run name, the strong run (`dense`) where the manifest names none."""
+    if run.height == 0:
+        return run
+    named = (
+        dict(manifest.select("run_name", "candidates").unique("run_name").iter_rows())
+        if {"run_name", "candidates"} <= set(manifest.columns)
+        else {}
+    )
+    source = pl.col("run_name").replace_strict(named, default=CET_CANDIDATES, return_dtype=pl.String)
+    parts = []
+    for (candidates,), part in run.with_columns(_candidates=source).partition_by("_candidates", as_dict=True).items():
+        tail = candidate_runs.filter(pl.col("run_name") == (candidates or CET_CANDIDATES)).select(list(RUN))
+        parts.append(complete_below_k(part.drop("_candidates"), tail))
+    return pl.concat(parts, how="vertical_relaxed").select(run.columns)
 
 
 def _explanations_file(data: DataDirResource, collection: str):

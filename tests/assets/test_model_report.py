@@ -346,3 +346,38 @@ def test_the_sections_of_word_based_models_name_their_word_vectors():
         "drmm+bm25",
         "x+bm25",
     ]
+
+
+def test_cet_rankings_are_completed_below_k_by_the_candidates_each_reranked():
+    """Deep measures in CET's section compare like with like: a CET ranker's top k over the run it
+    reranked (dense; BM25 for bm25+bert), as dense's own full row is."""
+    from assets.defs.model_report import CET_SECTION, SECTIONS, complete_cet_below_k
+
+    def run(name, docs):
+        return pl.DataFrame(
+            [("q1", d, 10.0 - r, r, name) for r, d in enumerate(docs, start=1)],
+            schema=["query_id", "doc_id", "score", "rank", "run_name"],
+            orient="row",
+        ).cast({"rank": pl.Int32})
+
+    candidate_runs = pl.concat([run("dense", "abcdef"), run("bm25", "fedcba")])
+    seed = pl.lit(0, dtype=pl.Int64)
+    cet_runs = pl.concat([run("cet", "ba"), run("naive", "ab"), run("bm25+bert", "ef")]).with_columns(seed=seed)
+    manifest = pl.DataFrame({"run_name": ["cet", "bm25+bert"], "candidates": ["dense", "bm25"]})
+    full = complete_cet_below_k(cet_runs, candidate_runs, manifest)
+    ranked = {
+        name: group.sort("rank")["doc_id"].to_list()
+        for (name,), group in full.partition_by("run_name", as_dict=True).items()
+    }
+    assert ranked == {
+        "cet": ["b", "a", "c", "d", "e", "f"],  # dense below k
+        "naive": ["a", "b", "c", "d", "e", "f"],  # not in the manifest: the strong run, dense
+        "bm25+bert": ["e", "f", "d", "c", "b", "a"],  # BM25 below k
+    }
+    assert full.columns == cet_runs.columns and full["seed"].null_count() == 0
+    assert full.filter(pl.col("run_name") == "cet").sort("rank")["score"].is_sorted(descending=True)
+    qrels = pl.DataFrame({"query_id": ["q1"], "doc_id": ["f"], "relevance": [1]}).cast({"relevance": pl.Int32})
+    deep = evaluate_run(full.filter(pl.col("run_name") == "cet").drop("seed"), qrels, ["AP"])
+    assert deep["value"].item() == pytest.approx(1 / 6)  # f at rank 6, as in dense's own list
+    (note,) = [s.note for s in SECTIONS if s.title == CET_SECTION]
+    assert "dense's row" in note and "BM25's other candidates" not in note
