@@ -291,6 +291,7 @@ def neural_baselines(
         )
     )
     metadata["train_pairs"] = domain.train_pairs
+    metadata["depth"] = domain.rerank_depth  # the candidates reranked (the report's k)
     metadata["train_depth"] = domain.train_depth or domain.rerank_depth
     for name in config.models:  # one value per rotation when rotated
         mine = [r for r in results if r.name == name]

@@ -443,6 +443,7 @@ def cet_runs(
     context.add_output_metadata(
         {
             **_report_metadata(runs, strong, qrels, ids, cet, domain, config.alpha),
+            "depth": domain.rerank_depth,  # the candidates reranked (the report's k)
             **Placement(domain.cet.train.device, domain.cet.train.bf16).metadata(),
         }
     )

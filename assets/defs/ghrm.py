@@ -361,7 +361,7 @@ def ghrm_runs(
     for seed in seeds:
         domain = offset_seeds(base, seed)
         root = data.files("ghrm", context.partition_key, f"{CHECKPOINTS}-{fingerprint(domain, inputs, query_splits)}")
-        roots.append(str(root))
+        roots.append(data.relative(root))  # relative: a copied data directory's entry stays true
         trained = run_variants(inputs, query_splits, domain, config.variants, root, folds=config.folds, workers=workers)
         for variant, results in trained.items():
             variant_run = fold_run(results)
@@ -392,6 +392,7 @@ def ghrm_runs(
         curves, "epoch", f"validation {base.training.selection_measure} (mean of folds, seed {seeds[0]})"
     )
     metadata["seconds"] = round(time.monotonic() - started, 1)
+    metadata["depth"] = base.training.rerank_depth  # the candidates reranked (the report's k)
     metadata["config"] = dg.MetadataValue.json(json.loads(json.dumps(asdict(base))))
     metadata["checkpoints"] = dg.MetadataValue.json(roots)
     context.add_output_metadata(metadata)

@@ -800,6 +800,8 @@ def fusion_runs(
     context.add_output_metadata(
         {
             "measure": domain.fusion.measure,
+            "depth": domain.depth,  # the candidates the fused rows rerank (the report's k)
+            "bert_depth": domain.bert_depth,  # those of bert-model1 and bert-vanilla
             "fusion_queries": train_ids.len(),
             "test_queries": test_ids.len(),
             "seed": domain.fusion.ascent.seed,

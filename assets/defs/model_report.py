@@ -94,7 +94,7 @@ BASELINE_ROWS = {
 RERANKING_INPUTS = ("reranked_runs", "fusion_runs", "ghrm_runs", "neural_baselines")
 
 TOP_K_NOTE = (
-    "A reranked run holds the candidates' top k only (demo 20; the paper profiles rerank deeper); below k "
+    "A reranked run holds the candidates' top k only (k in the heading: every row reranks the same); below k "
     "BM25's other candidates follow in BM25's order, so a measure deeper than k (RR@100, nDCG@100, AP) "
     "reads the reranked top k over BM25's own list, as BM25's row does."
 )
@@ -103,7 +103,7 @@ TOP_K_NOTE = (
 # and dense's own compare the same lists below k.
 CET_INPUT, CET_CANDIDATES = "cet_runs", "dense"
 CET_TOP_K_NOTE = (
-    "A CET ranker reranks its candidates' top k only (dense's, or BM25's for bm25+bert; demo 20); below k "
+    "A CET ranker reranks its candidates' top k only (dense's, or BM25's for bm25+bert; k in the heading); below k "
     "the candidates' other documents follow in their own order, so a measure deeper than k (RR@100, "
     "nDCG@100, AP) reads the reranked top k over the candidate run's own list, as dense's row does."
 )
@@ -293,6 +293,7 @@ def methods_book(
         significance,
         recall,
         spread,
+        depths=candidate_depths(inputs),
         every=every,
         figures=figures,
         cet_best=dev_best_baseline(cet),
@@ -340,6 +341,36 @@ def beside_pure(names: list[str]) -> list[str]:
         if f"{name}{suffix}" in mixed:
             ordered.append(f"{name}{suffix}")
     return ordered
+
+
+def candidate_depths(inputs: dict[str, pl.DataFrame]) -> dict[str, int]:
+    """The depth k each reranked run reranks (of the inputs in `RERANKING_INPUTS` and CET's): its most
+    documents for one query (and seed), read before the candidates below k are appended."""
+    depths: dict[str, int] = {}
+    for name, run in inputs.items():
+        if (name not in RERANKING_INPUTS and name != CET_INPUT) or run.height == 0:
+            continue
+        keys = ["run_name", "query_id", *(["seed"] if "seed" in run.columns else [])]
+        counts = run.group_by(keys).len().group_by("run_name").agg(pl.col("len").max())
+        depths.update(dict(counts.iter_rows()))
+    return depths
+
+
+def depth_heading(names: list[str], depths: dict[str, int], title: str = "") -> str:
+    """What a section's heading says of its rows' depth: `, k = <k>` when every reranked row
+    reranks the same k ("" when none reranks). Rows that rerank different depths are refused: a
+    comparison across depths is not like with like (a ValueError naming each depth's rows)."""
+    by_depth: dict[int, list[str]] = {}
+    for name in names:
+        if name in depths:
+            by_depth.setdefault(depths[name], []).append(name)
+    if len(by_depth) > 1:
+        said = "; ".join(f"top {k}: {', '.join(rows)}" for k, rows in sorted(by_depth.items()))
+        raise ValueError(
+            f"model_report: the rows of {title!r} rerank different depths ({said}); set the methods' depths "
+            "alike in the collection's settings (one k per section)"
+        )
+    return f", k = {next(iter(by_depth))}" if by_depth else ""
 
 
 def complete_below_k(run: pl.DataFrame, first_stage: pl.DataFrame) -> pl.DataFrame:
@@ -458,6 +489,7 @@ def _sections(
     figures: dict | None = None,
     cet_best: str | None = None,
     vectors: str = "",
+    depths: dict[str, int] | None = None,
 ) -> list:
     """One report per section whose runs are present, plus CET against `cet_best`, its best baseline
     chosen on dev; `spread` (mean and sd over seeds) adds a seed table to a section whose runs have
@@ -466,6 +498,8 @@ def _sections(
     `every` (runs with `seed`, qrels, of all queries) feeds the `every_query` sections; without it they
     use `per_query`. `figures` maps a section title to extra figures shown with it; `vectors` (a
     sentence naming the word vectors) joins the notes of the sections that show word-based models.
+    `depths` (a reranked run's name -> the candidates it reranks, `candidate_depths`) puts the section's
+    k in its heading, or each depth where its rows rerank different ones.
     """
     reports = []
     config = ReportConfig(significance=significance)
@@ -488,6 +522,7 @@ def _sections(
         if not own or baseline not in names or len(names) < 2:
             continue  # a method whose runs are absent gets no section
         names = beside_pure(names)
+        title += depth_heading(names, depths or {}, title)
         rows = (
             table.filter(pl.col("run_name").is_in(names) & pl.col("measure").is_in(list(section.measures)))
             .with_columns(

@@ -244,3 +244,63 @@ def test_the_definitions_load_and_configs_map_onto_the_profiles() -> None:
     assert CetConfig(eta=0.2, resample=False).to_domain().eta == 0.2
     with pytest.raises(ValueError, match="profile 'nope'"):
         CetConfig(profile="nope").to_domain()
+
+
+@pytest.mark.slow
+def test_a_copied_data_directory_reranks_with_its_own_cet_models_once_the_original_is_gone(
+    tiny, tmp_path, monkeypatch
+) -> None:
+    """`cet`'s manifest names its checkpoints (`relevance_path`); the IO manager stores them under the
+    data directory, so `cet_runs` in a copy loads the copy's models, with the original deleted."""
+    import shutil
+
+    import assets.defs.cet
+    import assets.lib.partitions
+    from assets.lib.io_managers import PolarsParquetIOManager
+    from dagster_ir.collections import Protocol
+    from dagster_ir.collections.protocol import training_units as units_of
+
+    units = {u.key: u for u in units_of("wiki-car", Protocol("cv", (3,)), 3)}
+    monkeypatch.setattr(assets.defs.cet, "training_units", lambda: units)
+    monkeypatch.setattr(assets.lib.partitions, "training_units", lambda: units)
+    c = _collection()
+    folds = {"1": 0, "2": 0, "3": 1, "4": 1, "5": 2, "6": 2}
+    c["query_splits"] = c["query_splits"].with_columns(
+        fold=pl.col("query_id").replace_strict(folds, return_dtype=pl.Int32)
+    )
+    labels = sparse_qrels(
+        _context(), SparseQrelsConfig(pool_depth=2), c["candidate_runs"], c["qrels"], c["query_splits"]
+    )
+    unit = "wiki-car/fold-0/seed-3"
+    training = CetConfig(
+        backbone=tiny, layers=0, max_length=32, batch_size=2, max_steps=1, negative_depth=4, methods=["naive"]
+    )
+    given: dict[str, list[str]] = {}
+
+    def defs(root):
+        @dg.asset(name="cet")
+        def trained() -> pl.DataFrame:
+            data = DataDirResource(path=str(root))
+            inputs = (c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], labels, c["query_splits"])
+            return cet(_context(unit), training, data, *inputs).value.drop("seed", "unit")
+
+        @dg.asset(deps=[trained])
+        def reranked(cet: pl.DataFrame) -> pl.DataFrame:
+            given["relevance_path"] = cet["relevance_path"].to_list()
+            inputs = (c["candidate_runs"], c["queries"], c["corpus"].lazy(), c["qrels"], c["query_splits"])
+            return cet_runs(_context(unit), CetRunsConfig(rerank_depth=3), cet, *inputs).value
+
+        return [trained, reranked], {"io_manager": PolarsParquetIOManager(data_dir=str(root))}
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    assets_of, resources = defs(original)
+    assert dg.materialize(assets_of, resources=resources).success
+    stored = pl.read_parquet(original / "tables" / "cet" / "data.parquet")["relevance_path"].to_list()
+    assert stored and all(p.startswith("./files/cet/") for p in stored), stored
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)
+    (copy / "tables" / "reranked" / "data.parquet").unlink()
+    assets_of, resources = defs(copy)
+    assert dg.materialize(assets_of, selection=["reranked"], resources=resources).success
+    assert given["relevance_path"] and all(p.startswith(f"{copy}/files/cet/") for p in given["relevance_path"])
+    assert set(pl.read_parquet(copy / "tables" / "reranked" / "data.parquet")["query_id"]) == {"1", "2"}

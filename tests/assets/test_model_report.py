@@ -381,3 +381,49 @@ def test_cet_rankings_are_completed_below_k_by_the_candidates_each_reranked():
     assert deep["value"].item() == pytest.approx(1 / 6)  # f at rank 6, as in dense's own list
     (note,) = [s.note for s in SECTIONS if s.title == CET_SECTION]
     assert "dense's row" in note and "BM25's other candidates" not in note
+
+
+def test_a_sections_heading_states_the_depth_its_rows_rerank_and_two_depths_are_refused():
+    from assets.defs.model_report import candidate_depths, depth_heading
+
+    def run(name, per_query, seeds=(0,)):
+        rows = [
+            (f"q{q}", f"d{r}", 1.0 / r, r, name, s) for s in seeds for q in range(3) for r in range(1, per_query + 1)
+        ]
+        return pl.DataFrame(rows, schema=["query_id", "doc_id", "score", "rank", "run_name", "seed"], orient="row")
+
+    short_query = run("ghrm", 30).filter(~((pl.col("query_id") == "q0") & (pl.col("rank") > 5)))
+    inputs = {
+        "candidate_runs": run("bm25", 100),  # a first stage: no depth of its own
+        "reranked_runs": pl.concat([run("bert", 20), run("php", 20, seeds=(0, 1))]),
+        "ghrm_runs": short_query,  # one query has 5 candidates only: the depth is still 30
+        "cet_runs": run("cet", 20).drop("seed"),
+    }
+    depths = candidate_depths(inputs)
+    assert depths == {"bert": 20, "php": 20, "ghrm": 30, "cet": 20}
+    assert depth_heading(["bm25", "bert", "php"], depths) == ", k = 20"
+    assert depth_heading(["bm25", "dense"], depths) == ""
+    with pytest.raises(ValueError, match=r"'GHRM' rerank different depths \(top 20: bert, php; top 30: ghrm\)"):
+        depth_heading(["bm25", "ghrm", "bert", "php"], depths, "GHRM")
+
+
+@pytest.mark.parametrize("profile, k", [("demo", 20), ("paper", 100)])
+def test_every_reranker_of_a_profile_reranks_the_same_depth(profile, k):
+    """One k in every section of a profile's report: GHRM, the baselines, `bert` and the PHP rerankers,
+    BERT-Model1, BERT-vanilla and the fused Model 1 rows rerank their candidates' top k; CET, alone in
+    its section, reranks its own (20 in the demo, the paper's 1000)."""
+    from assets.defs.php.config import RerankSettings
+    from dagster_ir.methods.baselines import reranker
+    from dagster_ir.methods.cet import model as cet
+    from dagster_ir.methods.ghrm import config as ghrm
+    from dagster_ir.methods.model1 import runs as model1
+
+    depths = {
+        "reranked_runs": RerankSettings(profile=profile).rerank_depth(),
+        "neural_baselines": reranker.PROFILES[profile].rerank_depth,
+        "ghrm_runs": ghrm.PROFILES[profile].training.rerank_depth,
+        "fusion_runs": model1.PROFILES[profile].depth,
+        "bert-model1": model1.PROFILES[profile].bert_depth,
+    }
+    assert set(depths.values()) == {k}, depths
+    assert cet.PROFILES[profile].rerank_depth == {"demo": 20, "paper": 1000}[profile]

@@ -358,8 +358,9 @@ def test_the_partial_report_has_the_sections_of_the_runs_made_and_leaves_the_ful
         written == summary_path(tmp_path, "wiki-car", partial=True) and not summary_path(tmp_path, "wiki-car").exists()
     )
     sections = {s["title"]: s["tables"][0] for s in read_summary(written)["sections"]}
-    assert sorted(sections) == ["Neural ranking baselines of BM25's top-k"]  # one first-stage run: no table of its own
-    table = sections["Neural ranking baselines of BM25's top-k"]
+    title = "Neural ranking baselines of BM25's top-k, k = 2"  # the depth drmm reranks, in the heading
+    assert sorted(sections) == [title]  # one first-stage run: no table of its own
+    table = sections[title]
     rows = {label: dict(zip(table["header"][1:], cells)) for label, cells in table["rows"]}
     assert rows["bm25 (baseline)"]["nDCG@10"] == "0.6309" and rows["drmm"]["nDCG@10"] == "1.0000*†"  # 1/log2(3); 1
     from dagster_ir.retrieval.trec import read_qrels, read_run
