@@ -348,6 +348,7 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
         pl.DataFrame() if word2vec is None else word2vec,
         ghrm_sweeps=read("ghrm_sweeps"),
         cet=read("cet"),
+        kept=read("cross_encoder"),
     )
     written = summary_path(root, collection, partial=True)
     write_report(book, written.parent)

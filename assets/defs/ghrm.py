@@ -321,7 +321,7 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
     pool=TRAINING_POOL,
     group_name=GROUP,
     partitions_def=collection_partitions,
-    code_version=CODE_VERSION,
+    code_version="5",  # 5: the profiles' depth, one k per report section (demo 20, paper 100)
     deps=["collection_config", "collection_settings"],
 )
 def ghrm_runs(

@@ -623,7 +623,7 @@ def _tables(model1_em: pl.DataFrame) -> dict[str, pl.DataFrame]:
     group_name=GROUP,
     deps=[UNIT_SETTINGS],
     partitions_def=unit_partitions,
-    code_version="2",
+    code_version="3",  # 3: the profiles' depths, one k per report section (demo 20, paper 100)
     ins=unit_ins(*COLLECTION_INPUTS),
 )
 def model1_runs(
@@ -769,7 +769,7 @@ class FusionRunsConfig(dg.Config):
     group_name=GROUP,
     deps=[UNIT_SETTINGS],
     partitions_def=unit_partitions,
-    code_version="2",
+    code_version="3",  # 3: the profiles' depths, one k per report section (demo 20, paper 100)
     ins=unit_ins(*COLLECTION_INPUTS),
 )
 def fusion_runs(

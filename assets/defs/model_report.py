@@ -180,9 +180,9 @@ SECTIONS = (
 @dg.asset(
     group_name=GROUP,
     partitions_def=collection_partitions,
-    code_version="7",  # 7: the runs as TREC files
+    code_version="8",  # 8: one k per section in its heading, CET completed below k, the kept weights
     deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
-    ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet"),
+    ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet", "cross_encoder"),
 )
 def model_report(
     context: dg.AssetExecutionContext,
@@ -195,6 +195,7 @@ def model_report(
     cet_runs: pl.DataFrame,
     cet: pl.DataFrame,
     ghrm_sweeps: pl.DataFrame,
+    cross_encoder: pl.DataFrame,
     qrels: pl.DataFrame,
     neural_baselines: pl.DataFrame,
     query_splits: pl.DataFrame,
@@ -220,6 +221,7 @@ def model_report(
         word2vec,
         ghrm_sweeps=ghrm_sweeps,
         cet=cet,
+        kept=cross_encoder,
         appendices=appendices,
     )
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
@@ -252,11 +254,14 @@ def methods_book(
     *,
     ghrm_sweeps: pl.DataFrame | None = None,
     cet: pl.DataFrame | None = None,
+    kept: pl.DataFrame | None = None,
     appendices: list | None = None,
 ) -> tuple[ReportBook, pl.DataFrame, pl.DataFrame]:
     """The methods report of `collection`, its per-query values and the runs it evaluated (RUN plus
     `seed`, a reranker's top k completed below by BM25's other candidates), from the runs of `inputs`
-    (asset name -> frame; `candidate_runs` required). An input that is absent gets no section:
+    (asset name -> frame; `candidate_runs` required). `kept` (the fine-tuned cross-encoders' manifest:
+    run_name, chosen_epoch, start_score, dev_score per unit) says per row which weights each unit kept.
+    An input that is absent gets no section:
     `dagster-ir reproduce --assets` reports the assets it made this way, `model_report` every one."""
     ghrm_sweeps = pl.DataFrame() if ghrm_sweeps is None else ghrm_sweeps
     cet = pl.DataFrame() if cet is None else cet
@@ -298,6 +303,7 @@ def methods_book(
         figures=figures,
         cet_best=dev_best_baseline(cet),
         vectors=vectors_note(word2vec),
+        kept=kept_weights(pl.DataFrame() if kept is None else kept),
     )
     book = ReportBook.of(report_title(collection, config.split, protocol, qrels), sections, appendices or [])
     return book, per_query, every[0]
@@ -354,6 +360,33 @@ def candidate_depths(inputs: dict[str, pl.DataFrame]) -> dict[str, int]:
         counts = run.group_by(keys).len().group_by("run_name").agg(pl.col("len").max())
         depths.update(dict(counts.iter_rows()))
     return depths
+
+
+def kept_weights(manifest: pl.DataFrame) -> dict[str, str]:
+    """Per trained run, which weights its units kept: `bert: start kept in 1 of 5 units (mean validation
+    score: start 0.412, kept weights 0.415)`, from a manifest with run_name, chosen_epoch (0: the
+    untrained start), start_score and dev_score (the kept weights') per unit; runs whose start was
+    never scored are left out."""
+    needed = {"run_name", "chosen_epoch", "start_score", "dev_score"}
+    if manifest.height == 0 or not needed <= set(manifest.columns):
+        return {}
+    pooled = (
+        manifest.filter(pl.col("start_score").is_not_null())
+        .group_by("run_name", maintain_order=True)
+        .agg(
+            units=pl.len(),
+            start_kept=(pl.col("chosen_epoch") == 0).sum(),
+            start=pl.col("start_score").mean(),
+            kept_score=pl.col("dev_score").mean(),
+        )
+    )
+    return {
+        name: f"{name}: start kept in {kept} of {units} unit{'' if units == 1 else 's'} "
+        f"(mean validation score: start {start:.3f}, kept weights {best:.3f})"
+        for name, units, kept, start, best in pooled.select(
+            "run_name", "units", "start_kept", "start", "kept_score"
+        ).iter_rows()
+    }
 
 
 def depth_heading(names: list[str], depths: dict[str, int], title: str = "") -> str:
@@ -490,6 +523,7 @@ def _sections(
     cet_best: str | None = None,
     vectors: str = "",
     depths: dict[str, int] | None = None,
+    kept: dict[str, str] | None = None,
 ) -> list:
     """One report per section whose runs are present, plus CET against `cet_best`, its best baseline
     chosen on dev; `spread` (mean and sd over seeds) adds a seed table to a section whose runs have
@@ -499,7 +533,8 @@ def _sections(
     use `per_query`. `figures` maps a section title to extra figures shown with it; `vectors` (a
     sentence naming the word vectors) joins the notes of the sections that show word-based models.
     `depths` (a reranked run's name -> the candidates it reranks, `candidate_depths`) puts the section's
-    k in its heading, or each depth where its rows rerank different ones.
+    k in its heading, or each depth where its rows rerank different ones. `kept` (a trained row's name ->
+    which weights its units kept, `kept_weights`) joins the notes of the sections showing that row.
     """
     reports = []
     config = ReportConfig(significance=significance)
@@ -535,6 +570,8 @@ def _sections(
         notes = f"{notes} {fold_note} {section.note}".strip()
         if vectors and any(i in WORD_INPUTS for i in section.inputs):
             notes = f"{notes} {vectors}"
+        if said := [kept[n] for n in names if n in (kept or {})]:
+            notes = f"{notes} Weights kept, chosen on each unit's validation queries: {'; '.join(said)}."
         extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
         reports.append(
             build_report(

@@ -427,3 +427,37 @@ def test_every_reranker_of_a_profile_reranks_the_same_depth(profile, k):
     }
     assert set(depths.values()) == {k}, depths
     assert cet.PROFILES[profile].rerank_depth == {"demo": 20, "paper": 1000}[profile]
+
+
+def test_the_notes_say_per_trained_row_in_how_many_units_the_start_was_kept():
+    from assets.defs.model_report import kept_weights
+
+    manifest = pl.DataFrame(
+        {
+            "run_name": ["bert", "bert", "php", "php", "harp"],
+            "chosen_epoch": [0, 2, 1, 3, 1],
+            "start_score": [0.40, 0.30, 0.20, 0.22, None],  # harp's start never scored: left out
+            "dev_score": [0.40, 0.36, 0.30, 0.32, 0.5],
+            "fold": [0, 1, 0, 1, 0],
+        }
+    )
+    assert kept_weights(manifest) == {
+        "bert": "bert: start kept in 1 of 2 units (mean validation score: start 0.350, kept weights 0.380)",
+        "php": "php: start kept in 0 of 2 units (mean validation score: start 0.210, kept weights 0.310)",
+    }
+    assert kept_weights(manifest.drop("start_score")) == {} and kept_weights(pl.DataFrame()) == {}
+    per_query = pl.DataFrame(
+        [
+            (run, f"q{i}", m, 0.1 * i)
+            for run in ("bm25", "bert", "php")
+            for i in range(4)
+            for m in ("RR@10", "RR@100", "nDCG@10", "nDCG@100")
+        ],
+        schema=list(PER_QUERY_EVAL),
+        orient="row",
+    ).cast(PER_QUERY_EVAL)
+    recall = ReportFigure.from_figure("recall", "Recall", matplotlib.figure.Figure())
+    inputs = {"candidate_runs": _runs("bm25"), "reranked_runs": _runs("bert", "php")}
+    reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=50), recall, kept=kept_weights(manifest))
+    (php,) = [r for r in reports if r.title.startswith("PHP: BERT and PHP")]
+    assert "Weights kept, chosen on each unit's validation queries: bert: start kept in 1 of 2 units" in php.notes
