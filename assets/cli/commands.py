@@ -421,7 +421,7 @@ def cmd_reproduce(
     partial = assets is not None and REPORT_ASSET not in assets
     tables = summary_path(root, collection)
     if partial:  # the sections of the runs made now (none after a failure: their tables may be missing)
-        written = partial_report(root, collection, plan) if report.ok and folds is None else None
+        written = partial_report(root, collection, plan, instance) if report.ok and folds is None else None
         summary = read_summary(written) if written is not None else None
     else:
         summary = read_summary(tables) if tables.exists() and folds is None else None

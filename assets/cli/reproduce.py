@@ -310,7 +310,9 @@ REPORT_CONTEXT = ("candidate_runs", "qrels", "query_splits")
 REPORTED_RUNS = ("reranked_runs", "fusion_runs", "ghrm_runs", "cet_runs", "neural_baselines")
 
 
-def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
+def partial_report(
+    root: Path, collection: str, plan: set[Key], instance: dg.DagsterInstance | None = None
+) -> Path | None:
     """`reproduce --assets`: the methods report's sections of the run assets in `plan` and their runs as
     TREC files, written beside the full report (`summary_path(partial=True)`; the full one is left as
     it is); None when `plan` holds none of them.
@@ -318,10 +320,12 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
     Each asset's stored tables over the plan's partitions are what `model_report` would read from
     them (every unit of the collection when every unit was made), so a section here equals the full
     report's when its runs are whole; a section whose reference rows (`bert`, say) were not made
-    shows the rows that were.
+    shows the rows that were. With `instance`, the rows of trained runs say which weights each unit
+    kept (what the assets recorded, `KEPT_WEIGHTS`).
     """
     from assets.defs.evaluation import ReportSettings  # dagster: not loaded by --help
-    from assets.defs.model_report import methods_book, write_run_files  # dagster: not loaded by --help
+    from assets.defs.model_report import kept_of, methods_book, write_run_files  # dagster: not loaded by --help
+    from assets.lib.metadata import recorded_kept  # dagster: not loaded by --help
 
     partitions: dict[str, list[str | None]] = {}
     for key, partition in sorted(plan, key=lambda kp: (kp[0].to_user_string(), kp[1] or "")):
@@ -348,7 +352,20 @@ def partial_report(root: Path, collection: str, plan: set[Key]) -> Path | None:
         pl.DataFrame() if word2vec is None else word2vec,
         ghrm_sweeps=read("ghrm_sweeps"),
         cet=read("cet"),
-        kept=read("cross_encoder"),
+        kept=kept_of(
+            read("cross_encoder"),
+            None
+            if instance is None
+            else recorded_kept(
+                instance,
+                [
+                    (name, partition)
+                    for name in ("ghrm_runs", "neural_baselines")
+                    for partition in partitions.get(name, [])
+                    if partition is None or partition == collection or partition.startswith(f"{collection}/")
+                ],
+            ),
+        ),
     )
     written = summary_path(root, collection, partial=True)
     write_report(book, written.parent)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dagster_ir.methods.baselines import BaselineConfig
 
 from assets.defs.automation import TRAINING_POOL
+from assets.lib.metadata import KEPT_WEIGHTS, kept_weights_entry
 from assets.lib.partitions import training_unit, unit_ins, unit_partitions
 from assets.lib.plots import training_curve_metadata
 from assets.lib.resources import DataDirResource
@@ -51,9 +52,8 @@ from dagster_ir.storage.parquet import frame_version
 baselines_job = lazy_module("dagster_ir.methods.baselines.job")
 
 GROUP = "baselines"
-CODE_VERSION = (
-    "6"  # 6: CEDR-KNRM starts from the cross-encoder's score; a BERT baseline keeps its start if no epoch beats it
-)
+CODE_VERSION = "7"  # 7: every baseline (interaction models too) keeps its start if no epoch beats it
+# 6: CEDR-KNRM starts from the cross-encoder's score; a BERT baseline keeps its start if no epoch beats it
 # rows, strictly decreasing scores, query and document words read off the collection; 4: pairs from the candidates'
 # top train_depth, the BERT passage models over the cosine head
 
@@ -161,6 +161,7 @@ def neural_baselines(
         run_rotations,
     )
     from dagster_ir.methods.baselines.reranker import check_precision  # torch: loaded when the step runs
+    from dagster_ir.neural.training import kept_record  # torch: loaded when the step runs
 
     unit = training_unit(context)
     config = with_settings(config, "neural_baselines", unit.collection, context)
@@ -298,8 +299,11 @@ def neural_baselines(
         metadata[f"{name} validation {domain.selection_measure}"] = [
             r.validation_best for r in mine if r.validation_best is not None
         ]
-        metadata[f"{name} kept epoch"] = [r.chosen_epoch for r in mine]  # 0: the start (BERT models)
+        metadata[f"{name} kept epoch"] = [r.chosen_epoch for r in mine]  # 0: the untrained start
         metadata[f"{name} seconds"] = round(sum(r.seconds for r in mine), 1)
+    metadata[KEPT_WEIGHTS] = kept_weights_entry(  # per model (and rotation): the start or an epoch
+        [{**kept_record(r.name, r.result, r.start_score, r.kept_start), "unit": unit.key} for r in results]
+    )
     for name, chosen in weights.items():  # the candidates' weight chosen on validation, per rotation
         metadata[f"{name} weight"] = chosen
     context.add_output_metadata(metadata)

@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from assets.defs.automation import TRAINING_POOL
-from assets.lib.metadata import by_content
+from assets.lib.metadata import KEPT_WEIGHTS, by_content, kept_weights_entry
 from assets.lib.partitions import collection_partitions, training_unit, unit_ins, unit_partitions
 from assets.lib.project import collection_specs
 from assets.lib.resources import DataDirResource
@@ -321,7 +321,7 @@ def _prepare(config: GHRMSettings, domain: GHRMConfig, corpus, queries, qrels, c
     pool=TRAINING_POOL,
     group_name=GROUP,
     partitions_def=collection_partitions,
-    code_version="5",  # 5: the profiles' depth, one k per report section (demo 20, paper 100)
+    code_version="6",  # 6: the untrained start competes with the epochs; 5: one k per report section (demo 20, paper 100)
     deps=["collection_config", "collection_settings"],
 )
 def ghrm_runs(
@@ -343,13 +343,14 @@ def ghrm_runs(
         mean_measure,
         run_variants,
     )
+    from dagster_ir.neural.training import kept_record  # torch: loaded when the step runs
 
     config = with_settings(config, "ghrm_runs", context.partition_key, context)
     seeds = config.seeds if config.seeds is not None else list(collection_specs()[context.partition_key].protocol.seeds)
     started = time.monotonic()
     base, lengths = fit_lengths(config, config.to_domain(), queries, corpus)
     run, inputs = _prepare(config, base, corpus, queries, qrels, candidate_runs, word2vec)
-    runs, curves, roots = [], {}, []
+    runs, curves, roots, kept = [], {}, [], []
     workers = config.training_workers(base)
     metadata = {
         "vocabulary": len(inputs.vocabulary),
@@ -364,6 +365,10 @@ def ghrm_runs(
         roots.append(data.relative(root))  # relative: a copied data directory's entry stays true
         trained = run_variants(inputs, query_splits, domain, config.variants, root, folds=config.folds, workers=workers)
         for variant, results in trained.items():
+            kept += [
+                {**kept_record(variant, r.result, r.start_score, r.kept_start), "unit": f"fold {r.fold}, seed {seed}"}
+                for r in results
+            ]
             variant_run = fold_run(results)
             runs.append(variant_run.with_columns(seed=pl.lit(seed, dtype=pl.Int64)))
             if config.interpolate:
@@ -395,6 +400,7 @@ def ghrm_runs(
     metadata["depth"] = base.training.rerank_depth  # the candidates reranked (the report's k)
     metadata["config"] = dg.MetadataValue.json(json.loads(json.dumps(asdict(base))))
     metadata["checkpoints"] = dg.MetadataValue.json(roots)
+    metadata[KEPT_WEIGHTS] = kept_weights_entry(kept)  # per variant and rotation: the start or an epoch
     context.add_output_metadata(metadata)
     output = pl.concat(runs)
     # by content: the version Dagster records of `collection_config` never changes (see assets.lib.staleness)
@@ -413,8 +419,10 @@ def _variant_metadata(
         f"{variant} nDCG@20": round(mean_measure(variant_run, qrels, query_ids, "nDCG@20"), 4),
         f"{variant} P@20": round(mean_measure(variant_run, qrels, query_ids, "P@20"), 4),
         f"{variant} nDCG@20 per test fold": [round(v, 4) for v in fold_means(variant_run, qrels, "nDCG@20")],
-        f"{variant} best epochs": [r.result.best_epoch for r in results],
-        f"{variant} validation best": [round(max(r.result.dev_scores), 4) for r in results],
+        f"{variant} kept epoch": [r.chosen_epoch for r in results],  # 0: the untrained start
+        f"{variant} validation best": [
+            round(r.start_score if r.kept_start else max(r.result.dev_scores), 4) for r in results
+        ],
         f"{variant} final loss": [round(float(np.mean(r.result.loss_curve[-10:])), 4) for r in results],
         f"{variant} training steps/s": round(steps / max(seconds, 1e-9), 1),
     }

@@ -27,7 +27,7 @@ import polars as pl
 
 from assets.defs.evaluation import ReportSettings, report_title, restrict_to_split
 from assets.defs.model1 import EXPLANATIONS_FILE, EXPLANATIONS_TITLE
-from assets.lib.metadata import capped, report_headline, results_table
+from assets.lib.metadata import KEPT_COLUMNS, capped, recorded_kept, report_headline, results_table
 from assets.lib.partitions import COLLECTION_OF_UNIT, collection_partitions, units_in
 from assets.lib.project import collection_specs, training_units
 from assets.lib.resources import DataDirResource
@@ -221,7 +221,16 @@ def model_report(
         word2vec,
         ghrm_sweeps=ghrm_sweeps,
         cet=cet,
-        kept=cross_encoder,
+        kept=kept_of(
+            cross_encoder,
+            recorded_kept(
+                context.instance,
+                [
+                    ("ghrm_runs", context.partition_key),
+                    *(("neural_baselines", p) for p in context.asset_partition_keys_for_input("neural_baselines")),
+                ],
+            ),
+        ),
         appendices=appendices,
     )
     files = write_report(book, data.files("reports", context.partition_key, "methods"))
@@ -360,6 +369,20 @@ def candidate_depths(inputs: dict[str, pl.DataFrame]) -> dict[str, int]:
         counts = run.group_by(keys).len().group_by("run_name").agg(pl.col("len").max())
         depths.update(dict(counts.iter_rows()))
     return depths
+
+
+def kept_of(cross_encoder: pl.DataFrame | None, recorded: pl.DataFrame | None) -> pl.DataFrame:
+    """The weights kept per trained run and unit: the fine-tuned cross-encoders' (their manifest) and
+    those other trained assets recorded in their `KEPT_WEIGHTS` metadata, as one frame for `kept_weights`."""
+    parts = [
+        frame.select(list(KEPT_COLUMNS)).cast(KEPT_COLUMNS)  # type: ignore[arg-type]
+        for frame in (
+            cross_encoder.with_columns(unit=pl.lit(None, pl.String)) if cross_encoder is not None else None,
+            recorded,
+        )
+        if frame is not None and frame.height and set(KEPT_COLUMNS) - {"unit"} <= set(frame.columns)
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=KEPT_COLUMNS)
 
 
 def kept_weights(manifest: pl.DataFrame) -> dict[str, str]:

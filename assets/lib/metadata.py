@@ -323,3 +323,34 @@ def by_content(frame: pl.DataFrame) -> dg.Output:
     """
 
     return dg.Output(frame, data_version=dg.DataVersion(frame_version(frame)))
+
+
+KEPT_WEIGHTS = "kept weights"  # a trained asset's entry: per run and unit, the weights its training kept
+KEPT_COLUMNS = {"run_name": pl.String, "unit": pl.String, "chosen_epoch": pl.Int64, "start_score": pl.Float64,
+                "dev_score": pl.Float64}  # fmt: skip
+
+
+def kept_weights_entry(rows: list[dict]) -> dg.MetadataValue:
+    """The `KEPT_WEIGHTS` entry of `rows` (`dagster_ir.neural.training.kept_record` plus `unit`): run_name,
+    unit, chosen_epoch (0: the untrained start), start_score and dev_score (the kept weights')."""
+    return dg.MetadataValue.json(
+        [{k: round(v, 4) if isinstance(v := row.get(k), float) else v for k in KEPT_COLUMNS} for row in rows]
+    )
+
+
+def recorded_kept(instance: dg.DagsterInstance, partitions: list[tuple[str, str | None]]) -> pl.DataFrame:
+    """The `KEPT_WEIGHTS` rows (KEPT_COLUMNS) that the latest materialization of each (asset, partition)
+    recorded; materializations without the entry add none."""
+    rows: list[dict] = []
+    for asset, partition in partitions:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey(asset.split("/")), asset_partitions=None if partition is None else [partition]
+            ),
+            limit=1,
+        ).records
+        materialization = records[0].asset_materialization if records else None
+        entry = materialization.metadata.get(KEPT_WEIGHTS) if materialization else None
+        if entry is not None:
+            rows.extend(entry.value)
+    return pl.DataFrame(rows, schema=KEPT_COLUMNS, orient="row") if rows else pl.DataFrame(schema=KEPT_COLUMNS)

@@ -33,10 +33,13 @@ resume=True) -> TrainResult`
 `TrainResult`: loss_curve, log_curves, dev_scores, best_epoch, steps, seconds, examples_per_s,
 resumed_from.
 
-`against_start(model, evaluate, run, keep_start=True) -> (TrainResult, start score, kept)`: score the
-starting weights with `evaluate` (in eval mode), run the training `run()`, and, with `keep_start`,
-put the starting weights back when no epoch scored above them (a pretrained start is a checkpoint
-to choose too). Without `evaluate`, only `run()`.
+`against_start(model, evaluate, run, keep_start=True, checkpoint_dir=None) -> (TrainResult, start
+score, kept)`: score the starting weights with `evaluate` (in eval mode), run the training `run()`,
+and, with `keep_start`, put the starting weights back when no epoch scored above them (a pretrained
+or freshly initialised start is a checkpoint to choose too); with `checkpoint_dir` (the folder `run`
+trains into), the kept start also replaces `checkpoint_dir/best/`, so what loads the best weights
+from disk loads the start. Without `evaluate`, only `run()`. `kept_record(run_name, result, start
+score, kept)` is the row a manifest keeps of that choice.
 
 Checkpoints: `checkpoint_dir/step-00000040/` holds `model.safetensors` (the module's weights),
 `optimizer.safetensors` (Adam moments, twice the weights' bytes; left out of the last checkpoint of
@@ -632,6 +635,7 @@ def against_start(
     evaluate: Callable[[torch.nn.Module], float] | None,
     run: Callable[[], TrainResult],
     keep_start: bool = True,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[TrainResult, float | None, bool]:
     """(the training's result, the start's score or None, whether the start was kept): see the module docstring."""
     if evaluate is None:
@@ -645,7 +649,23 @@ def against_start(
     kept = start is not None and bool(result.dev_scores) and start_score > max(result.dev_scores)
     if kept:
         model.load_state_dict(start)
+        if checkpoint_dir is not None:
+            _save_best(Path(checkpoint_dir), model)
     return result, start_score, kept
+
+
+def kept_record(run_name: str, result: TrainResult, start_score: float | None, kept: bool) -> dict[str, object]:
+    """Which weights a training kept, as a manifest row: run_name, chosen_epoch (0: the start, else
+    the 1-based epoch), start_score (None: the start was not scored) and dev_score (the kept weights')."""
+    best = result.dev_scores[result.best_epoch] if result.dev_scores else None
+    return {
+        "run_name": run_name,
+        "chosen_epoch": 0 if kept else result.best_epoch + 1,
+        "start_score": None if start_score is None else float(start_score),
+        "dev_score": float(start_score)
+        if kept and start_score is not None
+        else (None if best is None else float(best)),
+    }
 
 
 def _check_shared_folder(root: Path) -> None:

@@ -461,3 +461,46 @@ def test_the_notes_say_per_trained_row_in_how_many_units_the_start_was_kept():
     reports = _sections(per_query, inputs, SignificanceConfig(n_resamples=50), recall, kept=kept_weights(manifest))
     (php,) = [r for r in reports if r.title.startswith("PHP: BERT and PHP")]
     assert "Weights kept, chosen on each unit's validation queries: bert: start kept in 1 of 2 units" in php.notes
+
+
+def test_the_kept_weights_recorded_in_metadata_reach_the_report_beside_the_cross_encoders_manifest():
+    """Trained assets record KEPT_WEIGHTS; the report reads each partition's latest materialization."""
+    import dagster as dg
+
+    from assets.defs.model_report import kept_of, kept_weights
+    from assets.lib.metadata import KEPT_WEIGHTS, kept_weights_entry, recorded_kept
+
+    epochs = iter([[0, 2], [1, 1], [3, 3]])  # fold-0's first materialization is replaced by its second
+
+    @dg.asset(partitions_def=dg.StaticPartitionsDefinition(["c/fold-0", "c/fold-1", "d/fold-0"]))
+    def trained(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        rows = [
+            {"run_name": name, "unit": context.partition_key, "chosen_epoch": epoch, "start_score": 0.3,
+             "dev_score": 0.3 if epoch == 0 else 0.41234}
+            for name, epoch in zip(("knrm", "drmm"), next(epochs))
+        ]  # fmt: skip
+        return dg.MaterializeResult(metadata={KEPT_WEIGHTS: kept_weights_entry(rows)})
+
+    @dg.asset(partitions_def=dg.StaticPartitionsDefinition(["c"]))
+    def untrained() -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata={"rows": 1})
+
+    instance = dg.DagsterInstance.ephemeral()
+    for partition in ("c/fold-0", "c/fold-1", "c/fold-0"):
+        assert dg.materialize([trained], instance=instance, partition_key=partition).success
+    assert dg.materialize([untrained], instance=instance, partition_key="c").success
+    recorded = recorded_kept(instance, [("trained", "c/fold-0"), ("trained", "c/fold-1"), ("untrained", "c")])
+    assert recorded.sort("unit", "run_name").rows() == [
+        ("drmm", "c/fold-0", 3, 0.3, 0.4123),
+        ("knrm", "c/fold-0", 3, 0.3, 0.4123),
+        ("drmm", "c/fold-1", 1, 0.3, 0.4123),
+        ("knrm", "c/fold-1", 1, 0.3, 0.4123),
+    ]
+    assert recorded_kept(instance, [("trained", "d/fold-0")]).height == 0  # never materialized
+    cross_encoder = pl.DataFrame(
+        {"run_name": ["bert"], "chosen_epoch": [0], "start_score": [0.5], "dev_score": [0.5], "fold": [0]}
+    )
+    notes = kept_weights(kept_of(cross_encoder, recorded))
+    assert notes["bert"] == "bert: start kept in 1 of 1 unit (mean validation score: start 0.500, kept weights 0.500)"
+    assert notes["knrm"].startswith("knrm: start kept in 0 of 2 units")
+    assert kept_of(None, None).height == 0 and kept_of(pl.DataFrame(), recorded).height == 4

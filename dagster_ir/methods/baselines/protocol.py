@@ -10,9 +10,10 @@ fold, seed; see `dagster_ir.collections.protocol`). For every model named it
    `negatives` table;
 2. trains with the shared loop, reranking the unit's validation queries' candidates (the
    candidate run's top `rerank_depth`) after every epoch and keeping the epoch with the best
-   `selection_measure`; a BERT model's starting weights (the cross-encoders' start, see
-   `reranker.build_bert_model`) are scored first and kept when no epoch beats them, as the
-   cross-encoders' fine-tuning does (`select_start`); test queries are never scored before that choice;
+   `selection_measure`; the starting weights (a BERT model's: the cross-encoders' start, see
+   `reranker.build_bert_model`; an interaction model's: freshly initialised, seeded) are scored
+   first and kept when no epoch beats them, as the cross-encoders' fine-tuning does
+   (`select_start`); test queries are never scored before that choice;
 3. reranks the unit's test queries' candidates with the chosen weights, and its validation
    queries' too (`BaselineRun.validation_run`), from which `first_stage_interpolations` chooses
    the weight of the `<model>+<candidates>` rows (`dagster_ir.fusion.interpolate`; beyond the papers).
@@ -70,7 +71,7 @@ class BaselineRun:
     seconds: float
     checkpoint_dir: Path
     validation_run: pl.DataFrame | None = None  # the chosen weights' reranking of the validation queries
-    start_score: float | None = None  # BERT models: the untrained weights' validation score (None: not scored)
+    start_score: float | None = None  # the untrained weights' validation score (None: not scored)
     kept_start: bool = False  # the untrained weights scored above every epoch, so they were kept
 
     @property
@@ -175,11 +176,9 @@ def run_baselines(
             model, encoder = build_word_model(name, word_encoder.vocabulary.vectors, config), word_encoder
         folder = Path(checkpoint_root) / f"{name}-{key}"
         evaluate = validation_evaluator(name, encoder, scored, qrels, validation_queries, config)
-        # a BERT model's pretrained start competes with its epochs, as for the cross-encoders
+        # the start (a BERT model's pretrained weights, an interaction model's fresh ones) competes with its epochs
         result, start_score, kept_start = against_start(
-            model,
-            evaluate if name in BERT_MODELS else None,
-            partial(train_baseline, name, model, encoder, examples, config, folder, evaluate),
+            model, evaluate, partial(train_baseline, name, model, encoder, examples, config, folder, evaluate)
         )
         run = rerank_with(
             model,

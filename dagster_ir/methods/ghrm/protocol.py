@@ -20,7 +20,8 @@ for k=5). Per rotation it
    negative pairs, the authors' code draws them so); pairwise hinge loss; Adam with a constant
    learning rate (AdamW without weight decay is Adam);
 3. after every epoch reranks the validation queries' BM25 top `rerank_depth` and scores
-   `selection_measure` against their qrels; the best epoch's weights are kept. Test queries are
+   `selection_measure` against their qrels; the best epoch's weights are kept, or the freshly
+   initialised start's when they score above every epoch (`against_start`). Test queries are
    never scored before this choice is made;
 4. reranks the test fold's candidates with the chosen weights (and the validation fold's, kept as
    `FoldResult.validation_run` for the first-stage interpolation, `dagster_ir.fusion.interpolate`).
@@ -39,7 +40,9 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -53,7 +56,7 @@ from dagster_ir.fusion.interpolate import interpolated_run
 from dagster_ir.methods.ghrm.inputs import GraphBatch, GraphStore, InputConfig, Vocabulary, build_vocabulary, collate
 from dagster_ir.methods.ghrm.model import GHRM, GHRMConfig, ModelConfig, hinge_loss, variant_config
 from dagster_ir.neural.threads import torch_threads
-from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, train
+from dagster_ir.neural.training import BEST_DIR, MODEL_FILE, TrainConfig, TrainResult, against_start, train
 from dagster_ir.retrieval.runs import strictly_decreasing, top_k
 from dagster_ir.schemas import QRELS, QUERIES, QUERY_SPLITS, RUN, validate
 from dagster_ir.storage.atomic import write_text_atomic
@@ -262,11 +265,14 @@ def train_ghrm(
     validation_queries: Sequence[str],
     checkpoint_dir: str | Path,
     validation: RerankInputs | None = None,
-) -> tuple[GHRM, TrainResult]:
+    keep_start: bool = True,
+) -> GHRMTrained:
     """Train one variant on `train_queries`, choosing the epoch on `validation_queries` only.
 
-    Returns the model with the best validation epoch's weights. `checkpoint_dir` gets the shared
-    loop's checkpoints (resumed when they match) and `ghrm.json` (the settings to rebuild the model).
+    Returns the model with the kept weights: the best validation epoch's, or, with `keep_start`, the
+    freshly initialised start's when no epoch scores above it on validation (then they are also what
+    `checkpoint_dir/best/` holds, so `load_ghrm` loads them). `checkpoint_dir` gets the shared loop's
+    checkpoints (resumed when they match) and `ghrm.json` (the settings to rebuild the model).
     `validation`: `rerank_inputs` of `validation_queries` at `rerank_depth`, built here when not given;
     every epoch scores these same batches.
     """
@@ -307,8 +313,24 @@ def train_ghrm(
         seed=training.seed,
         max_grad_norm=None,
     )
-    result = train(model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate)
-    return model, result
+    result, start_score, kept_start = against_start(
+        model,
+        evaluate,
+        partial(train, model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate),
+        keep_start=keep_start,
+        checkpoint_dir=checkpoint_dir,
+    )
+    return GHRMTrained(model, result, start_score if keep_start else None, kept_start)
+
+
+class GHRMTrained(NamedTuple):
+    """`train_ghrm`'s model (the kept weights), its training record, the start's validation score (None
+    when the start did not compete) and whether the start was kept."""
+
+    model: GHRM
+    result: TrainResult
+    start_score: float | None
+    kept_start: bool
 
 
 def _write_model_config(folder: Path, config: ModelConfig, query_words: int) -> None:
@@ -344,6 +366,13 @@ class FoldResult:
     test_run: pl.DataFrame  # RUN columns plus fold
     checkpoint_dir: Path
     validation_run: pl.DataFrame | None = None  # RUN: the chosen weights' reranking of the validation queries
+    start_score: float | None = None  # the freshly initialised weights' validation score
+    kept_start: bool = False  # they scored above every epoch, so they were kept
+
+    @property
+    def chosen_epoch(self) -> int:
+        """The kept weights: 0 for the start, else the 1-based epoch."""
+        return 0 if self.kept_start else self.result.best_epoch + 1
 
 
 def run_folds(
@@ -375,7 +404,9 @@ def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[Fo
         validation = rerank_inputs(
             data, members["validation"], config.training.rerank_depth, config.training.eval_batch_size
         )
-        model, result = train_ghrm(data, config, variant, members["train"], members["validation"], folder, validation)
+        model, result, start_score, kept_start = train_ghrm(
+            data, config, variant, members["train"], members["validation"], folder, validation
+        )
         test_run = rerank(
             model, data, members["test"], config.training.rerank_depth, variant, config.training.eval_batch_size
         )
@@ -390,6 +421,8 @@ def _run_folds(data, splits, config, variant, checkpoint_root, folds) -> list[Fo
                 test_run.with_columns(fold=pl.lit(fold, dtype=pl.Int32)),
                 folder,
                 validation_run,
+                start_score,
+                kept_start,
             )
         )
     return results

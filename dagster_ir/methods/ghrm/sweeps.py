@@ -165,8 +165,8 @@ def _validate_one(
     folder: Path,
 ) -> list[tuple[str, float, int]]:
     """Train one setting and score the validation `queries` (`validation`: their candidates, batched) with the
-    chosen epoch's weights."""
-    model, result = train_ghrm(data, config, "ghrm", train, queries, folder, validation)
+    chosen epoch's weights (a sweep compares trained settings: the untrained start does not compete)."""
+    model, result, _, _ = train_ghrm(data, config, "ghrm", train, queries, folder, validation, keep_start=False)
     run = score_inputs(model, data, validation, "ghrm")
     judged = data.qrels.filter(pl.col("query_id").is_in(pl.Series(list(queries), dtype=pl.String).implode()))
     values = evaluate_run(run, judged, list(measures))

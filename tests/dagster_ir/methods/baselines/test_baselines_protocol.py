@@ -100,9 +100,11 @@ def test_training_pairs_come_from_the_candidates_depth_and_the_training_queries(
         replace(config, train_pairs="all")
 
 
+@pytest.mark.parametrize("name", ["bert-maxp", "knrm"])
 @pytest.mark.parametrize("scripted", [(0.9, 0.5, 0.6), (0.1, 0.5, 0.6)])
-def test_a_bert_model_keeps_its_start_when_no_epoch_beats_it(scripted, tmp_path, monkeypatch):
-    """The start is scored on validation before training; kept (weights and all) only when above every epoch."""
+def test_a_baseline_keeps_its_start_when_no_epoch_beats_it(name, scripted, tmp_path, monkeypatch):
+    """The start (pretrained for BERT, freshly initialised for the interaction models) is scored on validation
+    before training; kept (weights and all) only when above every epoch."""
     from dagster_ir.methods.baselines import protocol, reranker
     from dagster_ir.neural.backbone import make_tiny_backbone
 
@@ -115,9 +117,14 @@ def test_a_bert_model_keeps_its_start_when_no_epoch_beats_it(scripted, tmp_path,
         epochs=2,
         rerank_depth=4,
         bert_lr=1e-2,
+        lr=1e-1,
         bf16=False,
         bert_threads=1,
+        threads=1,
+        query_words=2,
+        doc_words=10,
     )
+    vectors = {w: np.random.default_rng(i).normal(size=4) for i, w in enumerate(WORDS)}
     calls = iter(scripted)
     monkeypatch.setattr(protocol, "validation_evaluator", lambda *args: lambda model: next(calls))
     kwargs = dict(
@@ -130,12 +137,19 @@ def test_a_bert_model_keeps_its_start_when_no_epoch_beats_it(scripted, tmp_path,
         validation_queries=["q6", "q7"],
         test_queries=["q8", "q9"],
         checkpoint_root=tmp_path / "runs",
+        tokenize=str.split,
+        vectors=vectors,
     )
-    (maxp,) = run_baselines(["bert-maxp"], config, **kwargs)
+    (maxp,) = run_baselines([name], config, **kwargs)
     assert maxp.start_score == scripted[0] and maxp.result.dev_scores == list(scripted[1:])
-    untrained, encoder = reranker.build_bert_model("bert-maxp", config)
+    if name == "knrm":
+        vocabulary = protocol.build_word_vocabulary(protocol.corpus_texts(corpus), str.split, vectors)
+        encoder = protocol.WordEncoder(vocabulary, str.split, config.query_words, config.doc_words)
+        untrained = protocol.build_word_model(name, vocabulary.vectors, config)
+    else:
+        untrained, encoder = reranker.build_bert_model(name, config)
     encoder.add_texts(dict(queries.iter_rows()), {d: f"{t} {x}" for d, t, x in corpus.iter_rows()})
-    fresh = reranker.rerank_with(untrained, encoder, run, ["q8", "q9"], 4, "bert-maxp", threads=1)
+    fresh = reranker.rerank_with(untrained, encoder, run, ["q8", "q9"], 4, name, threads=1)
     same = np.allclose(
         maxp.run.sort("query_id", "doc_id")["score"], fresh.sort("query_id", "doc_id")["score"], atol=1e-5
     )

@@ -257,7 +257,7 @@ def test_training_on_kept_validation_batches_chooses_as_without(data, collection
     for name, cache in (("kept", protocol.CACHE_BYTES), ("fresh", 0)):
         inputs = rerank_inputs(data, validation, CONFIG.training.rerank_depth, CONFIG.training.eval_batch_size, cache)
         assert (inputs.batches is None) == (cache == 0)
-        model, result = train_ghrm(data, CONFIG, "ghrm", train, validation, tmp_path / name, inputs)
+        model, result, _, _ = train_ghrm(data, CONFIG, "ghrm", train, validation, tmp_path / name, inputs)
         outcomes.append((result, rerank(model, data, ["q0", "q1"], 5, "ghrm")))
     (kept, kept_run), (fresh, fresh_run) = outcomes
     assert kept.dev_scores == fresh.dev_scores and kept.best_epoch == fresh.best_epoch
@@ -284,3 +284,21 @@ def test_variants_trained_in_worker_processes_equal_those_trained_here(data, col
             assert (theirs.checkpoint_dir / "best" / "model.safetensors").is_file()
     with pytest.raises(ValueError, match="workers must be >= 1"):
         run_variants(data, splits, CONFIG, ["ghrm"], tmp_path / "none", workers=0)
+
+
+@pytest.mark.parametrize("scripted", [(0.9, 0.5, 0.6, 0.4), (0.1, 0.5, 0.6, 0.4)])
+def test_the_untrained_start_is_kept_on_validation_only_when_no_epoch_beats_it(scripted, data, tmp_path, monkeypatch):
+    """The freshly initialised weights are scored first; kept (in memory and in `best/`, which load_ghrm reads)
+    only when above every epoch, else the best epoch's."""
+    calls = iter(scripted)
+    monkeypatch.setattr(protocol, "mean_measure", lambda *args: next(calls))
+    train = [f"q{i}" for i in (4, 5, 6, 7, 8, 9)]
+    model, result, start_score, kept_start = train_ghrm(data, CONFIG, "ghrm", train, ["q2", "q3"], tmp_path)
+    assert start_score == scripted[0] and result.dev_scores == list(scripted[1:])
+    start = protocol.make_model(protocol.variant_config(CONFIG.model, "ghrm"), data.inputs.query_words, 1)
+    loaded = load_ghrm(tmp_path)
+    weights = dict(model.state_dict())
+    assert all(torch.equal(weights[k], v) for k, v in loaded.state_dict().items())  # disk holds what was kept
+    untouched = all(torch.equal(weights[k], v) for k, v in start.state_dict().items())
+    assert kept_start == (scripted[0] > max(scripted[1:])) == untouched
+    assert result.best_epoch == 1  # 0.6: the second epoch, whichever weights were kept

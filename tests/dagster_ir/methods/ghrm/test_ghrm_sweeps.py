@@ -129,7 +129,7 @@ def test_a_sweep_point_equals_training_and_reranking_that_setting_alone(collecti
         data, TRAIN, VALIDATION, CONFIG, SweepConfig(rate=(0.5,), blocks=(), top_k=()), tmp_path / "sweep"
     )
     alone = dataclasses.replace(CONFIG, model=dataclasses.replace(CONFIG.model, rate=0.5))
-    model, result = train_ghrm(data, alone, "ghrm", TRAIN, VALIDATION, tmp_path / "alone")
+    model, result, _, _ = train_ghrm(data, alone, "ghrm", TRAIN, VALIDATION, tmp_path / "alone", keep_start=False)
     reranked = rerank(model, data, VALIDATION, CONFIG.training.rerank_depth, "ghrm", CONFIG.training.eval_batch_size)
     means = evaluate_run(reranked, qrels.filter(pl.col("query_id").is_in(VALIDATION)), list(SweepConfig().measures))
     expected = dict(means.group_by("measure").agg(pl.col("value").mean()).iter_rows())
