@@ -235,8 +235,14 @@ def train_ghrm(inputs: Inputs, fold: int, seed: int, factor: int) -> Curve:
     )
     data = ghrm.prepare_data(inputs.corpus, inputs.queries, inputs.qrels, inputs.bm25, inputs.word_vectors(), config)
     roles = inputs.roles(fold)
-    _, result = ghrm.train_ghrm(
-        data, config, "ghrm", roles["train"], roles["validation"], inputs.workdir / f"ghrm-f{fold}-s{seed}-x{factor}"
+    _, result, _, _ = ghrm.train_ghrm(  # a curve of epochs: the untrained start does not compete
+        data,
+        config,
+        "ghrm",
+        roles["train"],
+        roles["validation"],
+        inputs.workdir / f"ghrm-f{fold}-s{seed}-x{factor}",
+        keep_start=False,
     )
     positives = sum(len(p) for p, _ in ghrm.training_pools(data, roles["train"], config).values())
     return Curve(
@@ -385,7 +391,7 @@ def train_model1(method: str, inputs: Inputs, fold: int, seed: int, factor: int)
         model1_neural.TokenizedTexts.of_documents(inputs.corpus, docs, vocabulary),
     )
     state = inputs.workdir / f"{method}-f{fold}-s{seed}-x{factor}"
-    result = model1_neural.train_ranker(model, texts, negatives, state, dev_run=dev_run, qrels=inputs.qrels)
+    result, _, _ = model1_neural.train_ranker(model, texts, negatives, state, dev_run=dev_run, qrels=inputs.qrels)
     shutil.rmtree(state, ignore_errors=True)
     per_epoch = negatives["query_id"].n_unique()  # one (query, positive, negative) triple per query and epoch
     return Curve(list(result.dev_scores), per_epoch, result.seconds, per_epoch, result.steps)

@@ -324,7 +324,12 @@ def partial_report(
     kept (what the assets recorded, `KEPT_WEIGHTS`).
     """
     from assets.defs.evaluation import ReportSettings  # dagster: not loaded by --help
-    from assets.defs.model_report import kept_of, methods_book, write_run_files  # dagster: not loaded by --help
+    from assets.defs.model_report import (  # dagster: not loaded by --help
+        TRAINED_UNIT_ASSETS,
+        kept_of,
+        methods_book,
+        write_run_files,
+    )
     from assets.lib.metadata import recorded_kept  # dagster: not loaded by --help
 
     partitions: dict[str, list[str | None]] = {}
@@ -354,13 +359,14 @@ def partial_report(
         cet=read("cet"),
         kept=kept_of(
             read("cross_encoder"),
+            read("cet"),
             None
             if instance is None
             else recorded_kept(
                 instance,
                 [
                     (name, partition)
-                    for name in ("ghrm_runs", "neural_baselines")
+                    for name in ("ghrm_runs", *TRAINED_UNIT_ASSETS)
                     for partition in partitions.get(name, [])
                     if partition is None or partition == collection or partition.startswith(f"{collection}/")
                 ],

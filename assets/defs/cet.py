@@ -289,13 +289,14 @@ class CetConfig(dg.Config):
         )
 
 
-# code version 4: reranked scores strictly decreasing (ties keep the candidate order)
+# code version 5: the untrained start competes with the epochs on dev (chosen_epoch, start_score, dev_score);
+# 4: reranked scores strictly decreasing (ties keep the candidate order)
 @dg.asset(
     pool=TRAINING_POOL,
     group_name=GROUP,
     deps=[UNIT_SETTINGS],
     partitions_def=unit_partitions,
-    code_version="4",
+    code_version="5",
     ins=unit_ins("candidate_runs", "queries", "corpus", "qrels", "sparse_qrels", "query_splits"),
 )
 def cet(

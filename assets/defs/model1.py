@@ -29,7 +29,7 @@ import dagster as dg
 import polars as pl
 
 from assets.defs.automation import TRAINING_POOL
-from assets.lib.metadata import by_content
+from assets.lib.metadata import KEPT_WEIGHTS, by_content, kept_weights_entry
 from assets.lib.partitions import training_unit, unit_ins, unit_partitions
 from assets.lib.plots import bar_chart_markdown
 from assets.lib.resources import DataDirResource
@@ -82,6 +82,8 @@ ranker_job = lazy_module("dagster_ir.methods.model1.ranker_job")
 
 GROUP = "model1"
 COLLECTION_INPUTS = ("corpus", "queries", "qrels", "query_splits", "candidate_runs")
+# the report row each trained Model 1 ranker's weights make (nn-model1-exp and the fused rows read them too)
+RUN_NAMES = {"neural_model1": "nn-model1", "bert_model1": BERT_RUN, "bert_vanilla": BERT_VANILLA_RUN}
 
 
 def _profile(profiles: dict, name: str):
@@ -244,6 +246,7 @@ class _TrainingOverrides(dg.Config):
     # Processes and nodes: nproc_per_node 0 = one per GPU of the host (one on a CPU); more than one
     # process (or node) trains under torchrun (DDP), else in the step's own process.
     torchrun: TorchrunSettings = TorchrunSettings()
+    select_start: bool | None = None  # None: the profile's (the untrained start competes with the epochs)
     auto_bf16: ClassVar[bool] = True
 
     def train_config(self, base):
@@ -273,7 +276,7 @@ class NeuralModel1AssetConfig(_TrainingOverrides):
             base,
             train=self.train_config(base.train),
             layer=replace(base.layer, **_given(lam=self.lam)),
-            **_given(max_doc_length=self.max_doc_length, backbone=self.backbone),
+            **_given(max_doc_length=self.max_doc_length, backbone=self.backbone, select_start=self.select_start),
         )
 
 
@@ -293,7 +296,12 @@ class BertModel1AssetConfig(_TrainingOverrides):
         return replace(
             base,
             train=train,
-            **_given(chunk_length=self.chunk_length, max_chunks=self.max_chunks, backbone=self.backbone),
+            **_given(
+                chunk_length=self.chunk_length,
+                max_chunks=self.max_chunks,
+                backbone=self.backbone,
+                select_start=self.select_start,
+            ),
         )
 
 
@@ -316,7 +324,10 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
     """Train `model` (neural Model 1, BERT-Model1 or BERT-vanilla) on the unit's training queries; its manifest.
 
     Negatives are drawn per training query from BM25's top `config.negatives.depth` (the paper: 20 of 500);
-    the epoch is chosen on the validation queries' BM25 candidates."""
+    the epoch is chosen on the validation queries' BM25 candidates, where the untrained start competes
+    too (kept when no epoch beats it; metadata `kept weights`, under the run name of `RUN_NAMES`)."""
+    from dagster_ir.neural.training import kept_record  # torch: loaded when the step runs
+
     unit = training_unit(context)
     roles = unit_queries(query_splits, unit)
     train_ids, validation_ids = _ids(roles, "train", unit), _ids(roles, "validation", unit)
@@ -359,10 +370,16 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
             device=config.train.device,
             default_nproc=processes,
         )
-        result, folder = ranker_job.read_train_result(outcome), data.files(name, unit.key) / "model"
+        (result, start_score, kept_start), folder = (
+            ranker_job.read_train_result(outcome),
+            data.files(name, unit.key) / "model",
+        )
     else:
-        result = nn.train_ranker(model, texts, negatives, checkpoints, dev_run=dev_run, qrels=qrels)
+        result, start_score, kept_start = nn.train_ranker(
+            model, texts, negatives, checkpoints, dev_run=dev_run, qrels=qrels
+        )
         folder = model.save(data.files(name, unit.key) / "model")
+    kept = {**kept_record(RUN_NAMES[name], result, start_score, kept_start), "unit": unit.key}
     shutil.rmtree(data.files(name, unit.key, "training"), ignore_errors=True)  # resumable state, done with
     context.add_output_metadata(
         {
@@ -377,12 +394,14 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
             "validation_queries": validation_ids.len(),
             "negatives": negatives.height,
             "validation_nDCG@10": [round(s, 4) for s in result.dev_scores],
+            "start nDCG@10": None if start_score is None else round(start_score, 4),
+            "kept epoch": kept["chosen_epoch"],  # 0: the untrained start
+            KEPT_WEIGHTS: kept_weights_entry([kept]),
             "loss": _curve(result.loss_curve, "margin loss"),
             "model": dg.MetadataValue.path(data.relative(folder)),
             "config": dg.MetadataValue.json(json.loads(json.dumps(asdict(config), default=str))),
         }
     )
-    best = result.dev_scores[result.best_epoch] if result.dev_scores else float("nan")
     return tag_unit(
         pl.DataFrame(
             {
@@ -390,7 +409,11 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
                 "backbone": [config.backbone],
                 "steps": [result.steps],
                 "best_epoch": [result.best_epoch],
-                "dev_ndcg10": [best],
+                "chosen_epoch": [kept["chosen_epoch"]],
+                "start_score": pl.Series([start_score], dtype=pl.Float64),
+                "dev_ndcg10": pl.Series(
+                    [kept["dev_score"]], dtype=pl.Float64
+                ),  # the kept weights'; null: no validation
                 "train_seed": [config.train.seed],
                 "seconds": [result.seconds],
             }
@@ -404,7 +427,7 @@ def _train_ranker(context, data, name, model, config, corpus, queries, qrels, qu
     group_name=GROUP,
     deps=[UNIT_SETTINGS],
     partitions_def=unit_partitions,
-    code_version="2",
+    code_version="3",  # 3: the untrained start competes with the epochs on validation
     ins=unit_ins(*COLLECTION_INPUTS),
 )
 def neural_model1(
@@ -474,7 +497,7 @@ def _bert_ranker(
     group_name=GROUP,
     deps=[UNIT_SETTINGS],
     partitions_def=unit_partitions,
-    code_version="2",
+    code_version="3",  # 3: the untrained start competes with the epochs on validation
     ins=unit_ins(*COLLECTION_INPUTS),
 )
 def bert_model1(
@@ -501,7 +524,7 @@ def bert_model1(
     group_name=GROUP,
     deps=[UNIT_SETTINGS],
     partitions_def=unit_partitions,
-    code_version="1",
+    code_version="2",  # 2: the untrained start competes with the epochs on validation
     ins=unit_ins(*COLLECTION_INPUTS),
 )
 def bert_vanilla(

@@ -223,11 +223,16 @@ def model_report(
         cet=cet,
         kept=kept_of(
             cross_encoder,
+            cet,
             recorded_kept(
                 context.instance,
                 [
                     ("ghrm_runs", context.partition_key),
-                    *(("neural_baselines", p) for p in context.asset_partition_keys_for_input("neural_baselines")),
+                    *(
+                        (asset, unit)  # the collection's units (the assets share their partitions)
+                        for unit in context.asset_partition_keys_for_input("neural_baselines")
+                        for asset in TRAINED_UNIT_ASSETS
+                    ),
                 ],
             ),
         ),
@@ -268,8 +273,8 @@ def methods_book(
 ) -> tuple[ReportBook, pl.DataFrame, pl.DataFrame]:
     """The methods report of `collection`, its per-query values and the runs it evaluated (RUN plus
     `seed`, a reranker's top k completed below by BM25's other candidates), from the runs of `inputs`
-    (asset name -> frame; `candidate_runs` required). `kept` (the fine-tuned cross-encoders' manifest:
-    run_name, chosen_epoch, start_score, dev_score per unit) says per row which weights each unit kept.
+    (asset name -> frame; `candidate_runs` required). `kept` (`kept_of`: run_name, chosen_epoch,
+    start_score, dev_score per trained run and unit) says per row which weights each unit kept.
     An input that is absent gets no section:
     `dagster-ir reproduce --assets` reports the assets it made this way, `model_report` every one."""
     ghrm_sweeps = pl.DataFrame() if ghrm_sweeps is None else ghrm_sweeps
@@ -371,45 +376,61 @@ def candidate_depths(inputs: dict[str, pl.DataFrame]) -> dict[str, int]:
     return depths
 
 
-def kept_of(cross_encoder: pl.DataFrame | None, recorded: pl.DataFrame | None) -> pl.DataFrame:
-    """The weights kept per trained run and unit: the fine-tuned cross-encoders' (their manifest) and
-    those other trained assets recorded in their `KEPT_WEIGHTS` metadata, as one frame for `kept_weights`."""
+# unit-partitioned trained assets whose `KEPT_WEIGHTS` metadata the report reads (ghrm_runs: per collection)
+TRAINED_UNIT_ASSETS = ("neural_baselines", "neural_model1", "bert_model1", "bert_vanilla")
+
+
+def kept_of(*frames: pl.DataFrame | None) -> pl.DataFrame:
+    """The weights kept per trained run and unit, as one frame (KEPT_COLUMNS) for `kept_weights`: from
+    manifests with run_name, chosen_epoch, start_score and dev_score per unit (the fine-tuned
+    cross-encoders', CET's) and the `KEPT_WEIGHTS` rows other trained assets recorded. Frames that
+    lack those columns (absent inputs, manifests written before they existed) add nothing."""
+    needed = set(KEPT_COLUMNS) - {"unit"}
     parts = [
-        frame.select(list(KEPT_COLUMNS)).cast(KEPT_COLUMNS)  # type: ignore[arg-type]
-        for frame in (
-            cross_encoder.with_columns(unit=pl.lit(None, pl.String)) if cross_encoder is not None else None,
-            recorded,
-        )
-        if frame is not None and frame.height and set(KEPT_COLUMNS) - {"unit"} <= set(frame.columns)
+        frame.with_columns(unit=pl.lit(None, pl.String)) if "unit" not in frame.columns else frame
+        for frame in frames
+        if frame is not None and frame.height and needed <= set(frame.columns)
     ]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=KEPT_COLUMNS)
+    columns = list(KEPT_COLUMNS)
+    return (
+        pl.concat([part.select(columns).cast(KEPT_COLUMNS) for part in parts])  # type: ignore[arg-type]
+        if parts
+        else pl.DataFrame(schema=KEPT_COLUMNS)
+    )
 
 
 def kept_weights(manifest: pl.DataFrame) -> dict[str, str]:
-    """Per trained run, which weights its units kept: `bert: start kept in 1 of 5 units (mean validation
-    score: start 0.412, kept weights 0.415)`, from a manifest with run_name, chosen_epoch (0: the
-    untrained start), start_score and dev_score (the kept weights') per unit; runs whose start was
+    """Per trained run, which weights its units kept: `bert: start kept in 1 of 3 units (kept per unit:
+    start, epoch 2, epoch 1; mean validation score: start 0.412, kept weights 0.415)`, from a manifest
+    with run_name, chosen_epoch (0: the untrained start), start_score and dev_score (the kept
+    weights') per unit, in the order of its `unit` column when it has one; runs whose start was
     never scored are left out."""
     needed = {"run_name", "chosen_epoch", "start_score", "dev_score"}
     if manifest.height == 0 or not needed <= set(manifest.columns):
         return {}
+    if "unit" in manifest.columns:
+        manifest = manifest.sort("unit", nulls_last=True, maintain_order=True)
     pooled = (
         manifest.filter(pl.col("start_score").is_not_null())
         .group_by("run_name", maintain_order=True)
         .agg(
             units=pl.len(),
             start_kept=(pl.col("chosen_epoch") == 0).sum(),
+            epochs=pl.col("chosen_epoch"),
             start=pl.col("start_score").mean(),
             kept_score=pl.col("dev_score").mean(),
         )
     )
-    return {
-        name: f"{name}: start kept in {kept} of {units} unit{'' if units == 1 else 's'} "
-        f"(mean validation score: start {start:.3f}, kept weights {best:.3f})"
-        for name, units, kept, start, best in pooled.select(
-            "run_name", "units", "start_kept", "start", "kept_score"
-        ).iter_rows()
-    }
+    notes = {}
+    for name, units, kept, epochs, start, best in pooled.select(
+        "run_name", "units", "start_kept", "epochs", "start", "kept_score"
+    ).iter_rows():
+        each = ", ".join("start" if e == 0 else f"epoch {e}" for e in epochs)
+        notes[name] = (
+            f"{name}: start kept in {kept} of {units} unit{'' if units == 1 else 's'} (kept per unit: {each}; "
+            f"mean validation score: start {start:.3f}, kept weights {best:.3f})"
+        )
+    return notes
 
 
 def depth_heading(names: list[str], depths: dict[str, int], title: str = "") -> str:

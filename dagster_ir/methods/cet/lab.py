@@ -22,7 +22,9 @@ Negatives are drawn afresh every epoch (`LabConfig.resample`), epoch e with the 
 (negative_seed, e), for every method alike: naive, dml and cet see the same draws each epoch.
 After training, each ranker reranks the dev queries and its MRR@10 there (against the dense dev
 judgments by default) is recorded: it picks rocketqa's eta, the best baseline (`report`) and draws
-the tau and eta sweeps (Figure 4). The test split is never used for a choice.
+the tau and eta sweeps (Figure 4). The test split is never used for a choice. With `select_on_dev`
+the start (R: the backbone's cross-encoder; S untrained) is scored on dev first and kept when no
+epoch scores above it (`chosen_epoch` 0, its `start_score`; `dev_score` the kept weights').
 
 Every ranker's R starts from the same initialisation (the score head seeded by the training seed).
 Checkpoints land in ``out_dir/<run name>/relevance`` (and ``selection``), Hugging Face folders, with
@@ -43,6 +45,7 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -75,7 +78,7 @@ from dagster_ir.methods.cet.model import (
 from dagster_ir.negatives.sampling import NegativeConfig, epoch_seed, false_negative_share, sample_negatives
 from dagster_ir.neural.cross_encoder import CrossEncoder
 from dagster_ir.neural.rerank import CrossEncoderScorer, RerankConfig, rerank
-from dagster_ir.neural.training import TrainResult
+from dagster_ir.neural.training import TrainResult, against_start
 from dagster_ir.schemas import QRELS, RUN, Schema, validate
 from dagster_ir.storage.locks import remove_unlocked_siblings
 from dagster_ir.storage.parquet import frame_version
@@ -167,7 +170,7 @@ class TrainedRanker:
     seconds: float
     examples_per_s: float
     final_loss: float
-    best_epoch: int
+    best_epoch: int  # the best epoch (0-based), kept unless the start scored above it
     fingerprint: str
     candidates: str = ""  # the candidate run it reranks
     table: bool = True  # a row of Table 1
@@ -176,6 +179,9 @@ class TrainedRanker:
     dev_mrr10: float | None = None  # MRR@10 reranking the dev queries (LabConfig.dev_judgments)
     notes: dict[str, float] = field(default_factory=dict)  # e.g. rocketqa's eta, rejected counts
     result: TrainResult | None = None
+    chosen_epoch: int | None = None  # the weights kept: 0 the untrained start, else the 1-based epoch
+    start_score: float | None = None  # the start's dev MRR@10 on the sparse labels (None: not scored)
+    dev_score: float | None = None  # the kept weights' dev MRR@10 on the sparse labels (what chose them)
 
     def row(self) -> dict[str, object]:
         """The manifest row (everything but the curves)."""
@@ -189,6 +195,7 @@ MANIFEST_SCHEMA: Schema = {
     "steps": pl.Int64, "seconds": pl.Float64, "examples_per_s": pl.Float64, "final_loss": pl.Float64,
     "best_epoch": pl.Int64, "fingerprint": pl.String, "candidates": pl.String, "table": pl.Boolean,
     "sweep": pl.String, "sweep_value": pl.Float64, "dev_mrr10": pl.Float64, "notes": pl.String,
+    "chosen_epoch": pl.Int64, "start_score": pl.Float64, "dev_score": pl.Float64,
 }  # fmt: skip
 
 
@@ -412,7 +419,14 @@ def _train_one(
     evaluate = _dev_evaluator(data, config) if config.select_on_dev else None
     log = (lambda step, logs: on_log(spec.run_name, step, logs)) if on_log else None
     loss = "dml" if spec.method == "dml" else None
-    result = train_ranker(model, examples, examples.texts, spec.config, state, evaluate=evaluate, on_log=log, loss=loss)
+    # the start (the backbone's cross-encoder, an untrained selection model) competes with the epochs on dev
+    result, start_score, kept_start = against_start(
+        model,
+        evaluate,
+        partial(
+            train_ranker, model, examples, examples.texts, spec.config, state, evaluate=evaluate, on_log=log, loss=loss
+        ),
+    )
     folders = save_ranker(model, out_dir / spec.run_name)
     drawn = pl.concat([examples.epochs[e] for e in sorted(examples.epochs)])
     notes = dict(examples.notes[0])
@@ -434,12 +448,17 @@ def _train_one(
         examples_per_s=result.examples_per_s,
         final_loss=result.loss_curve[-1] if result.loss_curve else float("nan"),
         best_epoch=result.best_epoch,
+        chosen_epoch=0 if kept_start else result.best_epoch + 1,
+        start_score=start_score,
+        dev_score=start_score if kept_start else (result.dev_scores[result.best_epoch] if result.dev_scores else None),
         fingerprint=fingerprint,
         candidates=config.strong_run,
         table=spec.table,
         sweep=spec.sweep,
         sweep_value=spec.sweep_value,
-        dev_mrr10=dev_mrr10(model.relevance, data, config, reranked=evaluate.kept_run(result) if evaluate else None),
+        dev_mrr10=dev_mrr10(
+            model.relevance, data, config, reranked=evaluate.kept_run(result, kept_start) if evaluate else None
+        ),
         notes=notes,
         result=result,
     )
@@ -506,9 +525,9 @@ def _state_dir(ranker_dir: Path, fingerprint: str) -> Path:
 
 class _DevEvaluator:
     """`select_on_dev`'s callback: MRR@10 of R's reranking of the dev queries (the strong run's top
-    `rerank_depth`) against their sparse labels (all a trainer has). It keeps the reranking of the
-    best epoch so far (the first of equals, as the training loop keeps its weights), so the dev
-    MRR@10 reported against the dense judgments reuses it instead of reranking again."""
+    `rerank_depth`) against their sparse labels (all a trainer has). It keeps its rerankings in call
+    order (the start's first, then one per epoch), so the dev MRR@10 reported against the dense
+    judgments reuses the kept weights' instead of reranking again."""
 
     def __init__(self, data: LabData, config: LabConfig) -> None:
         dev = pl.Series(list(data.dev_query_ids), dtype=pl.String).implode()
@@ -517,21 +536,21 @@ class _DevEvaluator:
         if self.dev_run.height == 0 or self.dev_labels.height == 0:
             raise ValueError("CET lab: select_on_dev needs dev queries with candidates and sparse labels")
         self.data, self.config = data, config
-        self.calls, self.best_score, self.best_run = 0, float("-inf"), None
+        self.runs: list[pl.DataFrame] = []
 
     def __call__(self, model: torch.nn.Module) -> float:
         from dagster_ir.evaluation import aggregate, evaluate_run
 
         reranked = rerank_with(model.relevance, self.dev_run, self.data.queries, self.data.corpus, self.config, "dev")
-        score = float(aggregate(evaluate_run(reranked, self.dev_labels, ["RR@10"]))["mean"][0])
-        self.calls += 1
-        if self.best_run is None or score > self.best_score:
-            self.best_score, self.best_run = score, reranked
-        return score
+        self.runs.append(reranked)
+        return float(aggregate(evaluate_run(reranked, self.dev_labels, ["RR@10"]))["mean"][0])
 
-    def kept_run(self, result: TrainResult) -> pl.DataFrame | None:
-        """The reranking by the weights training kept, when every epoch was scored here (not after a resume)."""
-        return self.best_run if self.calls == len(result.dev_scores) and self.calls > 0 else None
+    def kept_run(self, result: TrainResult, kept_start: bool) -> pl.DataFrame | None:
+        """The reranking by the weights kept (the start's when `kept_start`), when the start and every
+        epoch were scored here (not after a resume, which scores fewer epochs)."""
+        if len(self.runs) != 1 + len(result.dev_scores) or not result.dev_scores:
+            return None
+        return self.runs[0] if kept_start else self.runs[1 + result.best_epoch]
 
 
 def _dev_evaluator(data: LabData, config: LabConfig) -> _DevEvaluator:

@@ -63,6 +63,7 @@ class BertModel1Config:
     margin: float = 1.0
     rerank_batch_size: int = 16
     dev_depth: int = 20
+    select_start: bool = True  # the start (the backbone under a fresh head) competes with the epochs on dev
     train: TrainConfig = field(
         default_factory=lambda: TrainConfig(
             lr=2e-5,

@@ -33,6 +33,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,7 @@ from dagster_ir.methods.model1.index import CollectionStats
 from dagster_ir.methods.model1.table import TranslationTable
 from dagster_ir.methods.model1.vocabulary import Ragged, Vocabulary, ragged_arange, wordpiece_vocabulary
 from dagster_ir.negatives import NegativeConfig
-from dagster_ir.neural.training import TrainConfig, TrainResult, train, unwrap
+from dagster_ir.neural.training import TrainConfig, TrainResult, against_start, train, unwrap
 from dagster_ir.retrieval.trec import rank_run
 from dagster_ir.schemas import NEGATIVES, RUN, validate
 from dagster_ir.storage.atomic import atomic_path
@@ -109,6 +110,7 @@ class NeuralModel1Config:
     margin: float = 1.0
     rerank_batch_size: int = 64
     dev_depth: int = 20  # dev candidates per query for choosing the epoch
+    select_start: bool = True  # the untrained start competes with the epochs on dev (kept if none beats it)
     train: TrainConfig = field(
         default_factory=lambda: TrainConfig(
             lr=3e-3,
@@ -497,9 +499,11 @@ def train_ranker(
     dev_run: pl.DataFrame | None = None,
     qrels: pl.DataFrame | None = None,
     on_log: Callable[[int, dict[str, float]], None] | None = None,
-) -> TrainResult:
+) -> tuple[TrainResult, float | None, bool]:
     """Train a neural or BERT Model 1 with the shared loop; with `dev_run` and `qrels` the best dev
-    epoch (nDCG@10 reranking the dev candidates) is kept."""
+    epoch (nDCG@10 reranking the dev candidates) is kept, or the start (`against_start`: the
+    untrained weights, BERT's pretrained encoder under a fresh head) when it scores above every
+    epoch. Returns (the training record, the start's dev score or None, whether the start was kept)."""
     config = model.config
     evaluate = None
     if dev_run is not None and qrels is not None and dev_run.height:
@@ -507,14 +511,20 @@ def train_ranker(
     # the shared loop averages micro-batch losses over the global batch: times its size, the sum
     scale = float(config.train.batch_size) if config.loss_reduction == "sum" else 1.0
     loss = pairwise_loss(texts, config.margin, scale)
-    return train(
+    return against_start(
         model,
-        make_epoch_batches(negatives, config.train.batch_size),
-        loss,
-        config.train,
-        checkpoint_dir,
-        on_log=on_log,
-        evaluate=evaluate,
+        evaluate,
+        keep_start=config.select_start,
+        run=partial(
+            train,
+            model,
+            make_epoch_batches(negatives, config.train.batch_size),
+            loss,
+            config.train,
+            checkpoint_dir,
+            on_log=on_log,
+            evaluate=evaluate,
+        ),
     )
 
 

@@ -73,12 +73,13 @@ def train_ranker_job(job: Job) -> dict:
         nn.TokenizedTexts.of_documents(job.lazy("corpus"), job.frame("doc_ids")["doc_id"], vocabulary),
     )
     dev = (job.frame("dev_run"), job.frame("qrels")) if (job.folder / "dev_run.parquet").is_file() else (None, None)
-    result = nn.train_ranker(
+    result, start_score, kept_start = nn.train_ranker(
         model, texts, job.frame("negatives"), values["checkpoint_dir"], dev_run=dev[0], qrels=dev[1], on_log=job.on_log
     )
     on_rank_zero(model.save, values["output"])
-    return {"train": dataclasses.asdict(result)}
+    return {"train": dataclasses.asdict(result), "start_score": start_score, "kept_start": kept_start}
 
 
-def read_train_result(result: dict) -> TrainResult:
-    return TrainResult(**result["train"])
+def read_train_result(result: dict) -> tuple[TrainResult, float | None, bool]:
+    """What `nn.train_ranker` returned in the job: the training record, the start's score, whether it was kept."""
+    return TrainResult(**result["train"]), result.get("start_score"), bool(result.get("kept_start", False))

@@ -137,11 +137,10 @@ def test_negatives_come_from_the_depth_reranked_and_the_training_queries_only() 
         LabConfig(negative_depth=0)
 
 
-def test_each_ranker_keeps_its_best_dev_epoch_by_default(tmp_path) -> None:
-    from dagster_ir.methods.cet.lab import dev_mrr10, train_lab
+def _tiny_lab(tmp_path, epochs: int = 4) -> tuple[LabData, LabConfig]:
+    """Two training and two dev queries over eight documents, rankers on a tiny backbone (naive only)."""
     from dagster_ir.methods.cet.model import CetConfig, RankerConfig
     from dagster_ir.neural.backbone import make_tiny_backbone
-    from dagster_ir.neural.cross_encoder import CrossEncoder
     from dagster_ir.neural.training import TrainConfig
 
     tiny = str(make_tiny_backbone(tmp_path / "tiny", hidden_size=16))
@@ -168,19 +167,67 @@ def test_each_ranker_keeps_its_best_dev_epoch_by_default(tmp_path) -> None:
         [("t1", "d2", 1), ("t2", "d4", 1), ("v1", "d5", 1), ("v2", "d7", 1)], schema=QRELS, orient="row"
     )
     lab = LabData(runs, queries, corpus, sparse, sparse, ("t1", "t2"), ("v1", "v2"))
-    assert LabConfig().select_on_dev
     config = LabConfig(
         methods=("naive",),
         rerank_depth=6,
         dev_judgments="sparse",
         cet=CetConfig(
             ranker=RankerConfig(backbone=tiny, max_length=24, max_query_length=6),
-            train=TrainConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant", epochs=4, batch_size=2, seed=1),
+            train=TrainConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant", epochs=epochs, batch_size=2, seed=1),
         ),
     )
+    return lab, config
+
+
+def test_each_ranker_keeps_its_best_dev_epoch_by_default(tmp_path) -> None:
+    from dagster_ir.methods.cet.lab import dev_mrr10, train_lab
+    from dagster_ir.neural.cross_encoder import CrossEncoder
+
+    assert LabConfig().select_on_dev
+    lab, config = _tiny_lab(tmp_path)
     [naive] = train_lab(lab, config, tmp_path / "lab")
     scores = naive.result.dev_scores
     assert len(scores) == 4 and naive.best_epoch == scores.index(max(scores))
+    if naive.chosen_epoch == 0:  # the start scored above every epoch: the dev run reused is the start's
+        assert naive.start_score > max(scores) and naive.dev_score == naive.start_score
+        scores = [naive.start_score]
+    assert naive.dev_score == max(scores)
     # the dev MRR@10 reported is the kept weights' (reused from the epoch's scoring, equal to reranking afresh)
     kept = CrossEncoder.from_pretrained(naive.relevance_path)
     assert naive.dev_mrr10 == pytest.approx(max(scores)) == pytest.approx(dev_mrr10(kept, lab, config))
+
+
+@pytest.mark.parametrize("scripted", [(0.9, 0.5, 0.6), (0.1, 0.5, 0.6)])
+def test_a_ranker_keeps_its_start_when_no_epoch_beats_it_on_dev(scripted, tmp_path, monkeypatch) -> None:
+    """R's start (the backbone's cross-encoder) is scored on dev first; kept, and saved, only when above every epoch."""
+    import torch
+
+    from dagster_ir.methods.cet import lab as lab_module
+    from dagster_ir.methods.cet.model import CoupledRanker
+    from dagster_ir.neural.cross_encoder import CrossEncoder
+
+    lab, config = _tiny_lab(tmp_path, epochs=2)
+    calls = iter(scripted)
+
+    class Scripted:
+        def __call__(self, model) -> float:
+            return next(calls)
+
+        def kept_run(self, result, kept_start):
+            return None
+
+    monkeypatch.setattr(lab_module, "_dev_evaluator", lambda data, config: Scripted())
+    [naive] = lab_module.train_lab(lab, config, tmp_path / "lab")
+    assert naive.start_score == scripted[0] and naive.result.dev_scores == list(scripted[1:])
+    start = CoupledRanker.build(config.cet.ranker, coupled=False, seed=config.cet.train.seed).relevance.state_dict()
+    saved = CrossEncoder.from_pretrained(naive.relevance_path).state_dict()
+    untouched = all(torch.equal(saved[k], v) for k, v in start.items())
+    kept = scripted[0] > max(scripted[1:])
+    assert untouched == kept
+    assert (naive.chosen_epoch, naive.dev_score) == ((0, 0.9) if kept else (2, 0.6))
+    row = manifest([naive]).row(0, named=True)
+    assert (row["chosen_epoch"], row["start_score"], row["dev_score"]) == (
+        naive.chosen_epoch,
+        *scripted[:1],
+        naive.dev_score,
+    )

@@ -98,7 +98,7 @@ def test_scores_do_not_depend_on_the_batch(setup):
 def test_training_and_the_saved_folder(setup, tmp_path):
     stats, texts, config = setup
     model = BertModel1.from_backbone(stats, config)
-    result = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt")
+    result, _, _ = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt")
     assert result.steps == 3 and all(np.isfinite(result.loss_curve))
     run = pl.DataFrame(
         {
@@ -154,7 +154,7 @@ def test_bert_vanilla_scores_the_mean_cls_of_its_chunks(setup, tmp_path):
         expected = [model.layer(cls[pair == b].mean(0)).item() for b in range(2)]
     assert int((pair == 0).sum()) == 2 and int((pair == 1).sum()) == 1  # d0: 15 tokens in chunks of 11; d1 one
     np.testing.assert_allclose(scores.numpy(), expected, rtol=1e-5, atol=1e-6)
-    result = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt")
+    result, _, _ = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt")
     assert result.steps == 3 and all(np.isfinite(result.loss_curve))
     folder = model.save(tmp_path / "vanilla")
     again = BertVanilla.load(folder).eval()

@@ -178,7 +178,9 @@ def test_training_lowers_the_loss_and_the_model_round_trips(setup, tmp_path):
         .unique()
         .with_columns(score=pl.lit(0.0), rank=pl.lit(1, pl.Int32), run_name=pl.lit("bm25"))
     )
-    result = train_ranker(model, texts, NEGATIVES, tmp_path / "ckpt", dev_run=dev_run, qrels=qrels)
+    result, start_score, kept_start = train_ranker(
+        model, texts, NEGATIVES, tmp_path / "ckpt", dev_run=dev_run, qrels=qrels
+    )
     assert result.steps == 8 and len(result.dev_scores) == 8
     assert np.mean(result.loss_curve[-3:]) < np.mean(result.loss_curve[:3])
     before = rerank(model, texts, dev_run, "nn", batch_size=4)
@@ -186,6 +188,35 @@ def test_training_lowers_the_loss_and_the_model_round_trips(setup, tmp_path):
     after = rerank(reloaded, texts, dev_run, "nn", batch_size=4)
     assert before.equals(after)
     assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("scripted", [(0.9, 0.5, 0.6), (0.1, 0.5, 0.6)])
+def test_the_untrained_start_is_kept_when_no_epoch_beats_it_on_dev(scripted, setup, tmp_path, monkeypatch):
+    """The start is scored on the dev candidates before training; kept only when above every epoch."""
+    from dagster_ir.methods.model1 import neural
+
+    _, _, stats, _, texts = setup
+    config = NeuralModel1Config(
+        backbone=setup[3].config.backbone,
+        layer=Model1LayerConfig(proj_dim=8, hidden_dim=8),
+        train=TrainConfig(lr=3e-2, epochs=2, batch_size=3, seed=0, weight_decay=0.0, warmup_ratio=0.0),
+    )
+    torch.manual_seed(0)
+    model, _ = build_model(stats, config)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    calls = iter(scripted)
+    monkeypatch.setattr(neural, "dev_ndcg", lambda *args: lambda module: next(calls))
+    qrels = NEGATIVES.select("query_id", doc_id="pos_doc_id", relevance=pl.lit(1, pl.Int32)).unique()
+    dev_run = NEGATIVES.select("query_id", doc_id="pos_doc_id").with_columns(
+        score=pl.lit(0.0), rank=pl.lit(1, pl.Int32), run_name=pl.lit("bm25")
+    )
+    result, start_score, kept_start = train_ranker(
+        model, texts, NEGATIVES, tmp_path / "ckpt", dev_run=dev_run, qrels=qrels
+    )
+    assert start_score == scripted[0] and result.dev_scores == list(scripted[1:])
+    untouched = all(torch.equal(v, start[k]) for k, v in model.state_dict().items())
+    assert kept_start == (scripted[0] > max(scripted[1:])) == untouched
+    assert train_ranker(model, texts, NEGATIVES, tmp_path / "none")[1:] == (None, False)  # no dev: nothing competes
 
 
 def test_an_untrained_model_ranks_exact_matches_first(setup):
