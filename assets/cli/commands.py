@@ -250,10 +250,37 @@ def summary_text(root: Path, latest: list[tuple]) -> str:
     ]
     if table:
         lines.append(f'Catalog:         dagster-ir{data} catalog query "select * from {table} limit 5"')
+    for collection in sorted({p for a, p, *_ in latest if a == "model_report" and p}):
+        lines += ["", *methods_outline(root, collection)]
     if reported:
         lines.append(f"Reports:         dagster-ir{data} report --collection {reported[0]}")
     lines.append("Dagster UI:      make ui   (then open http://127.0.0.1:3000, Assets -> Global asset lineage)")
     return "\n".join(lines)
+
+
+def methods_outline(root: Path, collection: str) -> list[str]:
+    """The methods report of `collection` in a few lines: each section's heading (which states the k
+    its rows rerank) and, once per trained row, which weights each unit kept; [] without a report."""
+    from assets.cli.reproduce import summary_path  # dagster: not loaded by --help
+    from assets.defs.model_report import KEPT_PREFIX  # dagster: not loaded by --help
+    from dagster_ir.evaluation.summary import read_summary  # polars: not loaded by --help
+
+    path = summary_path(root, collection)
+    if not path.exists():
+        return []
+    sections = read_summary(path)["sections"]
+    kept: dict[str, str] = {}
+    for section in sections:
+        notes = section.get("notes") or ""
+        if KEPT_PREFIX in notes:
+            for said in notes.split(KEPT_PREFIX, 1)[1].rstrip(".").split("; "):
+                kept.setdefault(said.split(":", 1)[0], said)
+    lines = [f"Methods report of {collection} ({len(sections)} sections; k: the candidates each row reranks):"]
+    lines += [f"  {section['title']}" for section in sections]
+    if kept:
+        lines.append("Weights kept per trained row, chosen on each unit's validation queries:")
+        lines += [f"  {said}" for said in kept.values()]
+    return lines
 
 
 def cmd_status(root: Path) -> int:
@@ -357,8 +384,13 @@ def cmd_reproduce(
     verbose: bool = False,
     folds: list[int] | None = None,
     assets: list[str] | None = None,
+    export: str | None = None,
+    imports: list[str] | None = None,
 ) -> int:
     """`dagster-ir reproduce`: materialize what `collection`'s tables need (stale only), print them and the times.
+
+    `export`: then write the collection's finished units to that results bundle (`assets.cli.bundle`).
+    `imports`: materialize nothing; print the tables of those bundles' current units (`cmd_import`).
 
     `markdown`: None prints text tables, "-" Markdown ones; a path also writes `reproduce.markdown_page` there.
     `folds`: only the training units of those rotations and what they read (to time a fold, or
@@ -393,6 +425,10 @@ def cmd_reproduce(
     page = None if markdown in (None, "-") else Path(markdown)
     if page is not None and not page.parent.is_dir():
         raise FileNotFoundError(f"--markdown: the folder of {page} does not exist")
+    if imports is not None:
+        if export is not None or folds is not None or assets is not None:
+            raise ValueError("--import trains nothing: it takes no --export, --folds or --assets")
+        return cmd_import(root, collection, [Path(d) for d in imports], markdown=markdown, profile=profile)
     units = None if folds is None else units_of_folds(collection, folds)
     defs, resources = _defs_and_resources(root)
     if assets is not None:
@@ -448,7 +484,54 @@ def cmd_reproduce(
         print(f"written {page}")
     for partition, keys, message in report.failures:
         print(f"FAILED {', '.join(keys)}" + (f" [{partition}]" if partition else "") + f": {message}", file=sys.stderr)
+    if export is not None:
+        from assets.cli.bundle import export_bundle  # dagster: not loaded by --help
+
+        exported = export_bundle(root, collection, defs, Path(export), profile=profile, instance=instance)
+        print(
+            f"exported {len(exported.folders)} units to {export}"
+            + (f" (none of {', '.join(exported.absent)})" if exported.absent else "")
+        )
     return 0 if report.ok and (folds is not None or partial or tables.with_name("report.txt").exists()) else 1
+
+
+def cmd_import(root: Path, collection: str, bundles: list[Path], *, markdown: str | None, profile: str | None) -> int:
+    """`dagster-ir reproduce --import DIR ...`: the methods report's tables from results bundles, no training."""
+    from assets.cli.bundle import import_bundles, import_notes  # dagster: not loaded by --help
+    from assets.lib.project import collection_specs  # polars, DuckDB: not loaded by --help
+    from dagster_ir.evaluation.summary import book_summary, format_summary  # polars: not loaded by --help
+
+    if collection not in collection_specs():
+        raise ValueError(
+            f"--collection: {collection!r} is not a configured collection "
+            f"(have {sorted(collection_specs())}; set DAGSTER_IR_CONFIG)"
+        )
+    defs, _ = _defs_and_resources(root)
+    imported = import_bundles(bundles, collection, defs, profile=profile)
+    tables = format_summary(book_summary(imported.book), markdown=markdown is not None)
+    notes = import_notes(imported)
+    print(tables)
+    print(notes)
+    if markdown not in (None, "-"):
+        commits = sorted({u.record.commit for u in imported.current})
+        machines = sorted({u.record.machine for u in imported.current if u.record.machine})
+        header = [
+            f"# Results: {collection}, from results bundles",
+            "",
+            f"Written by `dagster-ir reproduce --collection {collection} --import "
+            f"{' '.join(map(str, bundles))} --markdown PATH`: no training; each unit was made and exported "
+            "by `reproduce --export` at the commit and on the machine below.",
+            "",
+            "| setting | value |",
+            "|---|---|",
+            f"| units | {len(imported.current)} current, {len(imported.stale)} stale |",
+            f"| commits | {', '.join(commits) or '-'} |",
+            f"| machines | {'; '.join(machines) or '-'} |",
+            "",
+        ]
+        write_text_atomic(Path(markdown), "\n".join(header) + tables + "\n" + notes + "\n")
+        print(f"written {markdown}")
+    return 0 if imported.current else 1
 
 
 def _quiet_warnings() -> None:

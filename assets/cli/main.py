@@ -17,6 +17,7 @@
                                     print a collection's evaluation table and methods report (or
                                     evaluate TREC files)
     dagster-ir reproduce --collection NAME [--folds FOLD ...] [--assets ASSET ...] [--markdown [PATH]]
+                         [--export DIR | --import DIR ...]
                          [--profile demo|paper]
                                     bring every method on one collection up to date (its partitions, all
                                     its training units, what they read), print each paper's table and
@@ -208,6 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="only these assets' partitions of the collection and what they read (e.g. "
         "ghrm_runs neural_baselines for GHRM's table); the tables show their runs only",
     )
+    reproduce.add_argument(
+        "--export",
+        metavar="DIR",
+        help="then write every finished unit of the collection's runs to the results bundle DIR "
+        "(per-query measures, the reranked top k, a manifest; small enough to commit)",
+    )
+    reproduce.add_argument(
+        "--import",
+        dest="import_dirs",
+        nargs="+",
+        metavar="DIR",
+        help="train nothing: the tables from these results bundles, units of older code or other "
+        "settings left out as stale, rows missing a unit left out as incomplete",
+    )
     reproduce.add_argument("--profile", choices=PROFILE_CHOICES, help=PROFILE_HELP)
     reproduce.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     command(
@@ -300,6 +315,8 @@ def _run(args: argparse.Namespace, root: Path) -> int:
             verbose=args.verbose,
             folds=args.folds,
             assets=args.assets,
+            export=args.export,
+            imports=args.import_dirs,
         )
     if args.command == "add-dump":
         print("\n".join(add_dump_partitions(root, args.path, _instance(root), args.partitions)))

@@ -280,25 +280,8 @@ def methods_book(
     ghrm_sweeps = pl.DataFrame() if ghrm_sweeps is None else ghrm_sweeps
     cet = pl.DataFrame() if cet is None else cet
     candidate_runs = inputs["candidate_runs"]
-    first_stage = candidate_runs.filter(pl.col("run_name") == FIRST_STAGE).select(list(RUN))
-    runs = pl.concat(
-        [
-            complete_below_k(_with_seed(run), first_stage)
-            if name in RERANKING_INPUTS
-            else complete_cet_below_k(_with_seed(run), candidate_runs, cet)
-            if name == CET_INPUT
-            else _with_seed(run)
-            for name, run in inputs.items()
-        ]
-    )
-    if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
-        clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
-        raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
+    every, per_seed, qrels = evaluated_runs(collection, config, inputs, qrels, query_splits, cet)
     protocol = collection_specs()[collection].protocol.kind
-    every = (runs, qrels)  # what the every_query sections read
-    runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report", protocol)
-    measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
-    per_seed = evaluate_seeds(runs, qrels, measures)
     per_query, spread = average_seeds(per_seed), seed_spread(per_seed)
     significance = config.significance()
     curves = recall_curve(candidate_runs.filter(pl.col("query_id").is_in(qrels["query_id"].implode())), qrels)
@@ -321,6 +304,40 @@ def methods_book(
     )
     book = ReportBook.of(report_title(collection, config.split, protocol, qrels), sections, appendices or [])
     return book, per_query, every[0]
+
+
+def evaluated_runs(
+    collection: str,
+    config: ReportSettings,
+    inputs: dict[str, pl.DataFrame],
+    qrels: pl.DataFrame,
+    query_splits: pl.DataFrame,
+    cet: pl.DataFrame | None = None,
+) -> tuple[tuple[pl.DataFrame, pl.DataFrame], pl.DataFrame, pl.DataFrame]:
+    """What the methods report measures: ((every run with `seed`, a reranker's top k completed below
+    by the candidates it reranked, over all queries; all qrels), the per-query values of each run and
+    seed on the report's split (PER_QUERY_EVAL plus `seed`), that split's qrels)."""
+    cet = pl.DataFrame() if cet is None else cet
+    candidate_runs = inputs["candidate_runs"]
+    first_stage = candidate_runs.filter(pl.col("run_name") == FIRST_STAGE).select(list(RUN))
+    runs = pl.concat(
+        [
+            complete_below_k(_with_seed(run), first_stage)
+            if name in RERANKING_INPUTS
+            else complete_cet_below_k(_with_seed(run), candidate_runs, cet)
+            if name == CET_INPUT
+            else _with_seed(run)
+            for name, run in inputs.items()
+        ]
+    )
+    if runs.select(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated().any()).item():
+        clashes = runs.filter(pl.struct("run_name", "seed", "query_id", "doc_id").is_duplicated())["run_name"]
+        raise ValueError(f"model_report: run names used by more than one input: {clashes.unique().to_list()}")
+    protocol = collection_specs()[collection].protocol.kind
+    every = (runs, qrels)  # what the every_query sections read
+    runs, qrels = restrict_to_split(runs, qrels, query_splits, config.split, "model_report", protocol)
+    measures = list(dict.fromkeys([*config.measures, *(m for s in SECTIONS for m in s.measures)]))
+    return every, evaluate_seeds(runs, qrels, measures), qrels
 
 
 def write_run_files(runs: pl.DataFrame, qrels: pl.DataFrame, report_dir: Path) -> Path:
@@ -376,6 +393,7 @@ def candidate_depths(inputs: dict[str, pl.DataFrame]) -> dict[str, int]:
     return depths
 
 
+KEPT_PREFIX = "Weights kept, chosen on each unit's validation queries: "  # starts a section's `kept_weights` notes
 # unit-partitioned trained assets whose `KEPT_WEIGHTS` metadata the report reads (ghrm_runs: per collection)
 TRAINED_UNIT_ASSETS = ("neural_baselines", "neural_model1", "bert_model1", "bert_vanilla")
 
@@ -400,8 +418,8 @@ def kept_of(*frames: pl.DataFrame | None) -> pl.DataFrame:
 
 
 def kept_weights(manifest: pl.DataFrame) -> dict[str, str]:
-    """Per trained run, which weights its units kept: `bert: start kept in 1 of 3 units (kept per unit:
-    start, epoch 2, epoch 1; mean validation score: start 0.412, kept weights 0.415)`, from a manifest
+    """Per trained run, which weights its units kept: `bert: start kept in 1 of 3 units (per unit: start,
+    epoch 2, epoch 1), mean validation score: start 0.412, kept weights 0.415`, from a manifest
     with run_name, chosen_epoch (0: the untrained start), start_score and dev_score (the kept
     weights') per unit, in the order of its `unit` column when it has one; runs whose start was
     never scored are left out."""
@@ -426,9 +444,9 @@ def kept_weights(manifest: pl.DataFrame) -> dict[str, str]:
         "run_name", "units", "start_kept", "epochs", "start", "kept_score"
     ).iter_rows():
         each = ", ".join("start" if e == 0 else f"epoch {e}" for e in epochs)
-        notes[name] = (
-            f"{name}: start kept in {kept} of {units} unit{'' if units == 1 else 's'} (kept per unit: {each}; "
-            f"mean validation score: start {start:.3f}, kept weights {best:.3f})"
+        notes[name] = (  # no "; " inside: the notes join the rows' sentences with it
+            f"{name}: start kept in {kept} of {units} unit{'' if units == 1 else 's'} (per unit: {each}), "
+            f"mean validation score: start {start:.3f}, kept weights {best:.3f}"
         )
     return notes
 
@@ -559,7 +577,7 @@ def _sections(
     per_query: pl.DataFrame,
     inputs: dict,
     significance: SignificanceConfig,
-    recall: ReportFigure,
+    recall: ReportFigure | None,
     spread: pl.DataFrame | None = None,
     *,
     every: tuple[pl.DataFrame, pl.DataFrame] | None = None,
@@ -615,8 +633,9 @@ def _sections(
         if vectors and any(i in WORD_INPUTS for i in section.inputs):
             notes = f"{notes} {vectors}"
         if said := [kept[n] for n in names if n in (kept or {})]:
-            notes = f"{notes} Weights kept, chosen on each unit's validation queries: {'; '.join(said)}."
-        extra = [recall] if section.inputs == ("candidate_runs",) else list((figures or {}).get(section.title, []))
+            notes = f"{notes} {KEPT_PREFIX}{'; '.join(said)}."
+        first_stage = section.inputs == ("candidate_runs",)
+        extra = ([recall] if recall else []) if first_stage else list((figures or {}).get(section.title, []))
         reports.append(
             build_report(
                 rows, baseline, list(section.measures), title, notes, config, extra_figures=extra, spread=section_spread

@@ -278,3 +278,33 @@ def test_status_why_names_the_upstream_change_behind_an_asset_two_levels_down(tm
         (cause,) = found["middle"]
         assert cause.startswith("first: has a new") and "data version" in cause, found
         assert found["last"] == [f"reads middle, stale: {cause}"], found
+
+
+def test_the_demo_summary_outlines_the_methods_report_with_its_k_and_kept_weights(tmp_path):
+    import json
+
+    from assets.cli.reproduce import summary_path
+    from assets.defs.model_report import KEPT_PREFIX
+
+    root = tmp_path / "data"
+    kept = [
+        "bert: start kept in 1 of 1 unit (per unit: start), mean validation score: start 0.500, kept weights 0.500",
+        "knrm: start kept in 0 of 1 unit (per unit: epoch 3), mean validation score: start 0.200, kept weights 0.300",
+    ]
+    sections = [
+        {"title": "First-stage retrieval", "notes": "Paired test.", "tables": []},
+        {"title": "PHP: rerankers of BM25's top-k, k = 20", "notes": f"t-test. {KEPT_PREFIX}{kept[0]}.", "tables": []},
+        {
+            "title": "Neural ranking baselines, k = 20",
+            "notes": f"t-test. {KEPT_PREFIX}{kept[1]}; {kept[0]}.",
+            "tables": [],
+        },
+    ]
+    path = summary_path(root, "wiki-car")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"sections": sections}), encoding="utf-8")
+    lines = summary_text(root, [("model_report", "wiki-car", 10, None)]).splitlines()
+    start = lines.index("Methods report of wiki-car (3 sections; k: the candidates each row reranks):")
+    assert lines[start + 1 : start + 4] == [f"  {s['title']}" for s in sections]
+    assert lines[start + 5 : start + 7] == [f"  {kept[0]}", f"  {kept[1]}"]  # each row once
+    assert "Methods report" not in summary_text(root, [("model_report", "cranfield", 10, None)])  # no tables yet

@@ -442,10 +442,10 @@ def test_the_notes_say_per_trained_row_in_how_many_units_the_start_was_kept():
         }
     )
     assert kept_weights(manifest) == {
-        "bert": "bert: start kept in 1 of 2 units (kept per unit: start, epoch 2; "
-        "mean validation score: start 0.350, kept weights 0.380)",
-        "php": "php: start kept in 0 of 2 units (kept per unit: epoch 1, epoch 3; "
-        "mean validation score: start 0.210, kept weights 0.310)",
+        "bert": "bert: start kept in 1 of 2 units (per unit: start, epoch 2), "
+        "mean validation score: start 0.350, kept weights 0.380",
+        "php": "php: start kept in 0 of 2 units (per unit: epoch 1, epoch 3), "
+        "mean validation score: start 0.210, kept weights 0.310",
     }
     assert kept_weights(manifest.drop("start_score")) == {} and kept_weights(pl.DataFrame()) == {}
     per_query = pl.DataFrame(
@@ -504,7 +504,7 @@ def test_the_kept_weights_recorded_in_metadata_reach_the_report_beside_the_cross
     )
     notes = kept_weights(kept_of(cross_encoder, recorded))
     assert notes["bert"] == (
-        "bert: start kept in 1 of 1 unit (kept per unit: start; mean validation score: start 0.500, kept weights 0.500)"
+        "bert: start kept in 1 of 1 unit (per unit: start), mean validation score: start 0.500, kept weights 0.500"
     )
-    assert notes["knrm"].startswith("knrm: start kept in 0 of 2 units (kept per unit: epoch 3, epoch 1;")
+    assert notes["knrm"].startswith("knrm: start kept in 0 of 2 units (per unit: epoch 3, epoch 1),")
     assert kept_of(None, None).height == 0 and kept_of(pl.DataFrame(), recorded).height == 4
