@@ -180,7 +180,7 @@ SECTIONS = (
 @dg.asset(
     group_name=GROUP,
     partitions_def=collection_partitions,
-    code_version="8",  # 8: one k per section in its heading, CET completed below k, the kept weights
+    code_version="9",  # 9: every trained row's kept weights per unit; 8: one k per section in its heading, CET below k
     deps=[dg.AssetDep("model1_runs", partition_mapping=COLLECTION_OF_UNIT)],
     ins=units_in("reranked_runs", "ghrm_sweeps", "fusion_runs", "neural_baselines", "cet_runs", "cet", "cross_encoder"),
 )
