@@ -498,7 +498,7 @@ def cmd_reproduce(
 def cmd_import(root: Path, collection: str, bundles: list[Path], *, markdown: str | None, profile: str | None) -> int:
     """`dagster-ir reproduce --import DIR ...`: the methods report's tables from results bundles, no training."""
     from assets.cli.bundle import import_bundles, import_notes  # dagster: not loaded by --help
-    from assets.lib.project import collection_specs  # polars, DuckDB: not loaded by --help
+    from assets.lib.project import collection_specs, config_path  # polars, DuckDB: not loaded by --help
     from dagster_ir.evaluation.summary import book_summary, format_summary  # polars: not loaded by --help
 
     if collection not in collection_specs():
@@ -524,9 +524,12 @@ def cmd_import(root: Path, collection: str, bundles: list[Path], *, markdown: st
             "",
             "| setting | value |",
             "|---|---|",
+            f"| date | {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} |",
+            f"| config | `{config_path() or 'the built-in default'}` |",
             f"| units | {len(imported.current)} current, {len(imported.stale)} stale |",
             f"| commits | {', '.join(commits) or '-'} |",
             f"| machines | {'; '.join(machines) or '-'} |",
+            "",
             "",
         ]
         write_text_atomic(Path(markdown), "\n".join(header) + tables + "\n" + notes + "\n")
