@@ -27,7 +27,8 @@ import dagster as dg
 import polars as pl
 
 from assets.defs.evaluation import ReportSettings
-from assets.defs.model_report import SECTIONS, _sections, candidate_depths, evaluated_runs
+from assets.defs.model_report import SECTIONS, _sections, candidate_depths, evaluated_runs, kept_of, kept_weights
+from assets.lib.metadata import KEPT_COLUMNS, recorded_kept
 from assets.lib.project import collection_specs, training_units
 from dagster_ir.collections.config import units_of
 from dagster_ir.evaluation.bundle import (
@@ -50,6 +51,7 @@ from dagster_ir.schemas import RUN
 from dagster_ir.storage.dumps import DumpRegistry, dump_identity
 from dagster_ir.storage.parquet import scan_tables, table_path
 
+KEPT_ROW = {k: v for k, v in KEPT_COLUMNS.items() if k != "unit"}  # a unit's `UnitRecord.kept` row
 RUN_ASSETS = ("candidate_runs", "reranked_runs", "fusion_runs", "ghrm_runs", "cet_runs", "neural_baselines")
 
 
@@ -111,6 +113,32 @@ def _step_seconds(instance: dg.DagsterInstance | None, asset: str, partition: st
         if stats.step_key == entry.step_key and stats.start_time and stats.end_time:
             return round(stats.end_time - stats.start_time, 1)
     return None
+
+
+# Per run asset, where the weights of its rows record what their training kept: manifest tables, and
+# the trained assets' `KEPT_WEIGHTS` metadata (ghrm_runs' rows name "fold f, seed s" as their unit).
+KEPT_MANIFESTS = {"reranked_runs": "cross_encoder", "cet_runs": "cet"}
+KEPT_RECORDED = {
+    "ghrm_runs": ("ghrm_runs",),
+    "neural_baselines": ("neural_baselines",),
+    "fusion_runs": ("neural_model1", "bert_model1", "bert_vanilla"),
+}
+
+
+def _kept_rows(
+    root: Path, instance: dg.DagsterInstance | None, asset: str, partition: str, fold: int | None, seed: int | None
+) -> list[dict]:
+    """Which weights each trained run of one unit kept (run_name, chosen_epoch, start_score, dev_score)."""
+    frames = []
+    manifest = KEPT_MANIFESTS.get(asset)
+    if manifest is not None and (path := table_path(root, [manifest], partition)).exists():
+        frames.append(scan_tables([path], keep_partition=False).collect())
+    if instance is not None and asset in KEPT_RECORDED:
+        recorded = recorded_kept(instance, [(name, partition) for name in KEPT_RECORDED[asset]])
+        if asset == "ghrm_runs":
+            recorded = recorded.filter(pl.col("unit") == f"fold {fold}, seed {seed}")
+        frames.append(recorded)
+    return kept_of(*frames).drop("unit").to_dicts()
 
 
 @dataclass(frozen=True)
@@ -204,6 +232,7 @@ def export_bundle(
                 runs=names,
                 created=created,
                 depths=candidate_depths({name: rows}) if name != "candidate_runs" else {},
+                kept=_kept_rows(root, instance, name, partition, fold, seed),
             )
             run = rows.select(list(RUN)) if name != "candidate_runs" else None
             folders.append(write_unit(out, record, values, run))
@@ -251,7 +280,10 @@ def import_bundles(
     settings = ReportSettings()
     measures = list(dict.fromkeys([*settings.measures, *(m for s in SECTIONS for m in s.measures)]))
     per_query = per_query.filter(pl.col("measure").is_in(measures))
-    sections = _sections(per_query, inputs, settings.significance(), None, spread, depths=depths)
+    kept = kept_of(pl.DataFrame([row for u in current for row in u.record.kept], schema=KEPT_ROW))
+    sections = _sections(
+        per_query, inputs, settings.significance(), None, spread, depths=depths, kept=kept_weights(kept)
+    )
     title = f"{collection}: the methods report from {len(current)} exported units"
     book = ReportBook.of(title, sections, [])
     said = {}

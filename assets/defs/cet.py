@@ -238,6 +238,7 @@ class CetConfig(dg.Config):
     resample: bool | None = None
     rerank_depth: int | None = None
     select_on_dev: bool | None = None
+    select_start: bool | None = None  # None: the profile's (the untrained start competes on dev)
     strong_run: str | None = None
     basic_run: str | None = None
     dev_judgments: str | None = None
@@ -282,6 +283,7 @@ class CetConfig(dg.Config):
                 resample=self.resample,
                 rerank_depth=self.rerank_depth,
                 select_on_dev=self.select_on_dev,
+                select_start=self.select_start,
                 strong_run=self.strong_run,
                 basic_run=self.basic_run,
                 dev_judgments=self.dev_judgments,

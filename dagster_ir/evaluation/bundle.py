@@ -64,6 +64,9 @@ class UnitRecord:
     created: str = ""  # UTC time of the export
     runs: list[str] = field(default_factory=list)  # its run names, in the asset's order
     depths: dict[str, int] = field(default_factory=dict)  # reranked run -> candidates reranked (k)
+    kept: list[dict] = field(
+        default_factory=list
+    )  # per trained run: chosen_epoch (0: the start), start_score, dev_score
     files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
 
     @classmethod

@@ -52,7 +52,12 @@ def test_a_report_from_bundles_leaves_out_stale_and_incomplete_units_and_says_so
     one, two = tmp_path / "one", tmp_path / "two"
     first_stage = pl.concat([_values("bm25", None, [0.2, 0.4, 0.1, 0.3, 0.5, 0.2]), _values("ql", None, [0.1] * 6)])
     write_unit(one, _record(defs, "candidate_runs", WHOLE, None), first_stage)
-    write_unit(two, _record(defs, "neural_baselines", "seed-0", 0), _values("knrm", 0, [0.3, 0.5, 0.2, 0.3, 0.6, 0.4]))
+    kept = [{"run_name": "knrm", "chosen_epoch": 0, "start_score": 0.41, "dev_score": 0.41}]
+    write_unit(
+        two,
+        _record(defs, "neural_baselines", "seed-0", 0, kept=kept),
+        _values("knrm", 0, [0.3, 0.5, 0.2, 0.3, 0.6, 0.4]),
+    )
     old = _record(defs, "reranked_runs", "seed-0", 0, code_versions={"reranked_runs": "0"})
     write_unit(two, old, _values("bert", 0, [0.9] * 6))
     imported = import_bundles([one, two], COLLECTION, defs)
@@ -67,6 +72,7 @@ def test_a_report_from_bundles_leaves_out_stale_and_incomplete_units_and_says_so
     assert means["knrm"] == pytest.approx(sum([0.3, 0.5, 0.2, 0.3, 0.6, 0.4]) / 6)
     assert means["bm25"] == pytest.approx(sum([0.2, 0.4, 0.1, 0.3, 0.5, 0.2]) / 6)
     assert "bert" not in means  # stale: never mixed in
+    assert "knrm: start kept in 1 of 1 unit (per unit: start), mean validation score: start 0.410" in baselines.notes
     notes = import_notes(imported)
     assert "stale, left out: reranked_runs/seed-0 (abc1234): code version changed" in notes
     assert "knrm 1 seed" in notes and "bm25 one run of the collection" in notes
@@ -139,3 +145,18 @@ def test_reproduce_import_prints_the_tables_and_writes_a_page_without_training(d
     assert not (data / "tables").exists()  # nothing was materialized
     assert main([*args, "--folds", "0"]) == 1
     assert "--import trains nothing" in capsys.readouterr().err
+
+
+def test_export_records_the_weights_each_unit_kept_from_the_cross_encoders_manifest(tmp_path):
+    from assets.cli.bundle import _kept_rows
+
+    partition = f"{COLLECTION}/seed-0"
+    manifest = pl.DataFrame(
+        {"run_name": ["bert", "php"], "chosen_epoch": [0, 2], "start_score": [0.4, 0.3], "dev_score": [0.4, 0.35]}
+    )
+    write_table(manifest, table_path(tmp_path, ["cross_encoder"], partition))
+    assert _kept_rows(tmp_path, None, "reranked_runs", partition, None, 0) == [
+        {"run_name": "bert", "chosen_epoch": 0, "start_score": 0.4, "dev_score": 0.4},
+        {"run_name": "php", "chosen_epoch": 2, "start_score": 0.3, "dev_score": 0.35},
+    ]
+    assert _kept_rows(tmp_path, None, "neural_baselines", partition, None, 0) == []  # recorded in metadata: no instance

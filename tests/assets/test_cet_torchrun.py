@@ -34,6 +34,7 @@ def _settings(backbone: str, nproc: int) -> CetConfig:
         device="cpu",
         bf16=False,
         torchrun={"nproc_per_node": nproc, "max_restarts": 0, "relaunches": 0},
+        select_start=False,  # the trained weights are what two processes must equal, even where the start scores higher
     )
 
 

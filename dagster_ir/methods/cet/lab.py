@@ -426,6 +426,7 @@ def _train_one(
         partial(
             train_ranker, model, examples, examples.texts, spec.config, state, evaluate=evaluate, on_log=log, loss=loss
         ),
+        keep_start=config.select_start,
     )
     folders = save_ranker(model, out_dir / spec.run_name)
     drawn = pl.concat([examples.epochs[e] for e in sorted(examples.epochs)])

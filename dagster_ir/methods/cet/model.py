@@ -141,6 +141,7 @@ class LabConfig:
     rerank_depth: int = 100
     score_batch_size: int = 64
     select_on_dev: bool = True  # keep each ranker's best epoch by dev MRR@10 on the sparse labels; False: the last
+    select_start: bool = True  # with select_on_dev, the untrained start competes with the epochs too
     bm25_bert: bool = True  # the "BM25 + BERT" row (needs zhan)
     dev_judgments: str = "dense"  # what dev MRR@10 (best baseline, eta, Figure 4) is measured against
 
