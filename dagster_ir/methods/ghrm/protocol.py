@@ -315,12 +315,11 @@ def train_ghrm(
     )
     result, start_score, kept_start = against_start(
         model,
-        evaluate,
+        evaluate if keep_start else None,  # a start that cannot be kept is not scored
         partial(train, model, make_batches, loss_fn, loop, checkpoint_dir, evaluate=evaluate),
-        keep_start=keep_start,
         checkpoint_dir=checkpoint_dir,
     )
-    return GHRMTrained(model, result, start_score if keep_start else None, kept_start)
+    return GHRMTrained(model, result, start_score, kept_start)
 
 
 class GHRMTrained(NamedTuple):
